@@ -1,0 +1,126 @@
+#include "common/env.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <strings.h>
+
+#include "common/log.h"
+
+namespace xtimer::env {
+namespace {
+
+// Keep in the order of docs/config.md. Add a row here before reading a new variable.
+constexpr Var kVars[] = {
+    // --- general
+    {"XTIMER_TIMELINE_PATH", "/tmp/xtimer",
+     "Folder for every file a rank writes: summaries, traces, stack files."},
+    {"XTIMER_LOG_LEVEL", "info", "error, warn, info or debug: what the library and tools print on stderr."},
+    {"XTIMER_DISABLE", "0", "1 makes the preloaded library pass every call straight through."},
+    {"XTIMER_PRELOAD_LIB", "",
+     "Path of libxtimer_preload.so for xtimer_launch; default: ../lib/ next to the xtimer_launch binary."},
+    // --- timing
+    {"XTIMER_REPORT_INTERVAL", "30", "Seconds between summary files (and reports to the agent); 0 = only at exit."},
+    {"XTIMER_KERNEL_SAMPLE", "1",
+     "Time 1 in N plain kernel launches (1 = all, 0 = none). Matmuls, collectives and p2p are always timed."},
+    {"XTIMER_TRACE", "0", "Keep the last N operations per rank and write them as Chrome trace-event JSON; 0 = off."},
+    {"XTIMER_MAX_INFLIGHT", "65536",
+     "Timed operations that may be in flight at once per process; beyond it launches go untimed (and are counted)."},
+    // --- hang detection
+    {"XTIMER_HANG_TIMEOUT", "300", "Seconds an operation (or a synchronising call) may run before it is a hang; fractions allowed."},
+    {"XTIMER_HANG_ACTION", "dump", "On a hang: dump (write stacks once), abort (dump, then abort the process), log (only log)."},
+    {"XTIMER_DUMP_SIGNAL", "SIGUSR2",
+     "Signal that makes a rank dump its stacks (name or number; 'none' disables). Installed only if the program has no handler."},
+    {"XTIMER_CAPTURE_SIGNAL", "SIGRTMIN+5", "Real-time signal used internally to interrupt each thread during a dump."},
+    // --- node agent and collector
+    {"XTIMER_AGENT_SOCKET", "", "Unix socket of the node agent; set by xtimer_launch for every process below it."},
+    {"XTIMER_METRICS_PORT", "18889", "Port of the node agent's Prometheus /metrics; 0 = off."},
+    {"XTIMER_COLLECTOR", "", "host:port of xtimer_collector; empty = the agent runs an embedded collector for its node."},
+    {"XTIMER_COLLECTOR_TOKEN_FILE", "", "File holding the token the agent presents to the collector."},
+    {"XTIMER_DUMP_WAIT", "30", "Seconds the collector waits for every rank's stacks after a hang before merging."},
+    // --- network check
+    {"XTIMER_NETPROBE_TIMEOUT", "30", "Deadline in seconds for every connect, send and wait of xtimer_netprobe."},
+    // --- flash checkpoint
+    {"XTIMER_CKPT_SHM_DIR", "/dev/shm", "Folder (a tmpfs) that holds the in-memory checkpoint segments."},
+    {"XTIMER_CKPT_KEEP", "3", "Checkpoint steps kept on disk; older ones are deleted once a newer one is durable."},
+    {"XTIMER_CKPT_PERSIST_ON_FAILURE", "1",
+     "1: when a training process dies, the saver writes its newest in-memory snapshot to disk."},
+};
+
+bool ParseBool(const char* s, bool* out) {
+  static const char* kTrue[] = {"1", "true", "yes", "on"};
+  static const char* kFalse[] = {"0", "false", "no", "off"};
+  for (const char* t : kTrue)
+    if (strcasecmp(s, t) == 0) return (*out = true), true;
+  for (const char* f : kFalse)
+    if (strcasecmp(s, f) == 0) return (*out = false), true;
+  return false;
+}
+
+// The user's value if set and non-empty, else nullptr.
+const char* UserValue(const char* name) {
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? v : nullptr;
+}
+
+const char* DefaultOf(const char* name) {
+  const Var* var = Find(name);
+  if (var == nullptr) {
+    Log(LogLevel::kError, "internal: %s is not in the XTIMER_* table (common/env.cc)", name);
+    return "";
+  }
+  return var->default_value;
+}
+
+void ReportBad(const char* name, const char* value, const char* what) {
+  Log(LogLevel::kWarn, "%s=%s is not %s; using the default %s", name, value, what, DefaultOf(name));
+}
+
+}  // namespace
+
+std::span<const Var> All() { return kVars; }
+
+const Var* Find(std::string_view name) {
+  for (const Var& v : kVars)
+    if (name == v.name) return &v;
+  return nullptr;
+}
+
+std::string String(const char* name) {
+  const char* v = UserValue(name);
+  return v != nullptr ? v : DefaultOf(name);
+}
+
+double Double(const char* name) {
+  if (const char* v = UserValue(name)) {
+    char* end = nullptr;
+    errno = 0;
+    double d = std::strtod(v, &end);
+    if (errno == 0 && end != v && *end == '\0') return d;
+    ReportBad(name, v, "a number");
+  }
+  return std::strtod(DefaultOf(name), nullptr);
+}
+
+int64_t Int(const char* name) {
+  if (const char* v = UserValue(name)) {
+    char* end = nullptr;
+    errno = 0;
+    long long i = std::strtoll(v, &end, 10);
+    if (errno == 0 && end != v && *end == '\0') return i;
+    ReportBad(name, v, "an integer");
+  }
+  return std::strtoll(DefaultOf(name), nullptr, 10);
+}
+
+bool Bool(const char* name) {
+  bool b = false;
+  if (const char* v = UserValue(name)) {
+    if (ParseBool(v, &b)) return b;
+    ReportBad(name, v, "a boolean (1/0, true/false)");
+  }
+  ParseBool(DefaultOf(name), &b);
+  return b;
+}
+
+}  // namespace xtimer::env

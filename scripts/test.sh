@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds everything and runs the whole test suite.
+#   scripts/test.sh              release build in build/, every test
+#   scripts/test.sh --asan       ASan+UBSan build in build-asan/, tests labelled "unit"
+#   scripts/test.sh --tsan       TSan build in build-tsan/, tests labelled "concurrent"
+# Extra arguments go to ctest (e.g. -R viewer, -L unit).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/setup.sh"
+
+build=build sanitize="" select=()
+case "${1:-}" in
+  --asan) build=build-asan sanitize=address select=(-L unit); shift ;;
+  --tsan) build=build-tsan sanitize=thread select=(-L concurrent); shift ;;
+esac
+
+jobs=$(nproc)
+cmake -S "$root" -B "$root/$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DXTIMER_SANITIZE="$sanitize" >/dev/null
+cmake --build "$root/$build" -j "$jobs"
+ctest --test-dir "$root/$build" --output-on-failure --timeout 600 -j "$jobs" "${select[@]}" "$@"
