@@ -1,0 +1,68 @@
+#include "common/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace xtimer {
+namespace {
+
+bool Fail(std::string* error, const std::string& what, const std::string& path, int err) {
+  if (error != nullptr) *error = what + " " + path + ": " + std::strerror(err);
+  return false;
+}
+
+}  // namespace
+
+bool WriteFileAtomically(const std::string& path, std::string_view content, std::string* error) {
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Fail(error, "cannot create", tmp, errno);
+  const char* p = content.data();
+  size_t left = content.size();
+  while (left > 0) {
+    ssize_t n = write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = n < 0 ? errno : ENOSPC;
+      close(fd);
+      unlink(tmp.c_str());
+      return Fail(error, "cannot write", tmp, err);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (fsync(fd) != 0 && errno != EINVAL) {
+    int err = errno;
+    close(fd);
+    unlink(tmp.c_str());
+    return Fail(error, "cannot sync", tmp, err);
+  }
+  close(fd);
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    unlink(tmp.c_str());
+    return Fail(error, "cannot rename into", path, err);
+  }
+  return true;
+}
+
+bool MakeDirs(const std::string& path, std::string* error) {
+  if (path.empty()) return Fail(error, "cannot create folder", "(empty path)", EINVAL);
+  std::string cur;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    cur = path.substr(0, pos);
+    if (cur.empty()) continue;
+    if (mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return Fail(error, "cannot create folder", cur, errno);
+  }
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return Fail(error, "not a folder:", path, ENOTDIR);
+  return true;
+}
+
+}  // namespace xtimer

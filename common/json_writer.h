@@ -1,0 +1,122 @@
+// A minimal streaming JSON writer for code that must stay small (the preloaded library).
+// Everything else reads and writes JSON with nlohmann-json. Commas are placed automatically;
+// strings are escaped per RFC 8259; non-finite doubles are written as null.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+namespace xtimer {
+
+class JsonWriter {
+ public:
+  JsonWriter& BeginObject() { return Open('{'); }
+  JsonWriter& EndObject() { return Close('}'); }
+  JsonWriter& BeginArray() { return Open('['); }
+  JsonWriter& EndArray() { return Close(']'); }
+
+  JsonWriter& Key(std::string_view k) {
+    Comma();
+    AppendString(k);
+    out_ += ':';
+    after_key_ = true;
+    return *this;
+  }
+  JsonWriter& String(std::string_view s) { return Value(), AppendString(s), *this; }
+  JsonWriter& Int(int64_t v) { return Value(), out_ += std::to_string(v), *this; }
+  JsonWriter& Uint(uint64_t v) { return Value(), out_ += std::to_string(v), *this; }
+  JsonWriter& Bool(bool v) { return Value(), out_ += (v ? "true" : "false"), *this; }
+  JsonWriter& Null() { return Value(), out_ += "null", *this; }
+  JsonWriter& Double(double v) {
+    Value();
+    if (!std::isfinite(v)) return out_ += "null", *this;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    return out_ += buf, *this;
+  }
+
+  // Shorthands for "key": value.
+  template <typename T>
+  JsonWriter& Field(std::string_view k, T v);
+
+  const std::string& str() const { return out_; }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  JsonWriter& Open(char c) {
+    Value();
+    out_ += c;
+    first_ = true;
+    return *this;
+  }
+  JsonWriter& Close(char c) {
+    out_ += c;
+    first_ = false;
+    return *this;
+  }
+  // Before a value: a comma unless it is the first in its container or follows a key.
+  void Value() {
+    if (after_key_) {
+      after_key_ = false;
+      return;
+    }
+    Comma();
+  }
+  void Comma() {
+    if (!first_) out_ += ',';
+    first_ = false;
+  }
+  void AppendString(std::string_view s) {
+    out_ += '"';
+    for (unsigned char c : s) {
+      switch (c) {
+        case '"': out_ += "\\\""; break;
+        case '\\': out_ += "\\\\"; break;
+        case '\n': out_ += "\\n"; break;
+        case '\r': out_ += "\\r"; break;
+        case '\t': out_ += "\\t"; break;
+        default:
+          if (c < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", c);
+            out_ += buf;
+          } else {
+            out_ += static_cast<char>(c);
+          }
+      }
+    }
+    out_ += '"';
+  }
+
+  std::string out_;
+  bool first_ = true;
+  bool after_key_ = false;
+};
+
+template <>
+inline JsonWriter& JsonWriter::Field(std::string_view k, std::string_view v) { return Key(k).String(v); }
+template <>
+inline JsonWriter& JsonWriter::Field(std::string_view k, const char* v) { return Key(k).String(v); }
+template <>
+inline JsonWriter& JsonWriter::Field(std::string_view k, const std::string& v) { return Key(k).String(v); }
+template <>
+inline JsonWriter& JsonWriter::Field(std::string_view k, int v) { return Key(k).Int(v); }
+template <>
+inline JsonWriter& JsonWriter::Field(std::string_view k, long v) { return Key(k).Int(v); }
+template <>
+inline JsonWriter& JsonWriter::Field(std::string_view k, long long v) { return Key(k).Int(v); }
+template <>
+inline JsonWriter& JsonWriter::Field(std::string_view k, unsigned v) { return Key(k).Uint(v); }
+template <>
+inline JsonWriter& JsonWriter::Field(std::string_view k, unsigned long v) { return Key(k).Uint(v); }
+template <>
+inline JsonWriter& JsonWriter::Field(std::string_view k, unsigned long long v) { return Key(k).Uint(v); }
+template <>
+inline JsonWriter& JsonWriter::Field(std::string_view k, double v) { return Key(k).Double(v); }
+template <>
+inline JsonWriter& JsonWriter::Field(std::string_view k, bool v) { return Key(k).Bool(v); }
+
+}  // namespace xtimer
