@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace xtimer {
 
@@ -38,9 +39,22 @@ class JsonWriter {
     return out_ += buf, *this;
   }
 
-  // Shorthands for "key": value.
+  // "key": value, the JSON type chosen from the C++ type.
   template <typename T>
-  JsonWriter& Field(std::string_view k, T v);
+  JsonWriter& Field(std::string_view k, const T& v) {
+    Key(k);
+    if constexpr (std::is_same_v<T, bool>) {
+      return Bool(v);
+    } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+      return Int(v);
+    } else if constexpr (std::is_integral_v<T>) {
+      return Uint(v);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      return Double(v);
+    } else {
+      return String(std::string_view(v));
+    }
+  }
 
   const std::string& str() const { return out_; }
   std::string Take() { return std::move(out_); }
@@ -95,28 +109,5 @@ class JsonWriter {
   bool first_ = true;
   bool after_key_ = false;
 };
-
-template <>
-inline JsonWriter& JsonWriter::Field(std::string_view k, std::string_view v) { return Key(k).String(v); }
-template <>
-inline JsonWriter& JsonWriter::Field(std::string_view k, const char* v) { return Key(k).String(v); }
-template <>
-inline JsonWriter& JsonWriter::Field(std::string_view k, const std::string& v) { return Key(k).String(v); }
-template <>
-inline JsonWriter& JsonWriter::Field(std::string_view k, int v) { return Key(k).Int(v); }
-template <>
-inline JsonWriter& JsonWriter::Field(std::string_view k, long v) { return Key(k).Int(v); }
-template <>
-inline JsonWriter& JsonWriter::Field(std::string_view k, long long v) { return Key(k).Int(v); }
-template <>
-inline JsonWriter& JsonWriter::Field(std::string_view k, unsigned v) { return Key(k).Uint(v); }
-template <>
-inline JsonWriter& JsonWriter::Field(std::string_view k, unsigned long v) { return Key(k).Uint(v); }
-template <>
-inline JsonWriter& JsonWriter::Field(std::string_view k, unsigned long long v) { return Key(k).Uint(v); }
-template <>
-inline JsonWriter& JsonWriter::Field(std::string_view k, double v) { return Key(k).Double(v); }
-template <>
-inline JsonWriter& JsonWriter::Field(std::string_view k, bool v) { return Key(k).Bool(v); }
 
 }  // namespace xtimer

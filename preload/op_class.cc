@@ -1,0 +1,86 @@
+#include "preload/op_class.h"
+
+#include <algorithm>
+
+namespace xtimer {
+
+const char* KindName(OpKind kind) {
+  switch (kind) {
+    case OpKind::kKernel: return "kernel";
+    case OpKind::kMatmul: return "matmul";
+    case OpKind::kCollective: return "collective";
+    case OpKind::kP2p: return "p2p";
+    case OpKind::kMemcpy: return "memcpy";
+    case OpKind::kCount: break;
+  }
+  return "kernel";
+}
+
+uint64_t OpKey::Hash() const {
+  // splitmix64-style mixing of the fields; never returns 0 (the empty-slot marker).
+  auto mix = [](uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ull;
+    return h ^ (h >> 29);
+  };
+  uint64_t h = static_cast<uint64_t>(kind) + 1;
+  h = mix(h, reinterpret_cast<uintptr_t>(api));
+  h = mix(h, reinterpret_cast<uintptr_t>(func));
+  h = mix(h, static_cast<uint64_t>(a));
+  h = mix(h, static_cast<uint64_t>(b));
+  h = mix(h, static_cast<uint64_t>(c));
+  h = mix(h, static_cast<uint64_t>(d));
+  h = mix(h, static_cast<uint64_t>(e));
+  return h == 0 ? 1 : h;
+}
+
+OpClassTable::OpClassTable()
+    : slots_(new Slot[kSlots]), classes_(new OpClass[kMaxClasses]), ready_(new std::atomic<bool>[kMaxClasses]) {
+  for (uint32_t i = 0; i < kMaxClasses; ++i) ready_[i].store(false, std::memory_order_relaxed);
+  // The first ids are the per-kind overflow classes.
+  for (int k = 0; k < static_cast<int>(OpKind::kCount); ++k) {
+    OpClass& c = classes_[k];
+    c.key.kind = static_cast<OpKind>(k);
+    c.key.api = "(other)";
+    c.name = std::string("(other ") + KindName(c.key.kind) + ")";
+    ready_[k].store(true, std::memory_order_release);
+  }
+  next_.store(static_cast<uint32_t>(OpKind::kCount), std::memory_order_release);
+}
+
+uint32_t OpClassTable::Overflow(OpKind kind) { return static_cast<uint32_t>(kind); }
+
+uint32_t OpClassTable::Intern(const OpKey& key) {
+  const uint64_t h = key.Hash();
+  for (uint32_t probe = 0, i = static_cast<uint32_t>(h) & (kSlots - 1); probe < kSlots;
+       ++probe, i = (i + 1) & (kSlots - 1)) {
+    Slot& s = slots_[i];
+    uint64_t cur = s.hash.load(std::memory_order_acquire);
+    if (cur == 0) {
+      if (!s.hash.compare_exchange_strong(cur, h, std::memory_order_acq_rel)) {
+        if (cur != h) continue;  // someone else took the slot for another key
+      } else {
+        // We own the slot: create the class.
+        uint32_t id = next_.fetch_add(1, std::memory_order_relaxed);
+        if (id >= kMaxClasses) {
+          id = Overflow(key.kind);
+        } else {
+          classes_[id].key = key;
+          ready_[id].store(true, std::memory_order_release);
+        }
+        s.id.store(id, std::memory_order_release);
+        return id;
+      }
+    }
+    if (cur != h) continue;
+    // Same hash: wait (briefly) for the inserting thread to publish the id, then compare keys.
+    uint32_t id = s.id.load(std::memory_order_acquire);
+    for (int spin = 0; id == kNoClass && spin < 1000; ++spin) id = s.id.load(std::memory_order_acquire);
+    if (id == kNoClass) return Overflow(key.kind);
+    if (id < static_cast<uint32_t>(OpKind::kCount) || classes_[id].key == key) return id;
+  }
+  return Overflow(key.kind);
+}
+
+}  // namespace xtimer

@@ -1,0 +1,19 @@
+// Human names of op classes, resolved off the launch path (poller or dumper thread).
+#pragma once
+
+#include <string>
+
+#include "preload/op_class.h"
+
+namespace xtimer {
+
+// Fills cls.name on first use (kernel symbol, demangled) and returns it.
+const std::string& NameOf(OpClass& cls);
+// NCCL data type names and sizes (ncclDataType_t values).
+const char* NcclTypeName(int type);
+int NcclTypeSize(int type);
+// nccl-tests bus bandwidth factor for a collective API name and communicator size.
+double BusBandwidthFactor(const char* api, int nranks);
+const char* MemcpyKindName(int kind);
+
+}  // namespace xtimer

@@ -1,0 +1,177 @@
+#include "preload/poller.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "preload/op_names.h"
+#include "preload/report_writer.h"
+#include "preload/tracker.h"
+
+namespace xtimer {
+namespace {
+
+// Our threads must not take the application's asynchronous signals (Ctrl-C, SIGTERM from a
+// launcher, SIGCHLD...). Synchronous faults and the real-time signals the stack capture uses
+// stay deliverable so these threads appear in dumps.
+void BlockApplicationSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD, SIGPIPE, SIGALRM, SIGWINCH, SIGTSTP})
+    sigaddset(&set, s);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+}  // namespace
+
+Poller::Poller(Tracker& tracker) : tracker_(tracker) {
+  trace_.Configure(static_cast<size_t>(tracker.config().trace_ops));
+}
+
+void Poller::Start() {
+  thread_ = std::thread([this] {
+    BlockApplicationSignals();
+    pthread_setname_np(pthread_self(), "xtimer-poller");
+    Loop();
+  });
+}
+
+void Poller::Loop() {
+  const double interval = tracker_.config().report_interval_s;
+  next_report_ns_ = interval > 0 ? MonotonicNs() + static_cast<uint64_t>(interval * 1e9) : UINT64_MAX;
+  while (!stop_.load(std::memory_order_acquire)) {
+    bool pending;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      DrainQueue();
+      pending = CompleteFinished();
+      uint64_t now = MonotonicNs();
+      trace_.Tick(now);
+      if (now >= next_report_ns_) {
+        WriteReports(false);
+        next_report_ns_ = now + static_cast<uint64_t>(interval * 1e9);
+      }
+    }
+    tracker_.pools().Grow();
+    // 1 ms while ops are in flight bounds how late a completion is noticed (durations come
+    // from GPU events, so this is not a timing error); idle, poll less often.
+    std::unique_lock<std::mutex> lock(wake_mu_);
+    wake_.wait_for(lock, std::chrono::milliseconds(pending ? 1 : 5),
+                   [this] { return stop_.load(std::memory_order_acquire); });
+  }
+}
+
+void Poller::DrainQueue() {
+  OpRecord rec;
+  while (tracker_.queue().Pop(&rec)) streams_[rec.stream_key].push_back(Pending{rec, 0});
+}
+
+bool Poller::CompleteFinished() {
+  bool pending = false;
+  const uint64_t now = MonotonicNs();
+  for (auto it = streams_.begin(); it != streams_.end();) {
+    auto& fifo = it->second;
+    while (!fifo.empty()) {
+      Pending& head = fifo.front();
+      const EventPair& ev = tracker_.pools().Get(head.rec.pair);
+      gpu::Query q = gpu::QueryEvent(ev.end);
+      if (q == gpu::Query::kNotReady) {
+        if (head.started_ns == 0 && gpu::QueryEvent(ev.start) == gpu::Query::kDone) head.started_ns = now;
+        break;
+      }
+      if (q == gpu::Query::kDone) {
+        double ms = gpu::ElapsedMs(ev.start, ev.end);
+        if (ms >= 0) Account(head, ms);
+      }
+      tracker_.pools().Give(head.rec.pair);
+      fifo.pop_front();
+    }
+    if (fifo.empty()) {
+      it = streams_.erase(it);
+    } else {
+      pending = true;
+      ++it;
+    }
+  }
+  return pending;
+}
+
+void Poller::Account(const Pending& p, double ms) {
+  OpClass& c = tracker_.classes().at(p.rec.class_id);
+  if (!c.hist) c.hist = std::make_unique<Histogram>();
+  uint64_t ns = static_cast<uint64_t>(ms * 1e6 + 0.5);
+  c.hist->Add(ns);
+  c.bytes += p.rec.bytes;
+  if (trace_.enabled()) {
+    const EventPair& ev = tracker_.pools().Get(p.rec.pair);
+    uint64_t start = trace_.HostTimeOf(p.rec.device, ev.start, p.rec.issue_ns);
+    if (start == 0) start = p.rec.issue_ns;
+    trace_.Add(TraceEntry{p.rec.class_id, p.rec.stream, p.rec.device, start, ns, p.rec.seq, p.rec.peer});
+  }
+}
+
+void Poller::WriteReports(bool final) { WriteReportFiles(tracker_, trace_, final); }
+
+void Poller::Stop() {
+  if (stopped_.exchange(true)) return;
+  stop_.store(true, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    wake_.notify_all();
+  }
+  if (thread_.joinable()) {
+    if (thread_.get_id() == std::this_thread::get_id()) {
+      thread_.detach();
+    } else {
+      thread_.join();
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  DrainQueue();
+  CompleteFinished();
+  WriteReports(true);
+}
+
+bool Poller::Snapshot(InflightOps* out, int wait_ms) {
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  const uint64_t deadline = MonotonicNs() + static_cast<uint64_t>(wait_ms) * 1000000ull;
+  while (!lock.try_lock()) {
+    if (MonotonicNs() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  DrainQueue();
+  const uint64_t now = MonotonicNs();
+  for (auto& [key, fifo] : streams_) {
+    int first_index = -1;
+    for (Pending& p : fifo) {
+      const EventPair& ev = tracker_.pools().Get(p.rec.pair);
+      if (p.started_ns == 0 && gpu::QueryEvent(ev.start) == gpu::Query::kDone) p.started_ns = now;
+      OpClass& c = tracker_.classes().at(p.rec.class_id);
+      InflightOp op;
+      op.name = NameOf(c);
+      op.kind = KindName(c.key.kind);
+      op.stream = p.rec.stream;
+      if (p.rec.comm >= 0) {
+        Comm& comm = tracker_.comms().at(p.rec.comm);
+        op.comm = comm.id;
+        op.comm_rank = comm.rank;
+        op.comm_size = comm.size;
+      }
+      op.seq = p.rec.seq;
+      op.peer = p.rec.peer;
+      op.bytes = p.rec.bytes;
+      op.running = p.started_ns != 0;
+      op.in_flight_s = (now - (op.running ? p.started_ns : p.rec.issue_ns)) / 1e9;
+      // Everything behind the stream's head waits for the head (a stream runs in order).
+      if (first_index >= 0) op.blocked_by = first_index;
+      out->push_back(std::move(op));
+      if (first_index < 0) first_index = static_cast<int>(out->size()) - 1;
+    }
+  }
+  return true;
+}
+
+}  // namespace xtimer

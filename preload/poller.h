@@ -1,0 +1,61 @@
+// The one thread that reads completions. It drains the launch queue into per-stream FIFOs
+// (a stream completes in order, so only each FIFO's head needs querying), turns event pairs
+// into durations, keeps per-class statistics, grows the event pools, and writes the summary
+// (and trace) every XTIMER_REPORT_INTERVAL seconds and at exit.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "preload/inflight_op.h"
+#include "preload/op_record.h"
+#include "preload/trace_buffer.h"
+
+namespace xtimer {
+
+class Tracker;
+
+class Poller {
+ public:
+  explicit Poller(Tracker& tracker);
+  void Start();
+  // Stops the thread, completes what has completed, writes the final reports. Idempotent.
+  void Stop();
+
+  // Ops issued and not finished, oldest first per stream; for stack files and the watchdog.
+  // Waits at most `wait_ms` for the poller's lock (it could be stuck inside a driver call).
+  bool Snapshot(InflightOps* out, int wait_ms);
+
+  // Writes summary (and trace) now. Poller thread or after Stop.
+  void WriteReports(bool final);
+
+ private:
+  struct Pending {
+    OpRecord rec;
+    uint64_t started_ns = 0;  // when the poller first saw the start event complete
+  };
+  void Loop();
+  void DrainQueue();
+  // Completes finished heads; returns true if anything is still pending.
+  bool CompleteFinished();
+  void Account(const Pending& p, double ms);
+
+  Tracker& tracker_;
+  std::mutex mu_;  // guards streams_ (poller vs. Snapshot)
+  std::unordered_map<uint64_t, std::deque<Pending>> streams_;
+  TraceBuffer trace_;
+  std::thread thread_;
+  std::mutex wake_mu_;
+  std::condition_variable wake_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> stopped_{false};
+  uint64_t next_report_ns_ = 0;
+};
+
+}  // namespace xtimer

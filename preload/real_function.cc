@@ -1,0 +1,69 @@
+#include "preload/real_function.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+
+#include "common/log.h"
+
+namespace xtimer {
+namespace {
+
+const char* const* SonamesOf(Lib lib) {
+  static const char* const kCudart[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so", nullptr};
+  static const char* const kCuda[] = {"libcuda.so.1", "libcuda.so", nullptr};
+  static const char* const kCublas[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so", nullptr};
+  static const char* const kCublasLt[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so", nullptr};
+  static const char* const kNccl[] = {"libnccl.so.2", "libnccl.so", nullptr};
+  switch (lib) {
+    case Lib::kCudart: return kCudart;
+    case Lib::kCuda: return kCuda;
+    case Lib::kCublas: return kCublas;
+    case Lib::kCublasLt: return kCublasLt;
+    case Lib::kNccl: return kNccl;
+  }
+  return kCuda;
+}
+
+std::atomic<DlsymFn> g_libc_dlsym{nullptr};
+
+}  // namespace
+
+DlsymFn LibcDlsym() {
+  DlsymFn fn = g_libc_dlsym.load(std::memory_order_relaxed);
+  if (fn == nullptr) [[unlikely]] {
+    // glibc >= 2.34 defines dlsym@@GLIBC_2.34 in libc; older ones dlsym@GLIBC_2.2.5 in libdl.
+    void* f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (f == nullptr) f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    fn = reinterpret_cast<DlsymFn>(f);
+    g_libc_dlsym.store(fn, std::memory_order_relaxed);
+  }
+  return fn;
+}
+
+void* ResolveReal(const char* name, Lib lib) {
+  // RTLD_NEXT here means "after libxtimer_preload.so" because the call is made from our code.
+  if (void* f = RealDlsym(RTLD_NEXT, name)) return f;
+  for (const char* const* s = SonamesOf(lib); *s != nullptr; ++s) {
+    void* h = dlopen(*s, RTLD_LAZY | RTLD_NOLOAD);
+    if (h == nullptr) continue;
+    void* f = RealDlsym(h, name);
+    dlclose(h);  // drops only the reference RTLD_NOLOAD added
+    if (f != nullptr) return f;
+  }
+  Log(LogLevel::kDebug, "real %s not found (library not loaded)", name);
+  return nullptr;
+}
+
+void ReportMissingReal(const char* name) {
+  // Rare and off the fast path; a small fixed table keeps it to one line per name.
+  static std::atomic<const char*> seen[64];
+  for (auto& s : seen) {
+    const char* cur = s.load(std::memory_order_relaxed);
+    if (cur == name) return;
+    if (cur == nullptr && s.compare_exchange_strong(cur, name)) break;
+  }
+  Log(LogLevel::kError, "%s was called but the library that defines it is not loaded; returning an error", name);
+}
+
+}  // namespace xtimer

@@ -1,0 +1,21 @@
+// Builds and writes a rank's summary (<rank>-<world>.summary.json) and trace
+// (<rank>-<world>.trace.json) files; formats in docs/formats.md. Poller thread only.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "preload/trace_buffer.h"
+
+namespace xtimer {
+
+class Tracker;
+
+std::string SummaryJson(Tracker& t, bool final);
+std::string TraceJson(Tracker& t, const std::vector<TraceEntry>& entries);
+// "<timeline>/<rank:05d>-<world:05d>.<suffix>"
+std::string RankFilePath(Tracker& t, const char* suffix);
+// Writes both (trace only when enabled); logs one line per failure.
+void WriteReportFiles(Tracker& t, const TraceBuffer& trace, bool final);
+
+}  // namespace xtimer

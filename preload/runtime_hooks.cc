@@ -1,0 +1,138 @@
+// CUDA runtime launches and copies: cudaLaunchKernel and its relatives (plain and _ptsz, the
+// per-thread-default-stream forms that nvcc's --default-stream per-thread selects),
+// cudaGraphLaunch and cudaMemcpyAsync. Synchronising calls are in sync_hooks.cc.
+#include <cuda_runtime_api.h>
+
+#include "preload/real_function.h"
+#include "preload/timed_call.h"
+
+#define XTIMER_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace xtimer {
+namespace {
+
+using LaunchFn = decltype(&::cudaLaunchKernel);
+using LaunchExFn = decltype(&::cudaLaunchKernelExC);
+using GraphLaunchFn = decltype(&::cudaGraphLaunch);
+using MemcpyAsyncFn = decltype(&::cudaMemcpyAsync);
+
+RealFunction<LaunchFn> real_launch("cudaLaunchKernel", Lib::kCudart);
+RealFunction<LaunchFn> real_launch_ptsz("cudaLaunchKernel_ptsz", Lib::kCudart);
+RealFunction<LaunchExFn> real_launch_ex("cudaLaunchKernelExC", Lib::kCudart);
+RealFunction<LaunchExFn> real_launch_ex_ptsz("cudaLaunchKernelExC_ptsz", Lib::kCudart);
+RealFunction<LaunchFn> real_coop("cudaLaunchCooperativeKernel", Lib::kCudart);
+RealFunction<LaunchFn> real_coop_ptsz("cudaLaunchCooperativeKernel_ptsz", Lib::kCudart);
+RealFunction<GraphLaunchFn> real_graph("cudaGraphLaunch", Lib::kCudart);
+RealFunction<GraphLaunchFn> real_graph_ptsz("cudaGraphLaunch_ptsz", Lib::kCudart);
+RealFunction<MemcpyAsyncFn> real_memcpy_async("cudaMemcpyAsync", Lib::kCudart);
+RealFunction<MemcpyAsyncFn> real_memcpy_async_ptsz("cudaMemcpyAsync_ptsz", Lib::kCudart);
+
+// A kernel (or graph) launch: sampled per XTIMER_KERNEL_SAMPLE, class keyed by the function.
+template <typename Fn, typename Call>
+cudaError_t KernelLaunch(RealFunction<Fn>& real, const void* func, const char* api, cudaStream_t stream,
+                         bool per_thread, bool always_time, Call&& call) {
+  Fn fn = real.get();
+  if (fn == nullptr) {
+    ReportMissingReal(real.name());
+    return cudaErrorInitializationError;
+  }
+  HookGuard guard;
+  Tracker* t = HookGuard::Outermost() ? Tracker::Instance() : nullptr;
+  if (t == nullptr) return call(fn);
+  OpKey key;
+  key.kind = OpKind::kKernel;
+  key.api = api;  // nullptr for kernels: named by their symbol
+  key.func = func;
+  uint32_t cls = t->Intern(key);
+  if (!always_time && !t->SampleKernel()) {
+    t->untimed().sampled_out.fetch_add(1, std::memory_order_relaxed);
+    cudaError_t r = call(fn);
+    t->AfterRealCall();
+    return r;
+  }
+  OpPlace where{stream, gpu::Path::kRuntime, per_thread, -1};
+  return TimedCall<cudaError_t>(t, cls, where, OpRecord{}, [&] { return call(fn); });
+}
+
+cudaError_t MemcpyAsync(RealFunction<MemcpyAsyncFn>& real, void* dst, const void* src, size_t count,
+                        cudaMemcpyKind kind, cudaStream_t stream, bool per_thread) {
+  MemcpyAsyncFn fn = real.get();
+  if (fn == nullptr) {
+    ReportMissingReal(real.name());
+    return cudaErrorInitializationError;
+  }
+  HookGuard guard;
+  Tracker* t = HookGuard::Outermost() ? Tracker::Instance() : nullptr;
+  if (t == nullptr) return fn(dst, src, count, kind, stream);
+  OpKey key;
+  key.kind = OpKind::kMemcpy;
+  key.api = "cudaMemcpyAsync";
+  key.a = kind;
+  uint32_t cls = t->Intern(key);
+  OpRecord rec;
+  rec.bytes = count;
+  OpPlace where{stream, gpu::Path::kRuntime, per_thread, -1};
+  return TimedCall<cudaError_t>(t, cls, where, rec, [&] { return fn(dst, src, count, kind, stream); });
+}
+
+}  // namespace
+}  // namespace xtimer
+
+using namespace xtimer;
+
+XTIMER_EXPORT cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t shmem,
+                                           cudaStream_t stream) {
+  return KernelLaunch(real_launch, func, nullptr, stream, false, false,
+                      [&](LaunchFn f) { return f(func, grid, block, args, shmem, stream); });
+}
+
+XTIMER_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args, size_t shmem,
+                                                cudaStream_t stream) {
+  return KernelLaunch(real_launch_ptsz, func, nullptr, stream, true, false,
+                      [&](LaunchFn f) { return f(func, grid, block, args, shmem, stream); });
+}
+
+XTIMER_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  cudaStream_t stream = config != nullptr ? config->stream : nullptr;
+  return KernelLaunch(real_launch_ex, func, nullptr, stream, false, false,
+                      [&](LaunchExFn f) { return f(config, func, args); });
+}
+
+XTIMER_EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  cudaStream_t stream = config != nullptr ? config->stream : nullptr;
+  return KernelLaunch(real_launch_ex_ptsz, func, nullptr, stream, true, false,
+                      [&](LaunchExFn f) { return f(config, func, args); });
+}
+
+XTIMER_EXPORT cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 grid, dim3 block, void** args,
+                                                      size_t shmem, cudaStream_t stream) {
+  return KernelLaunch(real_coop, func, nullptr, stream, false, false,
+                      [&](LaunchFn f) { return f(func, grid, block, args, shmem, stream); });
+}
+
+XTIMER_EXPORT cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args,
+                                                           size_t shmem, cudaStream_t stream) {
+  return KernelLaunch(real_coop_ptsz, func, nullptr, stream, true, false,
+                      [&](LaunchFn f) { return f(func, grid, block, args, shmem, stream); });
+}
+
+// A graph replays many kernels; it is timed as one op per executable graph, always.
+XTIMER_EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t graph, cudaStream_t stream) {
+  return KernelLaunch(real_graph, graph, "cudaGraphLaunch", stream, false, true,
+                      [&](GraphLaunchFn f) { return f(graph, stream); });
+}
+
+XTIMER_EXPORT cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graph, cudaStream_t stream) {
+  return KernelLaunch(real_graph_ptsz, graph, "cudaGraphLaunch", stream, true, true,
+                      [&](GraphLaunchFn f) { return f(graph, stream); });
+}
+
+XTIMER_EXPORT cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
+                                          cudaStream_t stream) {
+  return MemcpyAsync(real_memcpy_async, dst, src, count, kind, stream, false);
+}
+
+XTIMER_EXPORT cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
+                                               cudaStream_t stream) {
+  return MemcpyAsync(real_memcpy_async_ptsz, dst, src, count, kind, stream, true);
+}

@@ -1,0 +1,39 @@
+// The shape every timing hook shares: pass through when nested or disabled; otherwise record
+// a start event, call the real function, record an end event, queue the record.
+// Every CUDA/cuBLAS/NCCL status type uses 0 for success.
+#pragma once
+
+#include "common/log.h"
+#include "preload/capture_mode.h"
+#include "preload/hook_guard.h"
+#include "preload/tracker.h"
+
+namespace xtimer {
+
+// Where an op runs.
+struct OpPlace {
+  void* stream = nullptr;
+  gpu::Path path = gpu::Path::kRuntime;
+  bool per_thread = false;
+  int device = -1;  // -1: the calling thread's current device
+};
+
+// Runs `call()` (which calls the real function) timed as one op of class `class_id`.
+// `rec` carries the op's NCCL/byte details.
+template <typename Status, typename Call>
+Status TimedCall(Tracker* t, uint32_t class_id, const OpPlace& where, const OpRecord& rec, Call&& call) {
+  if (StreamIsCapturing(where.stream, where.path, where.per_thread)) {
+    // Inside CUDA graph capture nothing runs now; the graph launch is timed instead.
+    Status r = call();
+    return r;
+  }
+  OpTicket ticket;
+  ticket.rec = rec;
+  t->Begin(class_id, where.stream, where.path, where.per_thread, where.device, &ticket);
+  Status r = call();
+  t->End(&ticket, static_cast<int>(r) == 0);
+  t->AfterRealCall();
+  return r;
+}
+
+}  // namespace xtimer

@@ -1,0 +1,161 @@
+#include "preload/tracker.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include <mutex>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "preload/poller.h"
+
+namespace xtimer {
+namespace {
+
+std::atomic<Tracker*> g_tracker{nullptr};
+std::atomic<bool> g_off{false};  // decided: pass everything through
+std::mutex g_init_mu;
+
+thread_local uint64_t t_sample_counter __attribute__((tls_model("initial-exec"))) = 0;
+thread_local char t_thread_marker __attribute__((tls_model("initial-exec")));
+
+int EnvInt(const char* name) {
+  const char* v = getenv(name);
+  if (v == nullptr || *v == '\0') return -1;
+  char* end = nullptr;
+  long x = strtol(v, &end, 10);
+  return (*end == '\0' && x >= 0) ? static_cast<int>(x) : -1;
+}
+
+// The stream a record is ordered in. Handles 0, 1 (legacy) and 2 (per-thread) are per device;
+// the per-thread default stream is also per thread.
+uint64_t StreamKey(void* stream, bool per_thread, int device) {
+  uint64_t s = reinterpret_cast<uintptr_t>(stream);
+  if (s > 2) return s;
+  if (s == 2 || (s == 0 && per_thread))
+    return (reinterpret_cast<uintptr_t>(&t_thread_marker) << 8) | (static_cast<uint64_t>(device) << 2) | 2;
+  return (static_cast<uint64_t>(device) << 2) | 1;
+}
+
+void AtExit() {
+  if (Tracker* t = g_tracker.load(std::memory_order_acquire)) t->Shutdown();
+}
+
+}  // namespace
+
+Tracker::Tracker(const PreloadConfig& config)
+    : config_(config),
+      pools_(static_cast<uint32_t>(config.max_inflight)),
+      queue_(static_cast<size_t>(config.max_inflight)) {
+  env_rank_ = EnvInt("RANK");
+  env_world_ = EnvInt("WORLD_SIZE");
+  env_local_rank_ = EnvInt("LOCAL_RANK");
+  poller_ = new Poller(*this);
+}
+
+Tracker* Tracker::Instance() {
+  Tracker* t = g_tracker.load(std::memory_order_acquire);
+  if (t != nullptr) [[likely]] return t;
+  if (g_off.load(std::memory_order_relaxed)) return nullptr;
+  std::lock_guard<std::mutex> lock(g_init_mu);  // once per process, at the first CUDA call
+  t = g_tracker.load(std::memory_order_acquire);
+  if (t != nullptr || g_off.load(std::memory_order_relaxed)) return t;
+  PreloadConfig config = PreloadConfig::FromEnv();
+  if (config.disabled) {
+    Log(LogLevel::kInfo, "XTIMER_DISABLE is set: CUDA calls pass through untimed");
+    g_off.store(true);
+    return nullptr;
+  }
+  if (!gpu::Available()) {
+    Log(LogLevel::kInfo, "no CUDA runtime or driver loaded: CUDA calls pass through untimed");
+    g_off.store(true);
+    return nullptr;
+  }
+  t = new Tracker(config);  // lives until exit; never freed (threads may still read it)
+  g_tracker.store(t, std::memory_order_release);
+  t->poller_->Start();
+  Log(LogLevel::kDebug, "started: output in %s", config.timeline_path.c_str());
+  return t;
+}
+
+bool Tracker::SampleKernel() {
+  int64_t n = config_.kernel_sample;
+  if (n == 1) return true;
+  if (n == 0) return false;
+  return (++t_sample_counter % static_cast<uint64_t>(n)) == 0;
+}
+
+void Tracker::Begin(uint32_t class_id, void* stream, gpu::Path path, bool per_thread, int device, OpTicket* t) {
+  t->stream = stream;
+  t->path = path;
+  t->per_thread = per_thread;
+  t->timed = false;
+  t->rec.class_id = class_id;
+  if (device < 0) device = gpu::CurrentDevice(path);
+  PairId pair = pools_.Take(device, path);
+  if (pair == kNoPair) {
+    untimed_.no_event.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (!gpu::Record(pools_.Get(pair).start, stream, path, per_thread)) {
+    pools_.Give(pair);
+    untimed_.record_failed.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  t->rec.pair = pair;
+  t->rec.device = static_cast<uint8_t>(device);
+  t->rec.path = static_cast<uint8_t>(path);
+  t->rec.stream = reinterpret_cast<uintptr_t>(stream);
+  t->rec.stream_key = StreamKey(stream, per_thread, device);
+  t->rec.issue_ns = MonotonicNs();
+  t->timed = true;
+}
+
+void Tracker::End(OpTicket* t, bool call_ok) {
+  if (!t->timed) return;
+  PairId pair = t->rec.pair;
+  if (!call_ok) {  // nothing was enqueued; the start event alone is harmless
+    pools_.Give(pair);
+    return;
+  }
+  if (!gpu::Record(pools_.Get(pair).end, t->stream, t->path, t->per_thread)) {
+    pools_.Give(pair);
+    untimed_.record_failed.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (!queue_.Push(t->rec)) {
+    pools_.Give(pair);
+    untimed_.queue_full.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+RankInfo Tracker::rank_info() {
+  RankInfo r;
+  if (env_rank_ >= 0 && env_world_ > 0) {
+    r.rank = env_rank_;
+    r.world_size = env_world_;
+  } else if (int slot = comms_.Largest(); slot >= 0) {
+    r.rank = comms_.at(slot).rank;
+    r.world_size = comms_.at(slot).size;
+  }
+  r.local_rank = env_local_rank_;
+  return r;
+}
+
+void Tracker::RegisterExitHandler() {
+  if (!exit_registered_.exchange(true)) atexit(AtExit);
+}
+
+void Tracker::Shutdown() { poller_->Stop(); }
+
+void Tracker::AfterForkInChild() {
+  // CUDA cannot be used in a child forked after the parent initialised it, and the parent's
+  // threads do not exist here: the child passes everything through.
+  if (g_tracker.load(std::memory_order_relaxed) != nullptr) {
+    g_tracker.store(nullptr, std::memory_order_relaxed);
+    g_off.store(true, std::memory_order_relaxed);
+  }
+  new (&g_init_mu) std::mutex();  // the parent may have held it while forking
+}
+
+}  // namespace xtimer
