@@ -1,0 +1,84 @@
+// xtimer_launch COMMAND [ARGS...]: runs COMMAND with libxtimer_preload.so preloaded, so every
+// process it starts (python, torchrun and its ranks, deepspeed) is timed. Exit status and
+// signals are those of COMMAND (it replaces this process).
+#include <limits.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "common/env.h"
+
+namespace {
+
+void Usage(FILE* out) {
+  std::fprintf(out,
+               "usage: xtimer_launch [--] COMMAND [ARGS...]\n"
+               "Runs COMMAND with libxtimer_preload.so preloaded: CUDA, cuBLAS and NCCL operations of every\n"
+               "process below it are timed on the GPU and watched for hangs. Outputs go to\n"
+               "$XTIMER_TIMELINE_PATH (default /tmp/xtimer); all settings: docs/config.md.\n"
+               "examples:\n"
+               "  xtimer_launch python train.py\n"
+               "  xtimer_launch torchrun --nproc-per-node 8 train.py\n");
+}
+
+// <dir of this executable>/../lib/libxtimer_preload.so, unless XTIMER_PRELOAD_LIB says otherwise.
+std::string PreloadPath() {
+  std::string configured = xtimer::env::String("XTIMER_PRELOAD_LIB");
+  if (!configured.empty()) return configured;
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return "libxtimer_preload.so";
+  exe[n] = '\0';
+  std::string dir(exe);
+  dir.erase(dir.rfind('/'));
+  return dir + "/../lib/libxtimer_preload.so";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int first = 1;
+  if (first < argc && (std::strcmp(argv[first], "-h") == 0 || std::strcmp(argv[first], "--help") == 0)) {
+    Usage(stdout);
+    return 0;
+  }
+  if (first < argc && std::strcmp(argv[first], "--") == 0) ++first;
+  if (first >= argc) {
+    Usage(stderr);
+    return 2;
+  }
+  if (argv[first][0] == '-') {
+    std::fprintf(stderr, "xtimer_launch: unknown option %s (put the command after --)\n", argv[first]);
+    return 2;
+  }
+
+  char resolved[PATH_MAX];
+  std::string lib = PreloadPath();
+  if (realpath(lib.c_str(), resolved) == nullptr || access(resolved, R_OK) != 0) {
+    std::fprintf(stderr,
+                 "xtimer_launch: cannot read the preload library %s (%s); build it (scripts/test.sh) or set "
+                 "XTIMER_PRELOAD_LIB\n",
+                 lib.c_str(), std::strerror(errno));
+    return 2;
+  }
+  // Prepend, keeping what the user preloads; a nested xtimer_launch does not add it twice.
+  std::string preload = resolved;
+  if (const char* old = std::getenv("LD_PRELOAD"); old != nullptr && *old != '\0') {
+    if (std::strstr(old, resolved) != nullptr) {
+      preload = old;
+    } else {
+      preload += ":";
+      preload += old;
+    }
+  }
+  setenv("LD_PRELOAD", preload.c_str(), 1);
+
+  execvp(argv[first], argv + first);
+  int err = errno;
+  std::fprintf(stderr, "xtimer_launch: cannot run %s: %s\n", argv[first], std::strerror(err));
+  return err == ENOENT ? 127 : 126;  // the shell's conventions
+}
