@@ -1,0 +1,261 @@
+// Merging, labels, grouping and suspects on hand-made stack sets.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <sstream>
+
+#include "tests/viewer/stack_json.h"
+#include "viewer/folded_writer.h"
+#include "viewer/frame_label.h"
+#include "viewer/stack_merger.h"
+#include "viewer/tree_view.h"
+#include "viewer/verdict.h"
+
+namespace xtimer {
+namespace {
+
+using namespace xtimer::testing;
+
+MergedStacks Merge(const std::vector<StackFile>& files, int32_t world = 0) {
+  StackMerger m({.world_size = world});
+  std::string error;
+  for (const StackFile& f : files) m.Add(f, "rank" + std::to_string(f.rank), &error);
+  return std::move(m).Finish();
+}
+
+bool Has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+std::vector<StackFile> AllIn(int32_t world, int64_t seq) {
+  std::vector<StackFile> files;
+  for (int32_t r = 0; r < world; ++r) {
+    StackFile f = HangOf4()[0];
+    f.rank = r;
+    f.world_size = world;
+    f.inflight_ops = {Collective("3a9f0c12", seq, world)};
+    files.push_back(f);
+  }
+  return files;
+}
+
+TEST(Label, FollowsTheSeedToolsFormat) {
+  FrameInfo f;
+  f.origin = FrameInfo::Origin::kPython;
+  f.function = "load_batch";
+  f.file = "train.py";
+  f.line = 88;
+  EXPECT_EQ(FrameLabel(f, RankSet({0, 1, 2, 3, 5, 7, 8}), 10), "load_batch@train.py:88@0-3/5/7-8|4/6/9");
+  EXPECT_EQ(FrameLabel(f, RankSet::Range(0, 4), 4), "load_batch@train.py:88@0-3|");
+  FrameInfo raw;  // unsymbolised: module+offset
+  raw.module = "/usr/lib/libnccl.so.2";
+  raw.offset = "0x77f0";
+  EXPECT_EQ(FrameLabel(raw, RankSet({2}), 4), "libnccl.so.2+0x77f0@/usr/lib/libnccl.so.2@2|0-1/3");
+}
+
+TEST(Label, CleansTextThatWouldBreakTheFormats) {
+  EXPECT_EQ(CleanFrameText("a;b"), "a:b");
+  EXPECT_EQ(CleanFrameText("  f\n\t(x)  "), "f (x)");
+  EXPECT_EQ(CleanFrameText(""), "?");
+  EXPECT_EQ(CleanFrameText("bad\xff\xfe utf8 \xe2\x82"), "bad?? utf8 ??");
+  EXPECT_EQ(CleanFrameText("caf\xc3\xa9"), "caf\xc3\xa9");
+  EXPECT_EQ(CleanFrameText(std::string("nul\0in", 6)), "nul in");
+}
+
+TEST(Merge, BuildsOnePrefixTreeWithTheRanksOfEachFrame) {
+  MergedStacks m = Merge(HangOf4());
+  EXPECT_EQ(m.world_size, 4);
+  EXPECT_EQ(m.ranks.size(), 4u);
+  TreeView py = MakeTreeView(m, m.python, {});
+  std::string folded = WriteFolded(py);
+  EXPECT_EQ(folded,
+            "<module>@train.py:160@0-3|;train_step@train.py:140@2|0-1/3;load_batch@train.py:88@2|0-1/3 1\n"
+            "<module>@train.py:160@0-3|;train_step@train.py:142@0-1/3|2;"
+            "all_reduce@torch/distributed/distributed_c10d.py:2050@0-1/3|2 3\n");
+  TreeView native = MakeTreeView(m, m.native, {});
+  std::string cpp = WriteFolded(native);
+  // The pool thread every rank has: one line, count = 4 ranks (not 4 threads of one rank).
+  EXPECT_NE(cpp.find("clone3@/usr/lib/x86_64-linux-gnu/libc.so.6@0-3|;start_thread@/usr/lib/x86_64-linux-gnu/libc.so.6@0-3|;"
+                     "pthread_cond_wait@/usr/lib/x86_64-linux-gnu/libc.so.6@0-3|;[S: sleeping]@thread state@0-3| 4\n"),
+            std::string::npos)
+      << cpp;
+  EXPECT_NE(cpp.find("ncclAllReduce@/usr/lib/libnccl.so.2@0-1/3|2;[S: sleeping]@thread state@0-1/3|2 3\n"), std::string::npos) << cpp;
+}
+
+TEST(Merge, CountsRanksNotThreads) {
+  // Three identical pool threads in one rank are one rank at that frame.
+  StackFile f = HangOf4()[0];
+  f.threads.push_back(f.threads[1]);
+  f.threads.push_back(f.threads[1]);
+  MergedStacks m = Merge({f}, 4);
+  std::string cpp = WriteFolded(MakeTreeView(m, m.native, {}));
+  EXPECT_NE(cpp.find("pthread_cond_wait@/usr/lib/x86_64-linux-gnu/libc.so.6@0|1-3;[S: sleeping]@thread state@0|1-3 1\n"),
+            std::string::npos)
+      << cpp;
+}
+
+TEST(Merge, UnsymbolisedFramesMergeByModuleAndOffset) {
+  std::vector<StackFile> files = HangOf4();
+  for (StackFile& f : files) {
+    f.threads.resize(1);
+    f.threads[0].python.clear();
+    f.threads[0].native = {Native("", "/usr/lib/libnccl.so.2"), Native("", "/usr/lib/libnccl.so.2")};
+    f.threads[0].native[1].offset = f.rank == 2 ? "0x20" : "0x10";
+  }
+  MergedStacks m = Merge(files);
+  std::string cpp = WriteFolded(MakeTreeView(m, m.native, {}));
+  EXPECT_EQ(cpp,
+            "libnccl.so.2+0x1000@/usr/lib/libnccl.so.2@0-3|;libnccl.so.2+0x10@/usr/lib/libnccl.so.2@0-1/3|2;"
+            "[S: sleeping]@thread state@0-1/3|2 3\n"
+            "libnccl.so.2+0x1000@/usr/lib/libnccl.so.2@0-3|;libnccl.so.2+0x20@/usr/lib/libnccl.so.2@2|0-1/3;"
+            "[S: sleeping]@thread state@2|0-1/3 1\n");
+}
+
+TEST(Merge, RefusesDuplicateRanksAndOtherWorldSizes) {
+  StackMerger m;
+  std::string error;
+  auto files = HangOf4();
+  ASSERT_TRUE(m.Add(files[0], "a", &error));
+  EXPECT_FALSE(m.Add(files[0], "b", &error));
+  EXPECT_NE(error.find("already read"), std::string::npos);
+  StackFile other = files[1];
+  other.world_size = 8;
+  EXPECT_FALSE(m.Add(other, "c", &error));
+  EXPECT_NE(error.find("world_size 8 disagrees with 4"), std::string::npos);
+  MergedStacks out = std::move(m).Finish();
+  ASSERT_EQ(out.skipped.size(), 2u);
+  EXPECT_EQ(out.skipped[0].source, "b");
+  EXPECT_EQ(out.ranks.size(), 1u);
+}
+
+TEST(Merge, AbsorbGivesTheSameResultAsOneMerger) {
+  auto files = HangOf4();
+  StackMerger a({.world_size = 4}), b({.world_size = 4});
+  std::string error;
+  a.Add(files[0], "0", &error);
+  b.Add(files[1], "1", &error);
+  b.Add(files[2], "2", &error);
+  a.Add(files[3], "3", &error);
+  a.Absorb(std::move(b));
+  MergedStacks split = std::move(a).Finish();
+  MergedStacks whole = Merge(files);
+  EXPECT_EQ(WriteFolded(MakeTreeView(split, split.python, {})), WriteFolded(MakeTreeView(whole, whole.python, {})));
+  EXPECT_EQ(WriteFolded(MakeTreeView(split, split.native, {})), WriteFolded(MakeTreeView(whole, whole.native, {})));
+  EXPECT_EQ(VerdictToJson(ComputeVerdict(split)), VerdictToJson(ComputeVerdict(whole)));
+}
+
+TEST(Merge, CollapsesIdleThreadsOnlyWhenAsked) {
+  MergedStacks m = Merge(HangOf4());
+  std::string all = WriteFolded(MakeTreeView(m, m.native, {}));
+  TreeView collapsed = MakeTreeView(m, m.native, {.collapse_idle = true});
+  std::string some = WriteFolded(collapsed);
+  EXPECT_NE(all.find("pthread_cond_wait"), std::string::npos);
+  EXPECT_EQ(some.find("pthread_cond_wait"), std::string::npos);
+  EXPECT_EQ(collapsed.collapsed_stacks, 1u);
+  EXPECT_NE(some.find("ncclAllReduce"), std::string::npos);  // main threads stay
+  // An idle thread that one rank lacks is not the same everywhere: kept.
+  auto files = HangOf4();
+  files[3].threads.pop_back();
+  MergedStacks m2 = Merge(files);
+  EXPECT_NE(WriteFolded(MakeTreeView(m2, m2.native, {.collapse_idle = true})).find("pthread_cond_wait"), std::string::npos);
+}
+
+TEST(Verdict, AllRanksIdenticalHasNoSuspect) {
+  MergedStacks m = Merge(AllIn(8, 500));
+  Verdict v = ComputeVerdict(m);
+  EXPECT_TRUE(v.suspects.empty());
+  EXPECT_TRUE(v.all_agree);
+  ASSERT_EQ(v.groups.size(), 1u);
+  EXPECT_EQ(v.groups[0].ranks.Fold(), "0-7");
+  EXPECT_EQ(v.groups[0].by, "python");
+  EXPECT_EQ(v.groups[0].leaf_frames[0], "all_reduce (distributed_c10d.py:2050)");
+  EXPECT_EQ(v.summary.back(), "no suspect: every reported rank is in the same place");
+}
+
+TEST(Verdict, NamesTheRankNotInTheCollective) {
+  Verdict v = ComputeVerdict(Merge(HangOf4()));
+  ASSERT_EQ(v.suspects.size(), 1u);
+  const Suspect& s = v.suspects[0];
+  EXPECT_EQ(s.rank, 2);
+  EXPECT_TRUE(Has(s.kinds, "absent"));
+  EXPECT_TRUE(Has(s.kinds, "stack_differs"));
+  ASSERT_FALSE(s.frames.empty());
+  EXPECT_EQ(s.frames[0], "load_batch (train.py:88)");
+  ASSERT_EQ(v.groups.size(), 2u);
+  EXPECT_EQ(v.groups[0].ranks.Fold(), "0-1/3");
+  EXPECT_EQ(v.groups[1].ranks.Fold(), "2");
+  ASSERT_GE(v.summary.size(), 2u);
+  EXPECT_EQ(v.summary[1],
+            "ranks 0-1/3 wait in ncclAllReduce #1234 (comm 3a9f0c12); rank 2 is not in it: "
+            "load_batch (train.py:88) <- train_step (train.py:140) <- <module> (train.py:160)");
+}
+
+TEST(Verdict, NamesBothRanksInAnOlderCollective) {
+  std::vector<StackFile> files = AllIn(8, 1234);
+  files[2].inflight_ops = {Collective("3a9f0c12", 1233, 8)};
+  files[5].inflight_ops = {Collective("3a9f0c12", 1233, 8), Collective("3a9f0c12", 1234, 8)};  // queued behind
+  Verdict v = ComputeVerdict(Merge(files));
+  ASSERT_EQ(v.suspects.size(), 2u);
+  EXPECT_EQ(v.suspects[0].rank, 2);
+  EXPECT_EQ(v.suspects[1].rank, 5);
+  EXPECT_EQ(v.suspects[0].kinds, std::vector<std::string>{"behind"});
+  EXPECT_NE(v.suspects[0].reason.find("#1233"), std::string::npos);
+  ASSERT_FALSE(v.comms.empty());
+  EXPECT_EQ(v.comms[0].waiting.Fold(), "0-1/3-4/6-7");
+  EXPECT_EQ(v.comms[0].behind.size(), 2u);
+  EXPECT_FALSE(v.all_agree);
+}
+
+TEST(Verdict, NamesAMissingRank) {
+  std::vector<StackFile> files = AllIn(4, 10);
+  files.erase(files.begin() + 1);
+  Verdict v = ComputeVerdict(Merge(files, 4));
+  EXPECT_EQ(v.missing.Fold(), "1");
+  EXPECT_EQ(v.reported.Fold(), "0/2-3");
+  ASSERT_EQ(v.suspects.size(), 1u);
+  EXPECT_EQ(v.suspects[0].rank, 1);
+  EXPECT_EQ(v.suspects[0].kinds, std::vector<std::string>{"missing"});
+  EXPECT_NE(v.summary[0].find("missing: 1"), std::string::npos);
+  // The missing rank is in every frame's leak list.
+  MergedStacks m = Merge(files, 4);
+  EXPECT_NE(WriteFolded(MakeTreeView(m, m.python, {})).find("@0/2-3|1"), std::string::npos);
+}
+
+TEST(Verdict, NamesARankOnASubCommunicatorOnlyByCount) {
+  // comm "b" has 4 members but only 3 ranks of 8 report it: one member cannot be named.
+  std::vector<StackFile> files = AllIn(8, 7);
+  for (int r : {0, 1, 2}) files[r].inflight_ops.push_back(Collective("b", 3, 4, "ncclAllGather"));
+  Verdict v = ComputeVerdict(Merge(files));
+  const CommVerdict* b = nullptr;
+  for (const CommVerdict& c : v.comms)
+    if (c.comm == "b") b = &c;
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->absent_unnamed, 1);
+  EXPECT_TRUE(b->absent.empty());
+  EXPECT_TRUE(v.suspects.empty());
+}
+
+TEST(Verdict, EvenSplitNamesNobodyByStack) {
+  std::vector<StackFile> files = HangOf4();
+  for (StackFile& f : files) f.inflight_ops.clear();
+  files[3] = files[2];
+  files[3].rank = 3;
+  Verdict v = ComputeVerdict(Merge(files));
+  EXPECT_TRUE(v.suspects.empty());
+  EXPECT_FALSE(v.all_agree);
+  EXPECT_EQ(v.groups.size(), 2u);
+}
+
+TEST(Verdict, JsonHasTheDocumentedFields) {
+  std::string json = VerdictToJson(ComputeVerdict(Merge(HangOf4())));
+  auto j = nlohmann::json::parse(json);
+  EXPECT_EQ(j["format"], "xtimer-verdict");
+  EXPECT_EQ(j["world_size"], 4);
+  EXPECT_EQ(j["ranks_reported"], nlohmann::json({0, 1, 2, 3}));
+  EXPECT_EQ(j["ranks_missing"], nlohmann::json::array());
+  EXPECT_EQ(j["suspects"][0]["rank"], 2);
+  EXPECT_EQ(j["suspects"][0]["frames"][0], "load_batch (train.py:88)");
+  EXPECT_EQ(j["groups"][0]["ranks"], nlohmann::json({0, 1, 3}));
+  EXPECT_EQ(j["communicators"][0]["absent"], nlohmann::json({2}));
+}
+
+}  // namespace
+}  // namespace xtimer

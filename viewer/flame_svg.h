@@ -1,0 +1,26 @@
+// An interactive flame graph as one self-contained SVG file (no external script or font), drawn
+// from a TreeView: root at the bottom, width proportional to ranks (the folded counts), colours by
+// frame kind. In a browser: hovering shows the full label in a tooltip and the details line, a
+// click zooms into a frame (click the background or "Reset zoom" to leave), the search box
+// highlights frames matching a regular expression and shows the share they cover. Frames whose
+// ranks are fewer than their parent's (where the ranks split) get a dark outline.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "viewer/tree_view.h"
+
+namespace xtimer {
+
+struct FlameOptions {
+  std::string title = "Flame graph";
+  std::string subtitle;  // one line under the title
+  int width = 1200;
+  int frame_height = 16;
+  int max_depth = 1024;  // deeper frames are not drawn (hostile input)
+};
+
+std::string WriteFlameSvg(const TreeView& view, const FlameOptions& options);
+
+}  // namespace xtimer

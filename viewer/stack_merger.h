@@ -1,0 +1,52 @@
+// Merges parsed stack files, one rank at a time, into MergedStacks. This is the one merge that
+// the offline viewer and the live collector share (DESIGN.md principle 4): the viewer feeds it
+// files read from a folder, the collector the uploads it received.
+//
+//   StackMerger m({.world_size = 8});
+//   for (upload : uploads) {
+//     StackFile f;
+//     if (!ParseStackFile(upload.bytes, &f, &err)) m.Skip(upload.name, err);
+//     else if (!m.Add(f, upload.name, &err)) { /* already recorded as skipped */ }
+//   }
+//   MergedStacks merged = std::move(m).Finish();
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "common/stack_file.h"
+#include "viewer/merged_stacks.h"
+
+namespace xtimer {
+
+struct MergeOptions {
+  // The job's world size; 0 takes it from the first file added. Files that disagree are skipped.
+  int32_t world_size = 0;
+};
+
+class StackMerger {
+ public:
+  explicit StackMerger(MergeOptions options = {});
+
+  // Adds one rank. On false (duplicate rank, world size disagrees) nothing of it was merged,
+  // *error says why and the file is recorded in MergedStacks::skipped under source.
+  bool Add(const StackFile& file, std::string_view source, std::string* error);
+  // Records an input that could not be read or parsed, so the verdict lists it.
+  void Skip(std::string_view source, std::string_view reason);
+  // Moves everything from other into this (parallel reading merges one merger per thread).
+  // The caller keeps the two rank sets apart (the folder reader claims each rank once); a rank in
+  // both keeps this one's summary, other's is listed as skipped, the trees hold both stacks.
+  void Absorb(StackMerger&& other);
+
+  int32_t world_size() const { return out_.world_size; }
+  size_t ranks_added() const { return out_.ranks.size(); }
+
+  MergedStacks Finish() &&;
+
+ private:
+  MergedStacks out_;
+  std::vector<uint8_t> seen_;     // by rank
+  std::vector<uint32_t> path_;    // scratch, reused per thread
+};
+
+}  // namespace xtimer

@@ -1,0 +1,54 @@
+// The prefix tree of one kind of stack (Python or native) over all ranks: each thread's stack,
+// root first, is a path from the root; each node keeps the ranks whose stacks pass through it and
+// the ranks that have a thread whose stack ends exactly there (the folded file's lines).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "viewer/frame_table.h"
+
+namespace xtimer {
+
+struct TreeNode {
+  uint32_t frame = 0;   // id in the FrameTable; unused for the root
+  uint32_t parent = 0;  // the root is its own parent
+  uint32_t depth = 0;   // root 0, a stack's first frame 1
+  std::vector<int32_t> ranks;      // ranks passing through; ascending after Finish
+  std::vector<int32_t> end_ranks;  // ranks with a stack ending here; ascending after Finish
+  uint32_t threads = 0;            // threads of all ranks passing through
+  bool main_ends = false;          // some rank's main thread ends here
+  std::vector<uint32_t> children;  // after Finish
+  // While adding: the last rank appended, so several threads of a rank count once.
+  int32_t last_rank = -1, last_end_rank = -1;
+};
+
+class StackTree {
+ public:
+  static constexpr uint32_t kRoot = 0;
+
+  StackTree();
+
+  // One thread's stack for rank; frames are FrameTable ids, root first. Empty stacks are ignored.
+  void AddPath(std::span<const uint32_t> frames, int32_t rank, bool main_thread);
+  // Adds every path of other, whose frame ids are translated by frame_map (other id -> our id).
+  // The two trees must hold different ranks.
+  void Absorb(const StackTree& other, std::span<const uint32_t> frame_map);
+  // Sorts the rank lists and builds the children lists (ordered by frame name, then source).
+  void Finish(const FrameTable& frames);
+
+  const TreeNode& node(uint32_t i) const { return nodes_[i]; }
+  const std::vector<TreeNode>& nodes() const { return nodes_; }
+  size_t size() const { return nodes_.size(); }
+  bool empty() const { return nodes_.size() == 1; }
+
+ private:
+  uint32_t Child(uint32_t parent, uint32_t frame);
+
+  std::vector<TreeNode> nodes_;
+  std::unordered_map<uint64_t, uint32_t> child_;  // (parent << 32 | frame) -> node
+};
+
+}  // namespace xtimer

@@ -1,0 +1,271 @@
+#include "viewer/verdict.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "viewer/frame_label.h"
+
+namespace xtimer {
+namespace {
+
+constexpr size_t kLeafFrames = 8;     // frames kept per group / suspect in verdict.json
+constexpr size_t kSummaryFrames = 3;  // frames in a terminal line
+
+const std::vector<uint32_t>& Signature(const RankSummary& r, std::string* by) {
+  if (!r.main_python.empty()) return *by = "python", r.main_python;
+  *by = r.main_native.empty() ? "none" : "native";
+  return r.main_native;
+}
+
+std::vector<std::string> LeafFrames(const FrameTable& frames, const std::vector<uint32_t>& sig, size_t n) {
+  std::vector<std::string> out;
+  for (size_t i = sig.size(); i > 0 && out.size() < n; --i) out.push_back(PrintableName(frames[sig[i - 1]].Short()));
+  return out;
+}
+
+std::string Join(const std::vector<std::string>& v, std::string_view sep, size_t n = SIZE_MAX) {
+  std::string out;
+  for (size_t i = 0; i < v.size() && i < n; ++i) {
+    if (i) out += sep;
+    out += v[i];
+  }
+  return out;
+}
+
+// "rank 2" / "ranks 0-1/3".
+std::string Ranks(const RankSet& r) {
+  return (r.size() == 1 ? "rank " : "ranks ") + r.Fold(16);
+}
+const char* IsAre(const RankSet& r) { return r.size() == 1 ? "is" : "are"; }
+
+std::vector<VerdictGroup> Group(const MergedStacks& m) {
+  std::map<std::pair<std::string, std::vector<uint32_t>>, std::vector<int32_t>> by_sig;
+  for (const RankSummary& r : m.ranks) {
+    std::string by;
+    const std::vector<uint32_t>& sig = Signature(r, &by);
+    by_sig[{by, sig}].push_back(r.rank);
+  }
+  std::vector<VerdictGroup> groups;
+  for (auto& [key, ranks] : by_sig) {
+    VerdictGroup& g = groups.emplace_back();
+    g.ranks = RankSet(std::move(ranks));
+    g.by = key.first;
+    g.signature = key.second;
+    g.leaf_frames = LeafFrames(m.frames, g.signature, kLeafFrames);
+  }
+  std::stable_sort(groups.begin(), groups.end(), [](const VerdictGroup& a, const VerdictGroup& b) {
+    if (a.ranks.size() != b.ranks.size()) return a.ranks.size() > b.ranks.size();
+    return a.ranks.ranks().front() < b.ranks.ranks().front();
+  });
+  return groups;
+}
+
+std::vector<CommVerdict> CompareComms(const MergedStacks& m) {
+  struct Pos {
+    int64_t seq;
+    std::string op;
+  };
+  std::map<std::string, std::map<int32_t, Pos>> pos;  // comm -> rank -> oldest collective in flight
+  std::map<std::string, int64_t> size;
+  for (const RankSummary& r : m.ranks) {
+    for (const CommOp& op : r.comm_ops) {
+      // p2p sequence numbers count different calls on each side: only collectives compare.
+      if (op.kind != "collective" || op.seq < 0) continue;
+      auto [it, fresh] = pos[op.comm].try_emplace(r.rank, Pos{op.seq, op.name});
+      if (!fresh && op.seq < it->second.seq) it->second = {op.seq, op.name};
+      size[op.comm] = std::max(size[op.comm], op.comm_size);
+    }
+  }
+  RankSet reported = m.Reported();
+  std::vector<CommVerdict> out;
+  for (auto& [comm, ranks] : pos) {
+    CommVerdict& c = out.emplace_back();
+    c.comm = comm;
+    c.comm_size = size[comm];
+    for (auto& [rank, p] : ranks)
+      if (p.seq > c.seq) c.seq = p.seq, c.op = p.op;
+    std::vector<int32_t> waiting, in;
+    for (auto& [rank, p] : ranks) {
+      in.push_back(rank);
+      if (p.seq == c.seq) waiting.push_back(rank);
+      else c.behind[rank] = p.seq;
+    }
+    c.waiting = RankSet(std::move(waiting));
+    RankSet participants(std::move(in));
+    if (c.comm_size == m.world_size) {
+      // It spans the job: every reporting rank is a member and can be named.
+      c.absent = reported.Minus(participants);
+    } else if (c.comm_size > static_cast<int64_t>(participants.size())) {
+      c.absent_unnamed = c.comm_size - static_cast<int64_t>(participants.size());
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const CommVerdict& a, const CommVerdict& b) {
+    if (a.InStep() != b.InStep()) return !a.InStep();
+    return a.waiting.size() > b.waiting.size();
+  });
+  return out;
+}
+
+// "load_batch (train.py:88) <- train_step (train.py:140)" for a set of ranks, per distinct stack.
+std::string WhereAre(const MergedStacks& m, const RankSet& ranks) {
+  std::map<std::vector<uint32_t>, std::vector<int32_t>> by_sig;
+  for (int32_t r : ranks.ranks()) {
+    auto it = std::lower_bound(m.ranks.begin(), m.ranks.end(), r,
+                               [](const RankSummary& s, int32_t v) { return s.rank < v; });
+    if (it == m.ranks.end() || it->rank != r) continue;
+    std::string by;
+    by_sig[Signature(*it, &by)].push_back(r);
+  }
+  if (by_sig.size() == 1)
+    return Join(LeafFrames(m.frames, by_sig.begin()->first, kSummaryFrames), " <- ");
+  std::vector<std::string> parts;
+  for (auto& [sig, rs] : by_sig) {
+    if (parts.size() == 3) {
+      parts.push_back("...");
+      break;
+    }
+    parts.push_back(Ranks(RankSet(rs)) + ": " + Join(LeafFrames(m.frames, sig, kSummaryFrames), " <- "));
+  }
+  return Join(parts, "; ");
+}
+
+}  // namespace
+
+Verdict ComputeVerdict(const MergedStacks& m) {
+  Verdict v;
+  v.world_size = m.world_size;
+  v.reported = m.Reported();
+  v.missing = m.Missing();
+  v.skipped = m.skipped;
+  v.groups = Group(m);
+  v.comms = CompareComms(m);
+
+  std::map<int32_t, Suspect> suspects;
+  auto suspect = [&](int32_t rank, const char* kind, std::string reason) {
+    Suspect& s = suspects[rank];
+    s.rank = rank;
+    if (std::find(s.kinds.begin(), s.kinds.end(), kind) != s.kinds.end()) return;
+    s.kinds.push_back(kind);
+    s.reason += (s.reason.empty() ? "" : "; ") + reason;
+  };
+
+  for (int32_t r : v.missing.ranks()) suspect(r, "missing", "wrote no stack file");
+  for (const CommVerdict& c : v.comms) {
+    std::string in = c.op + " #" + std::to_string(c.seq) + " on comm " + PrintableName(c.comm, 64);
+    for (int32_t r : c.absent.ranks())
+      suspect(r, "absent", "not in " + in + " (" + Ranks(c.waiting) + " wait in it)");
+    for (auto& [r, seq] : c.behind)
+      suspect(r, "behind", "in #" + std::to_string(seq) + " on comm " + PrintableName(c.comm, 64) +
+                               " while " + Ranks(c.waiting) + " " + IsAre(c.waiting) + " in #" + std::to_string(c.seq));
+  }
+  // A majority exists when one group is strictly the largest; a tie names nobody by stack alone.
+  bool majority = v.groups.size() == 1 || (v.groups.size() > 1 && v.groups[0].ranks.size() > v.groups[1].ranks.size());
+  if (majority && v.groups.size() > 1) {
+    std::string where = Join(v.groups[0].leaf_frames, " <- ", kSummaryFrames);
+    for (size_t g = 1; g < v.groups.size(); ++g)
+      for (int32_t r : v.groups[g].ranks.ranks())
+        suspect(r, "stack_differs", "main thread is not where " + Ranks(v.groups[0].ranks) + " are (" + where + ")");
+  }
+  for (auto& [rank, s] : suspects) {
+    auto it = std::lower_bound(m.ranks.begin(), m.ranks.end(), rank,
+                               [](const RankSummary& x, int32_t r) { return x.rank < r; });
+    if (it != m.ranks.end() && it->rank == rank) {
+      std::string by;
+      s.frames = LeafFrames(m.frames, Signature(*it, &by), kLeafFrames);
+    }
+    v.suspects.push_back(std::move(s));
+  }
+  v.all_agree = v.suspects.empty() && v.groups.size() <= 1;
+
+  for (const RankSummary& r : m.ranks)
+    if (r.process_state == "D" || r.process_state == "Z" || r.process_state == "T")
+      v.notes.push_back("rank " + std::to_string(r.rank) + " process state is " + PrintableName(r.process_state, 4) +
+                        (r.process_state == "D" ? " (uninterruptible: usually I/O or a driver call)" : ""));
+  if (!majority && v.groups.size() > 1)
+    v.notes.push_back("no majority: the ranks split into groups of equal size");
+
+  // The terminal lines.
+  std::string head = std::to_string(v.reported.size()) + " of " + std::to_string(v.world_size) +
+                     " ranks reported (" + v.reported.Fold(16) + "); missing: " +
+                     (v.missing.empty() ? "none" : v.missing.Fold(16));
+  if (!v.skipped.empty()) head += "; " + std::to_string(v.skipped.size()) + " file(s) skipped";
+  v.summary.push_back(head);
+  size_t comm_lines = 0;
+  for (const CommVerdict& c : v.comms) {
+    if (c.InStep() || comm_lines == 3) continue;
+    ++comm_lines;
+    std::string line = Ranks(c.waiting) + " wait in " + PrintableName(c.op, 80) + " #" + std::to_string(c.seq) +
+                       " (comm " + PrintableName(c.comm, 64) + ")";
+    if (!c.absent.empty())
+      line += "; " + Ranks(c.absent) + " " + IsAre(c.absent) + " not in it: " + WhereAre(m, c.absent);
+    if (!c.behind.empty()) {
+      std::vector<int32_t> b;
+      for (auto& [r, seq] : c.behind) b.push_back(r);
+      RankSet behind(std::move(b));
+      line += "; " + Ranks(behind) + " " + IsAre(behind) + " behind (#" +
+              std::to_string(c.behind.begin()->second) + (c.behind.size() > 1 ? "..." : "") + "): " + WhereAre(m, behind);
+    }
+    if (c.absent_unnamed > 0)
+      line += "; " + std::to_string(c.absent_unnamed) + " of its " + std::to_string(c.comm_size) +
+              " members did not report it";
+    v.summary.push_back(line);
+  }
+  if (comm_lines == 0) {
+    for (size_t g = 0; g < v.groups.size() && g < 4; ++g)
+      v.summary.push_back(Ranks(v.groups[g].ranks) + ": " + Join(v.groups[g].leaf_frames, " <- ", kSummaryFrames));
+    if (v.groups.size() > 4) v.summary.push_back("... " + std::to_string(v.groups.size() - 4) + " more groups");
+  }
+  if (v.suspects.empty()) {
+    v.summary.push_back(v.all_agree ? "no suspect: every reported rank is in the same place"
+                                    : "no suspect: the ranks split evenly and no collective tells who is behind");
+  } else {
+    std::vector<std::string> names;
+    for (const Suspect& s : v.suspects) {
+      if (names.size() == 8) {
+        names.push_back("and " + std::to_string(v.suspects.size() - 8) + " more");
+        break;
+      }
+      names.push_back("rank " + std::to_string(s.rank) + " (" + Join(s.kinds, ", ") + ")");
+    }
+    v.summary.push_back("suspects: " + Join(names, ", "));
+  }
+  for (const std::string& n : v.notes) v.summary.push_back("note: " + n);
+  return v;
+}
+
+std::string VerdictToJson(const Verdict& v) {
+  using J = nlohmann::ordered_json;
+  J j;
+  j["format"] = "xtimer-verdict";
+  j["version"] = 1;
+  j["world_size"] = v.world_size;
+  j["ranks_reported"] = v.reported.ranks();
+  j["ranks_missing"] = v.missing.ranks();
+  j["ranks_reported_folded"] = v.reported.Fold();
+  j["ranks_missing_folded"] = v.missing.Fold();
+  j["skipped"] = J::array();
+  for (const SkippedInput& s : v.skipped) j["skipped"].push_back({{"file", s.source}, {"reason", s.reason}});
+  j["groups"] = J::array();
+  for (const VerdictGroup& g : v.groups)
+    j["groups"].push_back({{"ranks", g.ranks.ranks()}, {"ranks_folded", g.ranks.Fold()}, {"by", g.by},
+                           {"leaf_frames", g.leaf_frames}});
+  j["communicators"] = J::array();
+  for (const CommVerdict& c : v.comms) {
+    J behind = J::array();
+    for (auto& [r, seq] : c.behind) behind.push_back({{"rank", r}, {"seq", seq}});
+    j["communicators"].push_back({{"comm", c.comm}, {"op", c.op}, {"seq", c.seq}, {"comm_size", c.comm_size},
+                                  {"waiting", c.waiting.ranks()}, {"behind", behind},
+                                  {"absent", c.absent.ranks()}, {"absent_unnamed", c.absent_unnamed},
+                                  {"in_step", c.InStep()}});
+  }
+  j["suspects"] = J::array();
+  for (const Suspect& s : v.suspects)
+    j["suspects"].push_back({{"rank", s.rank}, {"reason", s.reason}, {"kinds", s.kinds}, {"frames", s.frames}});
+  j["all_agree"] = v.all_agree;
+  j["notes"] = v.notes;
+  j["summary"] = v.summary;
+  // Input strings (file names) may not be UTF-8: replace rather than throw.
+  return j.dump(2, ' ', false, J::error_handler_t::replace) + "\n";
+}
+
+}  // namespace xtimer

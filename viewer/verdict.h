@@ -1,0 +1,63 @@
+// Who is out of step: the verdict over a merge. Ranks are grouped by where their main thread is
+// (its Python stack, or its native stack when it runs no Python); in-flight collectives are
+// compared per communicator by sequence number. Suspects are the ranks that differ from the
+// majority group, that are behind on a communicator (lowest sequence), that are not in a
+// collective the others wait in, or that wrote no stack at all. Written as verdict.json
+// (viewer/README.md) and as a few lines on the terminal.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/rank_set.h"
+#include "viewer/merged_stacks.h"
+
+namespace xtimer {
+
+struct VerdictGroup {
+  RankSet ranks;
+  std::string by;                        // "python", "native", or "none" (no main-thread frames)
+  std::vector<uint32_t> signature;       // frame ids, root first
+  std::vector<std::string> leaf_frames;  // deepest first, "func (file:line)"
+};
+
+// The in-flight collectives of one communicator.
+struct CommVerdict {
+  std::string comm;
+  std::string op;        // the collective the most advanced ranks are in
+  int64_t seq = -1;      // its sequence number (the highest seen on this communicator)
+  int64_t comm_size = -1;
+  RankSet waiting;       // ranks in op #seq
+  std::map<int32_t, int64_t> behind;  // rank -> the (older) sequence it is in
+  RankSet absent;        // reporting members with no collective in flight on it
+  int64_t absent_unnamed = 0;  // members not in it that cannot be named (a sub-communicator)
+  bool InStep() const { return behind.empty() && absent.empty() && absent_unnamed == 0; }
+};
+
+struct Suspect {
+  int32_t rank = -1;
+  std::vector<std::string> kinds;  // missing, absent, behind, stack_differs
+  std::string reason;
+  std::vector<std::string> frames;  // the rank's main-thread leaf frames, deepest first
+};
+
+struct Verdict {
+  int32_t world_size = 0;
+  RankSet reported, missing;
+  std::vector<SkippedInput> skipped;
+  std::vector<VerdictGroup> groups;  // largest first
+  std::vector<CommVerdict> comms;    // out-of-step communicators first
+  std::vector<Suspect> suspects;     // ascending rank
+  bool all_agree = false;
+  std::vector<std::string> notes;
+  std::vector<std::string> summary;  // the terminal lines
+};
+
+Verdict ComputeVerdict(const MergedStacks& merged);
+
+// verdict.json, pretty-printed.
+std::string VerdictToJson(const Verdict& verdict);
+
+}  // namespace xtimer
