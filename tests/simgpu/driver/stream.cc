@@ -1,0 +1,349 @@
+// Streams: one worker thread each (the legacy default stream and every per-thread default
+// stream too), a FIFO of ops, and the legacy stream's implicit synchronisation.
+#include <pthread.h>
+#include <sys/prctl.h>
+
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "common/clock.h"
+#include "driver/driver.h"
+
+namespace simgpu::drv {
+namespace {
+
+std::atomic<uint64_t> g_next_stream_id{1};
+
+// Per-thread default streams die with their thread (after draining, like the real ones).
+struct PtdsHolder {
+  std::vector<std::shared_ptr<Stream>> streams;
+  ~PtdsHolder() {
+    for (auto& s : streams) s->close();
+  }
+};
+thread_local PtdsHolder tls_ptds;
+
+Stream* per_thread_stream(Context* c) {
+  for (auto& s : tls_ptds.streams)
+    if (s->ctx == c) return s.get();
+  auto s = make_stream(c, Stream::Kind::PerThread, 0, 0);
+  c->add_stream(s);
+  tls_ptds.streams.push_back(s);
+  return s.get();
+}
+
+}  // namespace
+
+std::shared_ptr<Stream> make_stream(Context* ctx, Stream::Kind kind, unsigned flags, int priority) {
+  auto s = std::make_shared<Stream>();
+  s->magic = kStreamMagic;
+  s->ctx = ctx;
+  s->kind = kind;
+  s->flags = flags;
+  s->priority = priority;
+  s->id = g_next_stream_id.fetch_add(1);
+  std::thread([s] { s->run(); }).detach();
+  return s;
+}
+
+void Stream::run() {
+  // 1 ns timer slack: simulated kernels sleep to absolute deadlines and must wake on time.
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  char name[16];
+  const char* kinds[] = {"legacy", "ptds", "stream"};
+  snprintf(name, sizeof name, "sgpu-%s-%llu", kinds[int(kind)], (unsigned long long)id);
+  pthread_setname_np(pthread_self(), name);
+  for (;;) {
+    Op op;
+    {
+      std::unique_lock lk(m);
+      cv_work.wait(lk, [&] { return !q.empty() || closing; });
+      if (q.empty()) break;
+      op = std::move(q.front());
+      q.pop_front();
+    }
+    execute(*this, op);
+    op = Op{};
+    {
+      std::lock_guard lk(m);
+      completed.fetch_add(1, std::memory_order_release);
+    }
+    cv_done.notify_all();
+  }
+}
+
+uint64_t Stream::push(Op op) {
+  uint64_t seq;
+  {
+    std::lock_guard lk(m);
+    q.push_back(std::move(op));
+    seq = enqueued.fetch_add(1, std::memory_order_release) + 1;
+  }
+  cv_work.notify_one();
+  return seq;
+}
+
+uint64_t Stream::pending_target() {
+  uint64_t e = enqueued.load(std::memory_order_acquire);
+  return completed.load(std::memory_order_acquire) >= e ? 0 : e;
+}
+
+void Stream::wait_for(uint64_t seq) {
+  if (completed.load(std::memory_order_acquire) >= seq) return;
+  std::unique_lock lk(m);
+  cv_done.wait(lk, [&] { return completed.load(std::memory_order_acquire) >= seq; });
+}
+
+void Stream::close() {
+  {
+    std::lock_guard lk(m);
+    closing = true;
+  }
+  cv_work.notify_all();
+}
+
+Stream* resolve_stream(CUstream h, bool ptds, CUresult* err) {
+  *err = CUDA_SUCCESS;
+  if (h == nullptr) h = ptds ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+  if (h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
+    Context* c = current_context();
+    if (!c) {
+      *err = CUDA_ERROR_INVALID_CONTEXT;
+      return nullptr;
+    }
+    return h == CU_STREAM_LEGACY ? c->legacy.get() : per_thread_stream(c);
+  }
+  auto* s = reinterpret_cast<Stream*>(h);
+  if (s->magic != kStreamMagic) {
+    *err = CUDA_ERROR_INVALID_HANDLE;
+    return nullptr;
+  }
+  return s;
+}
+
+uint64_t enqueue(Stream* s, Op op) {
+  {
+    std::unique_lock lk(s->m);
+    if (s->capture) {
+      auto g = s->capture;
+      lk.unlock();
+      std::lock_guard gl(g->m);
+      g->ops.push_back(std::move(op));
+      return 0;
+    }
+  }
+  // Legacy default stream semantics: it waits for all blocking streams, and they wait for it.
+  Context* c = s->ctx;
+  if (s->kind == Stream::Kind::Legacy) {
+    for (auto& t : c->live_streams()) {
+      if (!t->blocking()) continue;
+      if (uint64_t target = t->pending_target()) {
+        Op w;
+        w.kind = OpKind::WaitStream;
+        w.n = target;
+        w.ref = t;
+        s->push(std::move(w));
+      }
+    }
+  } else if (s->blocking()) {
+    if (uint64_t target = c->legacy->pending_target()) {
+      Op w;
+      w.kind = OpKind::WaitStream;
+      w.n = target;
+      w.ref = c->legacy;
+      s->push(std::move(w));
+    }
+  }
+  return s->push(std::move(op));
+}
+
+CUresult enqueue_and_wait(Stream* s, Op op) {
+  {
+    std::lock_guard lk(s->m);
+    if (s->capture) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  uint64_t seq = enqueue(s, std::move(op));
+  s->wait_for(seq);
+  return CUDA_SUCCESS;
+}
+
+void execute(Stream& s, const Op& op) {
+  switch (op.kind) {
+    case OpKind::Kernel:
+      reinterpret_cast<void (*)(void**)>(op.a)(static_cast<void**>(op.b));
+      break;
+    case OpKind::HostFn:
+      reinterpret_cast<CUhostFn>(op.a)(op.b);
+      break;
+    case OpKind::Callback:
+      reinterpret_cast<CUstreamCallback>(op.a)(reinterpret_cast<CUstream>(op.m), CUDA_SUCCESS, op.b);
+      break;
+    case OpKind::Memcpy:
+      if (op.n) memmove(op.a, op.b, op.n);
+      break;
+    case OpKind::Memset: {
+      const unsigned elem = unsigned(op.m >> 32);
+      const uint32_t v = uint32_t(op.m);
+      if (elem == 1) {
+        memset(op.a, int(v & 0xff), op.n);
+      } else if (elem == 2) {
+        auto* p = static_cast<uint16_t*>(op.a);
+        for (uint64_t i = 0; i < op.n; ++i) p[i] = uint16_t(v);
+      } else {
+        auto* p = static_cast<uint32_t*>(op.a);
+        for (uint64_t i = 0; i < op.n; ++i) p[i] = v;
+      }
+      break;
+    }
+    case OpKind::Free:
+      free_device_memory(op.a);
+      break;
+    case OpKind::EventRecord:
+      static_cast<EventState*>(op.ref.get())->complete(uint32_t(op.n), now_ns());
+      break;
+    case OpKind::WaitEvent:
+      static_cast<EventState*>(op.ref.get())->wait(uint32_t(op.n));
+      break;
+    case OpKind::WaitStream:
+      static_cast<Stream*>(op.ref.get())->wait_for(op.n);
+      break;
+    case OpKind::GraphExec:
+      for (const Op& o : static_cast<GraphExec*>(op.ref.get())->ops) execute(s, o);
+      break;
+  }
+}
+
+}  // namespace simgpu::drv
+
+using namespace simgpu::drv;
+
+#define SIMGPU_STREAM_OR_RETURN(var, h, ptds)       \
+  if (CUresult st_ = init_status()) return st_;     \
+  CUresult err_;                                    \
+  Stream* var = resolve_stream(h, ptds, &err_);     \
+  if (!var) return err_;
+
+namespace {
+
+CUresult stream_create(CUstream* ph, unsigned flags, int priority) {
+  if (!ph) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult st = init_status()) return st;
+  if (flags & ~unsigned(CU_STREAM_NON_BLOCKING)) return CUDA_ERROR_INVALID_VALUE;
+  Context* c = current_context();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  auto s = make_stream(c, Stream::Kind::User, flags, priority < -5 ? -5 : (priority > 0 ? 0 : priority));
+  s->self = s;
+  c->add_stream(s);
+  *ph = reinterpret_cast<CUstream>(s.get());
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamSynchronize_impl(CUstream h, bool ptds) {
+  SIMGPU_STREAM_OR_RETURN(s, h, ptds);
+  {
+    std::lock_guard lk(s->m);
+    if (s->capture) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  s->wait_for(s->enqueued.load(std::memory_order_acquire));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamQuery_impl(CUstream h, bool ptds) {
+  SIMGPU_STREAM_OR_RETURN(s, h, ptds);
+  {
+    std::lock_guard lk(s->m);
+    if (s->capture) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  return s->idle() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult cuStreamGetFlags_impl(CUstream h, unsigned* flags, bool ptds) {
+  if (!flags) return CUDA_ERROR_INVALID_VALUE;
+  SIMGPU_STREAM_OR_RETURN(s, h, ptds);
+  *flags = s->flags;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetPriority_impl(CUstream h, int* prio, bool ptds) {
+  if (!prio) return CUDA_ERROR_INVALID_VALUE;
+  SIMGPU_STREAM_OR_RETURN(s, h, ptds);
+  *prio = s->priority;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetId_impl(CUstream h, unsigned long long* id, bool ptds) {
+  if (!id) return CUDA_ERROR_INVALID_VALUE;
+  SIMGPU_STREAM_OR_RETURN(s, h, ptds);
+  *id = s->id;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetCtx_impl(CUstream h, CUcontext* pctx, bool ptds) {
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  SIMGPU_STREAM_OR_RETURN(s, h, ptds);
+  *pctx = reinterpret_cast<CUcontext>(s->ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetDevice_impl(CUstream h, CUdevice* dev, bool ptds) {
+  if (!dev) return CUDA_ERROR_INVALID_VALUE;
+  SIMGPU_STREAM_OR_RETURN(s, h, ptds);
+  *dev = s->ctx->dev->ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamAddCallback_impl(CUstream h, CUstreamCallback cb, void* user, unsigned flags, bool ptds) {
+  if (!cb || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  SIMGPU_STREAM_OR_RETURN(s, h, ptds);
+  Op op;
+  op.kind = OpKind::Callback;
+  op.a = reinterpret_cast<void*>(cb);
+  op.b = user;
+  op.m = reinterpret_cast<uint64_t>(h);
+  enqueue(s, std::move(op));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchHostFunc_impl(CUstream h, CUhostFn fn, void* user, bool ptds) {
+  if (!fn) return CUDA_ERROR_INVALID_VALUE;
+  SIMGPU_STREAM_OR_RETURN(s, h, ptds);
+  Op op;
+  op.kind = OpKind::HostFn;
+  op.a = reinterpret_cast<void*>(fn);
+  op.b = user;
+  enqueue(s, std::move(op));
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+SIMGPU_EXPORT CUresult cuStreamCreate(CUstream* ph, unsigned int flags) { return stream_create(ph, flags, 0); }
+
+SIMGPU_EXPORT CUresult cuStreamCreateWithPriority(CUstream* ph, unsigned int flags, int priority) {
+  return stream_create(ph, flags, priority);
+}
+
+// Like the real driver: returns at once; queued work still runs, then the worker exits.
+SIMGPU_EXPORT CUresult cuStreamDestroy_v2(CUstream h) {
+  if (CUresult st = init_status()) return st;
+  if (h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) return CUDA_ERROR_INVALID_HANDLE;
+  auto* s = reinterpret_cast<Stream*>(h);
+  if (s->magic != kStreamMagic || s->kind != Stream::Kind::User) return CUDA_ERROR_INVALID_HANDLE;
+  std::shared_ptr<Stream> hold = std::move(s->self);
+  if (!hold) return CUDA_ERROR_INVALID_HANDLE;
+  hold->close();
+  return CUDA_SUCCESS;
+}
+SIMGPU_EXPORT CUresult cuStreamDestroy(CUstream h) { return cuStreamDestroy_v2(h); }
+
+SIMGPU_DEFINE_PTSZ(cuStreamSynchronize, (CUstream h), h)
+SIMGPU_DEFINE_PTSZ(cuStreamQuery, (CUstream h), h)
+SIMGPU_DEFINE_PTSZ(cuStreamGetFlags, (CUstream h, unsigned int* flags), h, flags)
+SIMGPU_DEFINE_PTSZ(cuStreamGetPriority, (CUstream h, int* priority), h, priority)
+SIMGPU_DEFINE_PTSZ(cuStreamGetId, (CUstream h, unsigned long long* id), h, id)
+SIMGPU_DEFINE_PTSZ(cuStreamGetCtx, (CUstream h, CUcontext* pctx), h, pctx)
+SIMGPU_DEFINE_PTSZ(cuStreamGetDevice, (CUstream h, CUdevice* dev), h, dev)
+SIMGPU_DEFINE_PTSZ(cuStreamAddCallback, (CUstream h, CUstreamCallback cb, void* user, unsigned int flags), h, cb,
+                   user, flags)
+SIMGPU_DEFINE_PTSZ(cuLaunchHostFunc, (CUstream h, CUhostFn fn, void* user), h, fn, user)
