@@ -92,6 +92,14 @@ function init() {
   document.addEventListener("keydown", function (e) {
     if (e.key === "Escape") { unzoom(); if (input) { input.value = ""; search(""); } }
   });
+  // A link can carry a view: #s=REGEX searches, #z=TEXT zooms into the first frame containing TEXT.
+  location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
+    var i = kv.indexOf("="); if (i < 0) return;
+    var k = kv.substring(0, i), val = decodeURIComponent(kv.substring(i + 1));
+    if (k === "s") { if (input) input.value = val; search(val); }
+    if (k === "z") { var g = frames.find(function (f) { return label(f).indexOf(val) >= 0; }); if (g) zoom(g); }
+  });
+  svg.setAttribute("data-ready", "1");
 }
 function label(g) { return g.querySelector("title").textContent; }
 function show(g, e) {

@@ -2,7 +2,8 @@
 // from a TreeView: root at the bottom, width proportional to ranks (the folded counts), colours by
 // frame kind. In a browser: hovering shows the full label in a tooltip and the details line, a
 // click zooms into a frame (click the background or "Reset zoom" to leave), the search box
-// highlights frames matching a regular expression and shows the share they cover. Frames whose
+// highlights frames matching a regular expression and shows the share they cover. A URL may carry
+// a view: `py_stack.svg#s=load_batch` searches, `#z=ncclAllReduce` zooms (both: `#s=a&z=b`). Frames whose
 // ranks are fewer than their parent's (where the ranks split) get a dark outline.
 #pragma once
 
