@@ -1,0 +1,249 @@
+#include "netprobe/node.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "common/atomic_file.h"
+#include "common/log.h"
+#include "netprobe/gpu_probe.h"
+#include "netprobe/net.h"
+#include "netprobe/rendezvous.h"
+#include "netprobe/report.h"
+#include "netprobe/tcp_probe.h"
+#include "netprobe/wire.h"
+
+namespace xtimer::netprobe {
+namespace {
+
+using nlohmann::json;
+
+int Fail(const std::string& what) {
+  std::fprintf(stderr, "xtimer_netprobe: %s\n", what.c_str());
+  return 2;
+}
+
+void Print(const std::string& text) {
+  std::fputs(text.c_str(), stdout);
+  std::fflush(stdout);
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "?";
+  return buf;
+}
+
+// Writes the report (with "self") to --json; false with a message on failure.
+bool WriteReport(const Options& o, json report, int self) {
+  if (o.json_path.empty()) return true;
+  if (self >= 0) report["self"] = self;
+  std::string error;
+  if (!WriteFileAtomically(o.json_path, report.dump(2) + "\n", &error)) {
+    std::fprintf(stderr, "xtimer_netprobe: cannot write --json %s: %s\n", o.json_path.c_str(),
+                 error.c_str());
+    return false;
+  }
+  return true;
+}
+
+class NodeClient {
+ public:
+  explicit NodeClient(const Options& o) : o_(o) {}
+  int Run();
+
+ private:
+  int HandleTest(const json& msg);
+  int HandleLocal(const json& msg);
+  bool Send(const json& msg, std::string* error) {
+    return SendMessage(rdzv_.get(), msg, Deadline::In(o_.timeout_s), error);
+  }
+
+  const Options& o_;
+  Fd rdzv_;
+  Fd probe_;
+  int probe_port_ = 0;
+  int rank_ = -1;
+};
+
+int NodeClient::Run() {
+  std::string error;
+  probe_ = Listen("", &probe_port_, &error);
+  if (!probe_.valid()) return Fail("cannot open the probe port: " + error);
+  const std::string target = o_.rdzv_host + ":" + std::to_string(o_.rdzv_port);
+  rdzv_ = Connect(o_.rdzv_host, o_.rdzv_port, Deadline::In(o_.timeout_s), &error);
+  if (!rdzv_.valid())
+    return Fail("cannot reach the rendezvous at " + target + " within --timeout " +
+                std::to_string(o_.timeout_s) + " s: " + error);
+  json join = {{"type", "join"},        {"version", kProtocolVersion}, {"rank", o_.node_rank},
+               {"nnodes", o_.nnodes},   {"backend", Name(o_.backend)}, {"host", HostName()},
+               {"addr", LocalHost(rdzv_.get())}, {"port", probe_port_}};
+  if (!Send(join, &error)) return Fail("rendezvous at " + target + ": " + error);
+
+  // Between two messages of the rendezvous there is at most one step of tests (each bounded by
+  // the timeout, twice for nccl) or the join phase; wait a little longer than that.
+  const double idle_s = 3 * o_.timeout_s + 10;
+  for (;;) {
+    json msg;
+    if (!RecvMessage(rdzv_.get(), &msg, Deadline::In(idle_s), &error))
+      return Fail("lost the rendezvous at " + target + ": " + error);
+    const std::string type = msg["type"].get<std::string>();
+    Fields f(msg, &error);
+    if (type == "error") {
+      std::string m;
+      return Fail("the rendezvous refused this node: " + (f.Str("message", &m) ? m : error));
+    } else if (type == "welcome") {
+      if (!f.Int("rank", 0, o_.nnodes - 1, &rank_)) return Fail("rendezvous: " + error);
+      Log(LogLevel::kInfo, "joined the rendezvous at %s as node %d of %d", target.c_str(), rank_,
+          o_.nnodes);
+    } else if (type == "progress") {
+      std::string text;
+      if (!f.Str("text", &text, 1 << 20)) return Fail("rendezvous: " + error);
+      if (!text.empty()) Print(text);
+    } else if (type == "test") {
+      if (int rc = HandleTest(msg); rc != 0) return rc;
+    } else if (type == "local") {
+      if (int rc = HandleLocal(msg); rc != 0) return rc;
+    } else if (type == "report") {
+      auto it = msg.find("report");
+      if (it == msg.end() || !it->is_object()) return Fail("rendezvous: the report is malformed");
+      const json& report = *it;
+      Print(RenderTable(report));
+      int code = ExitCodeOf(report);
+      if (!WriteReport(o_, report, rank_)) return 2;
+      return code;
+    } else {
+      return Fail("rendezvous sent an unknown message '" + type + "'");
+    }
+  }
+}
+
+int NodeClient::HandleTest(const json& msg) {
+  std::string error;
+  Fields f(msg, &error);
+  int64_t id = 0, size = 0;
+  int peer = 0, port = 0, streams = 0;
+  double timeout = 0;
+  std::string role, addr, uid;
+  if (!f.Int("id", 0, INT64_MAX, &id) || !f.Str("role", &role, 16) ||
+      !f.Int("peer", 0, o_.nnodes - 1, &peer) || !f.Str("peer_addr", &addr, 64) ||
+      !f.Int("peer_port", 0, 65535, &port) || !f.Int("size", 1, int64_t{1} << 40, &size) ||
+      !f.Int("streams", 1, 64, &streams) || !f.Num("timeout", &timeout) || timeout <= 0 ||
+      (role != "initiator" && role != "responder"))
+    return Fail("rendezvous sent a bad test: " + (error.empty() ? "role '" + role + "'" : error));
+  if (msg.contains("uid") && !f.Str("uid", &uid, 1024)) return Fail("rendezvous: " + error);
+  Deadline deadline = Deadline::In(timeout);
+  json result = {{"type", "result"}, {"id", id}};
+  if (role == "initiator") {
+    TestResult t;
+    t.a = rank_;
+    t.b = peer;
+    if (o_.backend == Backend::kTcp) {
+      TcpTestSpec spec{static_cast<uint64_t>(id), rank_, peer, size, streams};
+      RunTcpInitiator(spec, addr, port, deadline, &t);
+    } else {
+      auto send_uid = [&](const std::string& hex, std::string* e) {
+        return Send({{"type", "uid"}, {"id", id}, {"uid", hex}}, e);
+      };
+      RunNcclInitiator(size, send_uid, deadline, &t);
+    }
+    result["ok"] = t.completed;
+    if (t.completed) {
+      result["time_s"] = t.time_s;
+      result["fwd_mbps"] = t.fwd_mbps;
+      result["bwd_mbps"] = t.bwd_mbps;
+      result["latency_us"] = t.latency_us;
+      json extra = json::object();
+      for (const auto& [k, v] : t.extra) extra[k] = v;
+      result["extra"] = extra;
+    } else {
+      result["error"] = t.error;
+    }
+  } else {
+    bool ok;
+    if (o_.backend == Backend::kTcp) {
+      TcpTestSpec spec{static_cast<uint64_t>(id), rank_, peer, size, streams};
+      ok = ServeTcpResponder(spec, probe_.get(), deadline, &error);
+    } else {
+      ok = RunNcclResponder(size, uid, deadline, &error);
+    }
+    result["ok"] = ok;
+    if (!ok) result["error"] = error;
+  }
+  if (!Send(result, &error)) return Fail("lost the rendezvous: " + error);
+  return 0;
+}
+
+int NodeClient::HandleLocal(const json& msg) {
+  std::string error;
+  Fields f(msg, &error);
+  int64_t size = 0;
+  double timeout = 0;
+  if (!f.Int("size", 1, int64_t{1} << 40, &size) || !f.Num("timeout", &timeout) || timeout <= 0)
+    return Fail("rendezvous sent a bad local check: " + error);
+  LocalResult l = RunLocalGpuCheck(size, Deadline::In(timeout));
+  json result = {{"type", "local_result"}, {"ok", l.ok}};
+  if (!l.ok) {
+    result["error"] = l.error;
+  } else {
+    json gpus = json::array(), pairs = json::array();
+    for (const auto& [gpu, mbps] : l.h2d_mbps) gpus.push_back({{"gpu", gpu}, {"h2d_mbps", mbps}});
+    for (const LocalResult::Pair& p : l.pairs)
+      pairs.push_back({{"src", p.src}, {"dst", p.dst}, {"mbps", p.mbps}, {"peer_access", p.peer_access}});
+    result["gpus"] = gpus;
+    result["pairs"] = pairs;
+  }
+  if (!Send(result, &error)) return Fail("lost the rendezvous: " + error);
+  return 0;
+}
+
+}  // namespace
+
+int RunNode(const Options& o) {
+  // Node 0 hosts the rendezvous when its address is one of ours and the port is free.
+  std::unique_ptr<Rendezvous> server;
+  std::thread thread;
+  int requested_rank = o.node_rank;
+  if ((o.node_rank == 0 || o.node_rank < 0) && IsLocalAddress(o.rdzv_host)) {
+    int port = o.rdzv_port;
+    std::string error;
+    Fd listen = Listen(o.rdzv_host, &port, &error);
+    if (listen.valid()) {
+      server = std::make_unique<Rendezvous>(o, std::move(listen), false);
+      thread = std::thread([&server] { server->Run(); });
+      requested_rank = 0;
+    } else if (o.node_rank == 0) {
+      Log(LogLevel::kInfo, "not hosting the rendezvous (%s); joining the one at %s:%d",
+          error.c_str(), o.rdzv_host.c_str(), o.rdzv_port);
+    }
+  }
+  Options mine = o;
+  mine.node_rank = requested_rank;
+  int rc;
+  {
+    NodeClient client(mine);
+    rc = client.Run();
+  }  // closes our rendezvous connection, so the server can finish
+  if (thread.joinable()) thread.join();
+  return rc;
+}
+
+int RunServe(const Options& o) {
+  int port = o.rdzv_port;
+  std::string error;
+  Fd listen = Listen(o.rdzv_host, &port, &error);
+  if (!listen.valid())
+    return Fail("--serve cannot listen on " + o.rdzv_host + ":" + std::to_string(o.rdzv_port) + ": " + error);
+  Log(LogLevel::kInfo, "rendezvous listening on %s:%d for %d nodes", o.rdzv_host.c_str(), port, o.nnodes);
+  Rendezvous server(o, std::move(listen), true);
+  json report = server.Run();
+  Print(RenderTable(report));
+  if (!WriteReport(o, report, -1)) return 2;
+  return ExitCodeOf(report);
+}
+
+}  // namespace xtimer::netprobe

@@ -1,0 +1,41 @@
+// A child process whose stdout is read line by line against deadlines, and killed when it
+// overruns one. The nccl backend runs its GPU work in such a child (this same executable with
+// --internal-worker), so a hung CUDA or NCCL call can never hang the probe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "netprobe/net.h"
+
+namespace xtimer::netprobe {
+
+class Child {
+ public:
+  Child() = default;
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child() { Kill(); }
+
+  bool Spawn(const std::vector<std::string>& argv, std::string* error);
+  // The next line of stdout that starts with `marker` (the marker is stripped); other lines go
+  // to our stderr. False at end of output, on error, or at the deadline (*error says which).
+  bool ReadMarkedLine(const std::string& marker, std::string* line, Deadline deadline,
+                      std::string* error);
+  // SIGKILL (if still running) and reap.
+  void Kill();
+  // Waits for a normal exit until the deadline, then kills. Returns the exit status or -1.
+  int Wait(Deadline deadline);
+
+ private:
+  pid_t pid_ = -1;
+  Fd out_;
+  std::string buf_;
+};
+
+// Path of the running executable.
+std::string SelfExe();
+
+}  // namespace xtimer::netprobe

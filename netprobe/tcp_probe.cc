@@ -1,0 +1,284 @@
+#include "netprobe/tcp_probe.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace xtimer::netprobe {
+namespace {
+
+constexpr char kHelloMagic[8] = {'X', 'T', 'N', 'P', 'D', 'A', 'T', 'A'};
+constexpr size_t kHelloBytes = 24;
+constexpr size_t kCmdBytes = 16;
+constexpr int kPings = 20;
+constexpr size_t kChunk = 256 << 10;
+
+enum Op : uint32_t { kPing = 1, kRecv = 2, kDone = 3, kSend = 4, kBye = 5 };
+
+void Put32(unsigned char* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (24 - 8 * i));
+}
+void Put64(unsigned char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (56 - 8 * i));
+}
+uint32_t Get32(const unsigned char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v = (v << 8) | p[i];
+  return v;
+}
+uint64_t Get64(const unsigned char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
+bool SendCmd(int fd, Op op, uint64_t arg, Deadline d, std::string* error) {
+  unsigned char c[kCmdBytes] = {};
+  Put32(c, op);
+  Put64(c + 8, arg);
+  return SendAll(fd, c, sizeof c, d, error);
+}
+
+bool RecvCmd(int fd, Op* op, uint64_t* arg, Deadline d, std::string* error) {
+  unsigned char c[kCmdBytes];
+  if (!RecvAll(fd, c, sizeof c, d, error)) return false;
+  uint32_t o = Get32(c);
+  if (o < kPing || o > kBye) {
+    *error = "probe peer sent an unknown command " + std::to_string(o);
+    return false;
+  }
+  *op = static_cast<Op>(o);
+  *arg = Get64(c + 8);
+  return true;
+}
+
+// Bytes stream i carries out of `size` over n streams.
+uint64_t Share(int64_t size, int n, int i) {
+  uint64_t base = static_cast<uint64_t>(size) / n;
+  return base + (i == n - 1 ? static_cast<uint64_t>(size) % n : 0);
+}
+
+const std::vector<char>& Pattern() {
+  static const std::vector<char> buf = [] {
+    std::vector<char> b(kChunk);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<char>(i * 131 + 7);
+    return b;
+  }();
+  return buf;
+}
+
+// Sends (or receives) share(i) bytes on every stream at once until done or the deadline.
+bool Pump(const std::vector<Fd>& fds, int64_t size, bool sending, Deadline deadline,
+          std::string* error) {
+  const int n = static_cast<int>(fds.size());
+  std::vector<uint64_t> left(n);
+  for (int i = 0; i < n; ++i) left[i] = Share(size, n, i);
+  std::vector<char> scratch(sending ? 0 : kChunk);
+  const std::vector<char>& pattern = Pattern();
+  for (;;) {
+    std::vector<pollfd> pfds;
+    std::vector<int> which;
+    for (int i = 0; i < n; ++i) {
+      if (left[i] == 0) continue;
+      pfds.push_back({fds[i].get(), static_cast<short>(sending ? POLLOUT : POLLIN), 0});
+      which.push_back(i);
+    }
+    if (pfds.empty()) return true;
+    int r = poll(pfds.data(), pfds.size(), deadline.poll_ms());
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      *error = std::string("poll: ") + std::strerror(errno);
+      return false;
+    }
+    if (r == 0 && deadline.passed()) {
+      uint64_t total = 0;
+      for (uint64_t l : left) total += l;
+      *error = std::string(sending ? "sending" : "receiving") + " timed out with " +
+               std::to_string(total) + " of " + std::to_string(size) + " bytes left";
+      return false;
+    }
+    for (size_t k = 0; k < pfds.size(); ++k) {
+      if (pfds[k].revents == 0) continue;
+      int i = which[k];
+      size_t want = static_cast<size_t>(std::min<uint64_t>(left[i], kChunk));
+      ssize_t got = sending ? send(fds[i].get(), pattern.data(), want, MSG_NOSIGNAL)
+                            : recv(fds[i].get(), scratch.data(), want, 0);
+      if (got > 0) {
+        left[i] -= static_cast<uint64_t>(got);
+      } else if (got == 0 && !sending) {
+        *error = "stream " + std::to_string(i + 1) + " closed by " + PeerString(fds[i].get()) +
+                 " with " + std::to_string(left[i]) + " bytes missing";
+        return false;
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        *error = std::string(sending ? "send" : "recv") + " on stream " + std::to_string(i + 1) +
+                 ": " + std::strerror(errno);
+        return false;
+      }
+    }
+  }
+}
+
+std::string Hello(const TcpTestSpec& s, uint32_t stream) {
+  unsigned char h[kHelloBytes];
+  std::memcpy(h, kHelloMagic, 8);
+  Put64(h + 8, s.test_id);
+  Put32(h + 16, static_cast<uint32_t>(s.self));
+  Put32(h + 20, stream);
+  return std::string(reinterpret_cast<char*>(h), sizeof h);
+}
+
+}  // namespace
+
+void RunTcpInitiator(const TcpTestSpec& spec, const std::string& host, int port, Deadline deadline,
+                     TestResult* out) {
+  out->completed = false;
+  std::string error;
+  auto fail = [&](const std::string& what) { out->error = what; };
+
+  Fd control = Connect(host, port, deadline, &error);
+  if (!control.valid()) return fail(error);
+  std::string hello = Hello(spec, 0);
+  if (!SendAll(control.get(), hello.data(), hello.size(), deadline, &error)) return fail(error);
+  std::vector<Fd> data;
+  for (int i = 1; i <= spec.streams; ++i) {
+    Fd fd = Connect(host, port, deadline, &error);
+    if (!fd.valid()) return fail("data stream " + std::to_string(i) + ": " + error);
+    hello = Hello(spec, static_cast<uint32_t>(i));
+    if (!SendAll(fd.get(), hello.data(), hello.size(), deadline, &error)) return fail(error);
+    data.push_back(std::move(fd));
+  }
+
+  // Latency: ping-pong on the control connection.
+  std::vector<double> rtts;
+  for (int i = 0; i <= kPings; ++i) {
+    double t0 = NowSeconds();
+    Op op;
+    uint64_t arg;
+    if (!SendCmd(control.get(), kPing, i, deadline, &error) ||
+        !RecvCmd(control.get(), &op, &arg, deadline, &error))
+      return fail("latency: " + error);
+    if (op != kPing || arg != static_cast<uint64_t>(i)) return fail("latency: wrong echo from peer");
+    if (i > 0) rtts.push_back(NowSeconds() - t0);  // the first one warms up
+  }
+  out->latency_us = Median(rtts) / 2 * 1e6;
+
+  // Forward: we send, the peer confirms.
+  double t0 = NowSeconds();
+  if (!SendCmd(control.get(), kRecv, static_cast<uint64_t>(spec.size), deadline, &error))
+    return fail(error);
+  if (!Pump(data, spec.size, true, deadline, &error)) return fail("forward: " + error);
+  Op op;
+  uint64_t arg;
+  if (!RecvCmd(control.get(), &op, &arg, deadline, &error)) return fail("forward: " + error);
+  if (op != kDone || arg != static_cast<uint64_t>(spec.size))
+    return fail("forward: peer confirmed the wrong amount");
+  double fwd = NowSeconds() - t0;
+
+  // Backward: the peer sends, we receive.
+  t0 = NowSeconds();
+  if (!SendCmd(control.get(), kSend, static_cast<uint64_t>(spec.size), deadline, &error))
+    return fail(error);
+  if (!Pump(data, spec.size, false, deadline, &error)) return fail("backward: " + error);
+  double bwd = NowSeconds() - t0;
+  if (!RecvCmd(control.get(), &op, &arg, deadline, &error)) return fail("backward: " + error);
+  if (op != kDone) return fail("backward: unexpected reply from peer");
+
+  if (!SendCmd(control.get(), kBye, 0, deadline, &error) ||
+      !RecvCmd(control.get(), &op, &arg, deadline, &error) || op != kBye) {
+    // The figures are in; a lost goodbye does not fail the test.
+  }
+  fwd = std::max(fwd, 1e-9);
+  bwd = std::max(bwd, 1e-9);
+  out->time_s = fwd + bwd;
+  out->fwd_mbps = static_cast<double>(spec.size) / fwd / 1e6;
+  out->bwd_mbps = static_cast<double>(spec.size) / bwd / 1e6;
+  out->completed = true;
+}
+
+bool ServeTcpResponder(const TcpTestSpec& spec, int listen_fd, Deadline deadline,
+                       std::string* error) {
+  Fd control;
+  std::vector<Fd> data(spec.streams);
+  int have = 0;
+  std::string why_rejected;
+  while (have < spec.streams + 1) {
+    std::string err;
+    Fd fd = Accept(listen_fd, deadline, &err);
+    if (!fd.valid()) {
+      *error = "waiting for node " + std::to_string(spec.peer) + " to connect: " + err +
+               (why_rejected.empty() ? "" : " (rejected: " + why_rejected + ")");
+      return false;
+    }
+    unsigned char h[kHelloBytes];
+    // A hello is sent right after connecting; do not let a silent connection stall the test.
+    Deadline hello_deadline = Deadline::Earlier(deadline, Deadline::In(2.0));
+    if (!RecvAll(fd.get(), h, sizeof h, hello_deadline, &err)) {
+      why_rejected = "a connection from " + PeerString(fd.get()) + " sent no hello: " + err;
+      continue;
+    }
+    uint64_t id = Get64(h + 8);
+    uint32_t from = Get32(h + 16), stream = Get32(h + 20);
+    if (std::memcmp(h, kHelloMagic, 8) != 0) {
+      why_rejected = "a connection from " + PeerString(fd.get()) + " is not a probe stream";
+      continue;
+    }
+    if (id != spec.test_id || from != static_cast<uint32_t>(spec.peer)) {
+      why_rejected = "stale connection of test " + std::to_string(id);
+      continue;  // a late connection of an earlier test
+    }
+    if (stream > static_cast<uint32_t>(spec.streams)) {
+      *error = "node " + std::to_string(spec.peer) + " opened stream " + std::to_string(stream) +
+               " of " + std::to_string(spec.streams);
+      return false;
+    }
+    Fd& slot = stream == 0 ? control : data[stream - 1];
+    if (slot.valid()) {
+      *error = "node " + std::to_string(spec.peer) + " opened stream " + std::to_string(stream) +
+               " twice";
+      return false;
+    }
+    slot = std::move(fd);
+    ++have;
+  }
+
+  for (;;) {
+    Op op;
+    uint64_t arg;
+    if (!RecvCmd(control.get(), &op, &arg, deadline, error)) return false;
+    switch (op) {
+      case kPing:
+        if (!SendCmd(control.get(), kPing, arg, deadline, error)) return false;
+        break;
+      case kRecv:
+        if (static_cast<int64_t>(arg) != spec.size) {
+          *error = "peer asked to move " + std::to_string(arg) + " bytes, expected " +
+                   std::to_string(spec.size);
+          return false;
+        }
+        if (!Pump(data, spec.size, false, deadline, error)) return false;
+        if (!SendCmd(control.get(), kDone, arg, deadline, error)) return false;
+        break;
+      case kSend:
+        if (static_cast<int64_t>(arg) != spec.size) {
+          *error = "peer asked to move " + std::to_string(arg) + " bytes, expected " +
+                   std::to_string(spec.size);
+          return false;
+        }
+        if (!Pump(data, spec.size, true, deadline, error)) return false;
+        if (!SendCmd(control.get(), kDone, arg, deadline, error)) return false;
+        break;
+      case kBye:
+        SendCmd(control.get(), kBye, 0, deadline, error);
+        return true;
+      case kDone:
+        *error = "peer sent an unexpected command";
+        return false;
+    }
+  }
+}
+
+}  // namespace xtimer::netprobe
