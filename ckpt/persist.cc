@@ -1,0 +1,389 @@
+#include "ckpt/persist.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "ckpt/copier.h"
+#include "common/atomic_file.h"
+#include "common/log.h"
+
+namespace xtimer::ckpt {
+namespace {
+
+constexpr uint64_t kWriteChunk = 16ull << 20;
+constexpr uint64_t kSyncWindow = 64ull << 20;
+
+bool AllDigits(const char* s) {
+  if (*s == '\0' || std::strlen(s) > 18) return false;
+  for (; *s; ++s)
+    if (*s < '0' || *s > '9') return false;
+  return true;
+}
+
+// "rank_<n>.xtc" -> n, else -1.
+int RankOfFile(const char* name) {
+  if (std::strncmp(name, "rank_", 5) != 0) return -1;
+  const char* p = name + 5;
+  int r = 0, digits = 0;
+  for (; *p >= '0' && *p <= '9' && digits < 9; ++p, ++digits) r = r * 10 + (*p - '0');
+  if (digits == 0 || std::strcmp(p, ".xtc") != 0) return -1;
+  return r;
+}
+
+bool IsTempOf(const char* name) { return std::strncmp(name, "rank_", 5) == 0 && std::strstr(name, ".xtc.tmp.") != nullptr; }
+
+std::string Parent(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+Status WriteAll(int fd, const unsigned char* p, uint64_t n, const std::string& path) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, std::min<uint64_t>(n, 1ull << 30));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      int err = w < 0 ? errno : ENOSPC;
+      return Status::Error("cannot write " + path + ": " + ErrnoText(err));
+    }
+    p += w;
+    n -= static_cast<uint64_t>(w);
+  }
+  return Status::Ok();
+}
+
+Status PreadAll(int fd, void* dst, uint64_t n, uint64_t off, const std::string& path) {
+  auto* p = static_cast<unsigned char*>(dst);
+  while (n > 0) {
+    ssize_t r = pread(fd, p, std::min<uint64_t>(n, 1ull << 30), static_cast<off_t>(off));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return Status::Error("cannot read " + path + ": " + ErrnoText(errno));
+    if (r == 0) return Status::Corrupt(path + ": truncated");
+    p += r;
+    n -= static_cast<uint64_t>(r);
+    off += static_cast<uint64_t>(r);
+  }
+  return Status::Ok();
+}
+
+// Checksums of the parts of entries that overlap [pos, pos + n) of the image.
+void ChecksumRange(const unsigned char* image, const Index& index, uint64_t pos, uint64_t n, size_t* next,
+                   std::vector<Fletcher>* sums) {
+  const uint64_t end = pos + n;
+  for (size_t i = *next; i < index.entries.size(); ++i) {
+    const Entry& e = index.entries[i];
+    if (e.offset >= end) break;
+    uint64_t lo = std::max(pos, e.offset), hi = std::min(end, e.offset + e.nbytes);
+    if (hi > lo) (*sums)[i].Append(ChecksumBytes(image + lo, hi - lo));
+    if (e.offset + e.nbytes <= end) *next = i + 1;
+  }
+}
+
+Status RemoveStep(const std::string& ckpt_dir, int64_t step) {
+  std::string dir = StepDir(ckpt_dir, step);
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return Status::Ok();
+  bool others = false;
+  while (dirent* e = readdir(d)) {
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    if (RankOfFile(e->d_name) >= 0 || IsTempOf(e->d_name))
+      unlink((dir + "/" + e->d_name).c_str());
+    else
+      others = true;
+  }
+  closedir(d);
+  if (others) {
+    Log(LogLevel::kWarn, "kept %s: it holds files that are not xtimer checkpoint files", dir.c_str());
+    return Status::Ok();
+  }
+  if (rmdir(dir.c_str()) != 0 && errno != ENOENT) Log(LogLevel::kWarn, "cannot remove %s: %s", dir.c_str(), strerror(errno));
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string StepDir(const std::string& ckpt_dir, int64_t step) { return ckpt_dir + "/" + std::to_string(step); }
+
+std::string RankFile(const std::string& ckpt_dir, int64_t step, int rank) {
+  return StepDir(ckpt_dir, step) + "/rank_" + std::to_string(rank) + ".xtc";
+}
+
+Status SyncDir(const std::string& dir) {
+  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::Error("cannot open folder " + dir + ": " + ErrnoText(errno));
+  int rc = fsync(fd);
+  int err = errno;
+  close(fd);
+  if (rc != 0 && err != EINVAL) return Status::Error("cannot fsync folder " + dir + ": " + ErrnoText(err));
+  return Status::Ok();
+}
+
+Status WriteImageFile(const unsigned char* image, const Index& index, const std::string& path,
+                      const ProgressFn& progress) {
+  const std::string dir = Parent(path);
+  struct stat st;
+  const bool dir_is_new = stat(dir.c_str(), &st) != 0;
+  std::string err;
+  if (!MakeDirs(dir, &err)) return Status::Error(err);
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::Error("cannot create " + tmp + ": " + ErrnoText(errno));
+  auto fail = [&](Status s) {
+    close(fd);
+    unlink(tmp.c_str());
+    return s;
+  };
+  const uint64_t len = index.image_len;
+  // Reserve the blocks first: a full disk is reported before anything is written.
+  if (int rc = posix_fallocate(fd, 0, static_cast<off_t>(len)); rc == ENOSPC || rc == EDQUOT || rc == EFBIG)
+    return fail(Status::NoSpace("no room for " + std::to_string(len) + " bytes in " + dir + ": " + ErrnoText(rc)));
+
+  std::vector<Fletcher> sums(index.entries.size());
+  size_t next = 0;
+  uint64_t synced = 0;
+  for (uint64_t pos = 0; pos < len; pos += kWriteChunk) {
+    uint64_t n = std::min(kWriteChunk, len - pos);
+    ChecksumRange(image, index, pos, n, &next, &sums);
+    Status ws = WriteAll(fd, image + pos, n, tmp);
+    if (!ws.ok()) return fail(ws);
+    // Start writeback of each finished window and wait for the one before it: the disk streams
+    // while we write, and dirty pages stay bounded.
+    uint64_t done = pos + n;
+    if (done - synced >= kSyncWindow || done == len) {
+      sync_file_range(fd, static_cast<off_t>(synced), static_cast<off_t>(done - synced), SYNC_FILE_RANGE_WRITE);
+      if (synced >= kSyncWindow)
+        sync_file_range(fd, static_cast<off_t>(synced - kSyncWindow), static_cast<off_t>(kSyncWindow),
+                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+      synced = done;
+    }
+    if (progress) progress(done, len);
+  }
+  for (size_t i = 0; i < index.entries.size(); ++i)
+    if (sums[i].Finish() != index.entries[i].sum)
+      return fail(Status::Corrupt("the in-memory snapshot is corrupt (entry " + index.entries[i].name +
+                                  "): not written to " + path));
+  if (fdatasync(fd) != 0) return fail(Status::Error("cannot fsync " + tmp + ": " + ErrnoText(errno)));
+  if (close(fd) != 0) {
+    unlink(tmp.c_str());
+    return Status::Error("cannot close " + tmp + ": " + ErrnoText(errno));
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    unlink(tmp.c_str());
+    return Status::Error("cannot rename " + tmp + " to " + path + ": " + ErrnoText(e));
+  }
+  XT_RETURN_IF_ERROR(SyncDir(dir));
+  if (dir_is_new) XT_RETURN_IF_ERROR(SyncDir(Parent(dir)));
+  return Status::Ok();
+}
+
+int64_t ReadLatest(const std::string& ckpt_dir, std::string* note) {
+  std::string path = ckpt_dir + "/latest";
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (note) *note = errno == ENOENT ? "" : path + ": " + ErrnoText(errno);
+    return -1;
+  }
+  char buf[4096];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) {
+    if (note) *note = path + " is empty";
+    return -1;
+  }
+  nlohmann::json j = nlohmann::json::parse(std::string(buf, static_cast<size_t>(n)), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || j.value("format", "") != "xtimer-ckpt-latest" || !j.contains("step") ||
+      !j["step"].is_number_integer()) {
+    if (note) *note = path + " is not an xtimer-ckpt-latest file";
+    return -1;
+  }
+  return j["step"].get<int64_t>();
+}
+
+Status ScanDisk(const std::string& ckpt_dir, std::vector<DiskStep>* steps) {
+  steps->clear();
+  DIR* d = opendir(ckpt_dir.c_str());
+  if (d == nullptr) {
+    if (errno == ENOENT) return Status::Ok();
+    return Status::Error("cannot list " + ckpt_dir + ": " + ErrnoText(errno));
+  }
+  while (dirent* e = readdir(d))
+    if (AllDigits(e->d_name)) steps->push_back(DiskStep{std::strtoll(e->d_name, nullptr, 10), 0, {}, false});
+  closedir(d);
+  for (DiskStep& s : *steps) {
+    std::string dir = StepDir(ckpt_dir, s.step);
+    DIR* sd = opendir(dir.c_str());
+    if (sd == nullptr) continue;
+    while (dirent* e = readdir(sd)) {
+      int r = RankOfFile(e->d_name);
+      if (r >= 0) s.ranks.push_back(r);
+    }
+    closedir(sd);
+    std::sort(s.ranks.begin(), s.ranks.end());
+    for (int r : s.ranks) {  // world size from the first readable file
+      XtcFile f;
+      if (XtcFile::Open(RankFile(ckpt_dir, s.step, r), &f).ok()) {
+        s.world_size = f.index().info.world_size;
+        break;
+      }
+    }
+    if (s.world_size > 0) {
+      s.complete = true;
+      for (int r = 0; r < s.world_size && s.complete; ++r)
+        s.complete = std::binary_search(s.ranks.begin(), s.ranks.end(), r);
+    }
+  }
+  std::sort(steps->begin(), steps->end(), [](const DiskStep& a, const DiskStep& b) { return a.step > b.step; });
+  return Status::Ok();
+}
+
+Status FinishStep(const std::string& ckpt_dir, int64_t step, int world_size, int keep, bool* complete) {
+  *complete = false;
+  for (int r = 0; r < world_size; ++r) {
+    struct stat st;
+    if (stat(RankFile(ckpt_dir, step, r).c_str(), &st) != 0) return Status::Ok();
+  }
+  *complete = true;
+  // One node at a time moves `latest` and deletes old steps.
+  std::string lock_path = ckpt_dir + "/.xtimer-ckpt.lock";
+  int lfd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lfd < 0) return Status::Error("cannot create " + lock_path + ": " + ErrnoText(errno));
+  while (flock(lfd, LOCK_EX) != 0 && errno == EINTR) {
+  }
+  struct Closer {
+    int fd;
+    ~Closer() {
+      flock(fd, LOCK_UN);
+      close(fd);
+    }
+  } closer{lfd};
+  int64_t latest = ReadLatest(ckpt_dir, nullptr);
+  if (step > latest) {
+    nlohmann::json j = {{"format", "xtimer-ckpt-latest"}, {"version", 1}, {"step", step}, {"world_size", world_size},
+                        {"path", std::to_string(step)}};
+    std::string err;
+    if (!WriteFileAtomically(ckpt_dir + "/latest", j.dump() + "\n", &err)) return Status::Error(err);
+    XT_RETURN_IF_ERROR(SyncDir(ckpt_dir));
+    latest = step;
+  }
+  if (keep <= 0) return Status::Ok();
+  std::vector<DiskStep> steps;
+  XT_RETURN_IF_ERROR(ScanDisk(ckpt_dir, &steps));
+  int kept = 0;
+  int64_t oldest_kept = -1;
+  for (const DiskStep& s : steps) {
+    if (s.complete && s.step <= latest && kept < keep) {
+      ++kept;
+      oldest_kept = s.step;
+    }
+  }
+  if (kept < keep) return Status::Ok();
+  for (const DiskStep& s : steps)
+    if (s.step < oldest_kept) RemoveStep(ckpt_dir, s.step);
+  return Status::Ok();
+}
+
+XtcFile& XtcFile::operator=(XtcFile&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = o.fd_;
+    path_ = std::move(o.path_);
+    index_ = std::move(o.index_);
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+XtcFile::~XtcFile() {
+  if (fd_ >= 0) close(fd_);
+}
+
+Status XtcFile::Open(const std::string& path, XtcFile* out) {
+  XtcFile f;
+  f.path_ = path;
+  f.fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd_ < 0) {
+    int err = errno;
+    if (err == ENOENT) return Status::NotFound(path + " does not exist");
+    return Status::Error("cannot open " + path + ": " + ErrnoText(err));
+  }
+  struct stat st;
+  if (fstat(f.fd_, &st) != 0) return Status::Error("cannot stat " + path + ": " + ErrnoText(errno));
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  ImageHeader h{};
+  unsigned char head[kHeaderLen] = {};
+  if (size >= kHeaderLen) XT_RETURN_IF_ERROR(PreadAll(f.fd_, head, kHeaderLen, 0, path));
+  XT_RETURN_IF_ERROR(ParseHeader(head, size, path, &h));
+  if (h.index_len > (1ull << 32)) return Status::Corrupt(path + ": index larger than 4 GiB");
+  std::string index(h.index_len, '\0');
+  XT_RETURN_IF_ERROR(PreadAll(f.fd_, index.data(), h.index_len, h.index_off, path));
+  XT_RETURN_IF_ERROR(ParseIndex(h, index, path, &f.index_));
+  *out = std::move(f);
+  return Status::Ok();
+}
+
+Status XtcFile::ReadInto(const std::vector<void*>& dst, const ProgressFn& progress) {
+  const auto& entries = index_.entries;
+  if (dst.size() != entries.size()) return Status::Error("internal: wrong number of destinations");
+  struct Piece {
+    size_t entry;
+    uint64_t off, len;
+  };
+  std::vector<Piece> pieces;
+  for (size_t i = 0; i < entries.size(); ++i)
+    for (uint64_t off = 0; off < entries[i].nbytes; off += kCopyPiece)
+      pieces.push_back({i, off, std::min(kCopyPiece, entries[i].nbytes - off)});
+  std::vector<Fletcher> parts(pieces.size());
+  std::vector<Status> errors(pieces.size());
+  std::atomic<uint64_t> done{0};
+  uint64_t total = 0;
+  for (const Entry& e : entries) total += e.nbytes;
+  CopyPool::Get(0).ParallelFor(pieces.size(), 0, [&](size_t k) {
+    const Piece& p = pieces[k];
+    auto* d = static_cast<unsigned char*>(dst[p.entry]) + p.off;
+    errors[k] = PreadAll(fd_, d, p.len, entries[p.entry].offset + p.off, path_);
+    if (errors[k].ok()) parts[k] = ChecksumBytes(d, p.len);  // still in cache
+    done.fetch_add(p.len);
+  });
+  for (const Status& s : errors)
+    if (!s.ok()) return s;
+  if (progress) progress(done.load(), total);
+  std::vector<Fletcher> sums(entries.size());
+  for (size_t k = 0; k < pieces.size(); ++k) sums[pieces[k].entry].Append(parts[k]);
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (sums[i].Finish() != entries[i].sum)
+      return Status::Corrupt(path_ + ": checksum mismatch in entry " + entries[i].name +
+                             " (the file is corrupt; it was not loaded)");
+  return Status::Ok();
+}
+
+Status XtcFile::Verify(const ProgressFn& progress) {
+  uint64_t total = 0;
+  for (const Entry& e : index_.entries) total += e.nbytes;
+  std::vector<unsigned char> buf(kWriteChunk);
+  uint64_t done = 0;
+  for (const Entry& e : index_.entries) {
+    Fletcher f;
+    for (uint64_t off = 0; off < e.nbytes; off += kWriteChunk) {
+      uint64_t n = std::min(kWriteChunk, e.nbytes - off);
+      XT_RETURN_IF_ERROR(PreadAll(fd_, buf.data(), n, e.offset + off, path_));
+      f.Append(ChecksumBytes(buf.data(), n));
+      done += n;
+      if (progress) progress(done, total);
+    }
+    if (f.Finish() != e.sum)
+      return Status::Corrupt(path_ + ": checksum mismatch in entry " + e.name + " (the file is corrupt)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace xtimer::ckpt

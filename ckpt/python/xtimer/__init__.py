@@ -1,0 +1,1 @@
+"""xtimer: tools around distributed PyTorch training. The flash checkpoint is xtimer.ckpt."""

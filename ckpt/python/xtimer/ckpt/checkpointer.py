@@ -1,0 +1,391 @@
+"""Flash checkpoint for PyTorch: the state dict into shared memory in about a memcpy's time,
+written to disk behind the job by the node's saver, loaded from memory when every rank has it.
+
+    from xtimer.ckpt import Checkpointer, StorageType
+    ckpt = Checkpointer("/ckpt/run1")
+    ckpt.save_checkpoint(step, state_dict, storage_type=StorageType.MEMORY)  # returns quickly
+    ckpt.save_checkpoint(step, state_dict, storage_type=StorageType.DISK)    # memory, then disk
+    step, state_dict = ckpt.load_checkpoint()   # newest valid: memory, else disk; (0, None)
+    ckpt.wait()                                 # pending disk writes are durable
+
+The names follow DLRover's DdpCheckpointer so that switching is an import away.
+"""
+import atexit
+import enum
+import json
+import logging
+import os
+import shutil
+import sys
+import threading
+import time
+import weakref
+
+from .. import _ckpt
+from . import _tree
+
+CheckpointError = _ckpt.CheckpointError
+log = logging.getLogger("xtimer.ckpt")
+
+_NUMPY_DTYPES = {
+    "float32", "float64", "float16", "int8", "uint8", "int16", "int32", "int64", "bool", "uint16", "uint32",
+    "uint64", "complex64", "complex128",
+}
+
+
+class StorageType(enum.Enum):
+    MEMORY = "memory"  # into shared memory only (and to disk by the saver if the process dies)
+    DISK = "disk"      # into shared memory, then written to disk behind the job
+
+
+def _saver_binary():
+    """xtimer_ckpt_saver next to this package (<prefix>/bin from <prefix>/lib/python/xtimer),
+    else on PATH."""
+    here = os.path.dirname(os.path.abspath(_ckpt.__file__))
+    cand = os.path.normpath(os.path.join(here, "..", "..", "..", "bin", "xtimer_ckpt_saver"))
+    if os.access(cand, os.X_OK):
+        return cand
+    return shutil.which("xtimer_ckpt_saver") or ""
+
+
+_failed = False
+
+
+def _note_failure_excepthook():
+    """An uncaught exception ends the process as a failure: do not mark segments closed then,
+    so that the saver writes their newest snapshot to disk."""
+    previous = sys.excepthook
+
+    def hook(tp, value, tb):
+        global _failed
+        _failed = True
+        previous(tp, value, tb)
+
+    sys.excepthook = hook
+
+
+_note_failure_excepthook()
+_live = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all():
+    if _failed:
+        return
+    for c in list(_live):
+        try:
+            c.close()
+        except Exception:  # never turn an exit into an error
+            pass
+
+
+def _dist():
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            return dist
+    except ImportError:
+        pass
+    return None
+
+
+class _Entries:
+    """Turns array leaves into what the core copies; keeps temporaries alive."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.keep = []
+        self.cuda_devices = set()
+
+    def entry(self, name, obj):
+        torch = self.torch
+        if torch is not None and isinstance(obj, torch.Tensor):
+            t = obj.detach()
+            if t.layout != torch.strided:
+                raise TypeError(f"{name}: cannot save a {t.layout} tensor; convert it to dense first")
+            if t.is_quantized:
+                raise TypeError(f"{name}: cannot save a quantized tensor")
+            if t.is_conj():
+                t = t.resolve_conj()
+            if t.is_neg():
+                t = t.resolve_neg()
+            dev = t.device
+            if dev.type == "cuda":
+                if not t.is_contiguous():
+                    t = t.contiguous()
+                self.cuda_devices.add(dev.index if dev.index is not None else torch.cuda.current_device())
+                cuda = dev.index if dev.index is not None else torch.cuda.current_device()
+            elif dev.type == "cpu":
+                cuda = -1
+            else:
+                raise TypeError(f"{name}: cannot save a tensor on {dev}; move it to cpu or cuda first")
+            self.keep.append(t)
+            dtype = str(t.dtype).replace("torch.", "")
+            return (name, dtype, str(dev) if dev.type == "cpu" else f"cuda:{cuda}", list(t.shape), t.data_ptr(),
+                    t.numel() * t.element_size(), t.element_size(), list(t.stride()), cuda)
+        import numpy as np
+        a = obj
+        if a.dtype.hasobject or a.dtype.name not in _NUMPY_DTYPES:
+            raise TypeError(f"{name}: cannot save a numpy array of dtype {a.dtype}")
+        if not a.dtype.isnative:
+            a = a.astype(a.dtype.newbyteorder("="))
+        if any(s < 0 or s % a.itemsize for s in a.strides):
+            a = np.ascontiguousarray(a)
+        self.keep.append(a)
+        return (name, a.dtype.name, "numpy", list(a.shape), a.ctypes.data, a.nbytes, a.itemsize,
+                [s // a.itemsize for s in a.strides], -1)
+
+
+class Checkpointer:
+    """One per rank. The rank and world size come from torch.distributed when it is initialised,
+    else from RANK / WORLD_SIZE (default 0 / 1)."""
+
+    def __init__(self, checkpoint_dir, *, shm_dir=None, keep=None, persist_on_failure=None, copy_threads=0,
+                 saver=None, saver_idle_exit=300.0):
+        """checkpoint_dir: the folder on disk (shared by all ranks; DIR/<step>/rank_<r>.xtc).
+        shm_dir, keep, persist_on_failure: default to XTIMER_CKPT_SHM_DIR, XTIMER_CKPT_KEEP,
+        XTIMER_CKPT_PERSIST_ON_FAILURE. copy_threads: threads of the copy into shared memory (0:
+        automatic). saver: path of xtimer_ckpt_saver, or False to write disk saves in this
+        process. saver_idle_exit: seconds the saver waits with nothing to do before it exits."""
+        self.checkpoint_dir = os.path.realpath(os.fspath(checkpoint_dir))
+        self._shm_dir = shm_dir if shm_dir is not None else _ckpt.env_string("XTIMER_CKPT_SHM_DIR")
+        self._keep = -1 if keep is None else int(keep)
+        self._persist_on_failure = -1 if persist_on_failure is None else int(bool(persist_on_failure))
+        self._threads = int(copy_threads)
+        self._saver = "" if saver is False else (saver or _saver_binary())
+        self._idle_exit = float(saver_idle_exit)
+        self._core = None
+        self._rank = None
+        self._lock = threading.Lock()
+        self._warned_path = False
+        _live.add(self)
+
+    # --- identity
+    def _rank_world(self):
+        dist = _dist()
+        if dist is not None:
+            return dist.get_rank(), dist.get_world_size()
+        return int(os.environ.get("RANK", "0") or 0), int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+    def _get_core(self, rank):
+        if self._core is None or self._rank != rank:
+            self._core = _ckpt.RankCheckpointer(self.checkpoint_dir, rank, self._shm_dir, self._keep,
+                                                self._persist_on_failure, self._saver, self._idle_exit,
+                                                self._threads)
+            self._rank = rank
+        return self._core
+
+    # --- save
+    def save_checkpoint(self, step, state_dict, path=None, storage_type=StorageType.DISK):
+        """Copies state_dict into shared memory (blocking only for that copy) and, for
+        StorageType.DISK, asks the saver to write it to DIR/<step>/rank_<r>.xtc. `path` is
+        accepted for DLRover compatibility and ignored. Returns False if a memory save was
+        skipped because the slot it would overwrite still had to be written to disk (the
+        previous snapshot stays current); a disk save waits for that instead."""
+        if path is not None and not self._warned_path:
+            self._warned_path = True
+            log.info("xtimer.ckpt: the path argument is ignored; files go to %s/<step>/rank_<r>.xtc",
+                     self.checkpoint_dir)
+        if isinstance(storage_type, str):
+            storage_type = StorageType(storage_type.lower())
+        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+            raise ValueError(f"step must be a non-negative int, not {step!r}")
+        rank, world = self._rank_world()
+        tree, leaves = _tree.flatten(state_dict)
+        torch = _tree._torch()
+        ents = _Entries(torch)
+        entries = [ents.entry(name, obj) for name, obj in leaves]
+        if ents.cuda_devices:
+            for d in ents.cuda_devices:
+                torch.cuda.synchronize(d)  # the copy runs on our own stream
+        tree_json = json.dumps({"format": "xtimer-ckpt-tree", "version": 1, "root": tree},
+                               separators=(",", ":"), allow_nan=False)
+        with self._lock:
+            core = self._get_core(rank)
+            saved, why = core.save(step, world, tree_json, entries, storage_type == StorageType.DISK)
+        del ents
+        if not saved:
+            log.warning("xtimer.ckpt: memory save of step %d skipped: %s", step, why)
+        return saved
+
+    # --- load
+    def load_checkpoint(self, map_location=None):
+        """Returns (step, state_dict) of the newest valid checkpoint: from memory if every rank
+        holds the same newest step there and it verifies, else the newest complete step on disk
+        whose files verify; (0, None) if there is none. A corrupt file is named and never
+        loaded; if no valid step remains, CheckpointError names the corrupt files.
+        map_location: None (the devices they were saved from), or a device for every tensor."""
+        rank, world = self._rank_world()
+        dist = _dist()
+        with self._lock:
+            core = self._get_core(rank)
+            mem_step, mem = -1, None
+            try:
+                info = core.memory_index()
+                if info is not None:
+                    step, ws, index_json = info
+                    if ws != world:
+                        core.release_memory()
+                        log.info("xtimer.ckpt: memory snapshot of step %d has world size %d, this job %d: not used",
+                                 step, ws, world)
+                    else:
+                        index = json.loads(index_json)
+                        leaves = self._alloc(index)
+                        core.copy_memory_into([_ptr(v) for v in leaves], self._threads)
+                        mem_step, mem = step, (index, leaves)
+            except CheckpointError as e:
+                log.warning("xtimer.ckpt: the in-memory snapshot is not usable (%s); loading from disk", e)
+                mem_step, mem = -1, None
+            disk = [s for s in _ckpt.scan_disk(self.checkpoint_dir) if s[2] and s[1] == world]
+            disk_top = disk[0][0] if disk else -1
+            lo, hi, disk_top = _agree(dist, [mem_step, -mem_step, disk_top], ["min", "min", "min"])
+            hi = -hi
+            if lo == hi and lo >= 0 and lo >= disk_top:
+                index, leaves = mem
+                return mem_step, self._build(index, leaves, map_location)
+            mem = None
+            corrupt = []
+            bound = disk_top
+            while bound >= 0:
+                mine = next((s[0] for s in disk if s[0] <= bound), -1)
+                (cand,) = _agree(dist, [mine], ["min"])
+                if cand < 0:
+                    break
+                ok, result = 1, None
+                path = _ckpt.rank_file(self.checkpoint_dir, cand, rank)
+                try:
+                    f = _ckpt.XtcFile(path)
+                    index = json.loads(f.index_json)
+                    leaves = self._alloc(index)
+                    f.read_into([_ptr(v) for v in leaves])
+                    result = (index, leaves)
+                except CheckpointError as e:
+                    ok = 0
+                    corrupt.append(str(e))
+                    log.error("xtimer.ckpt: %s", e)
+                (all_ok,) = _agree(dist, [ok], ["min"])
+                if all_ok:
+                    if corrupt:
+                        log.warning("xtimer.ckpt: loaded step %d instead of a newer one that did not verify", cand)
+                    return cand, self._build(result[0], result[1], map_location)
+                bound = cand - 1
+            if corrupt:
+                raise CheckpointError("no valid checkpoint in %s: %s" % (self.checkpoint_dir, "; ".join(corrupt)))
+            return 0, None
+
+    def _alloc(self, index):
+        """Empty CPU tensors / arrays for every entry, in entry order."""
+        torch = _tree._torch()
+        kinds = _leaf_kinds(index["tree"]["root"] if index.get("tree") else None, len(index["entries"]))
+        out = []
+        for e, kind in zip(index["entries"], kinds):
+            if kind == "n" or torch is None:
+                import numpy as np
+                if e["dtype"] not in _NUMPY_DTYPES:
+                    raise CheckpointError(f"entry {e['name']}: dtype {e['dtype']} needs torch")
+                out.append(np.empty(e["shape"], dtype=e["dtype"]))
+            else:
+                dtype = getattr(torch, e["dtype"], None)
+                if not isinstance(dtype, torch.dtype):
+                    raise CheckpointError(f"entry {e['name']}: dtype {e['dtype']} is unknown to this torch")
+                out.append(torch.empty(e["shape"], dtype=dtype))
+        return out
+
+    def _build(self, index, leaves, map_location):
+        torch = _tree._torch()
+        if torch is not None:
+            for i, e in enumerate(index["entries"]):
+                if not isinstance(leaves[i], torch.Tensor):
+                    continue
+                dev = e["device"] if map_location is None else str(map_location)
+                if dev != "cpu":
+                    if dev.startswith("cuda") and not torch.cuda.is_available():
+                        raise CheckpointError(f"entry {e['name']} was saved from {e['device']} but CUDA is not "
+                                              "available; pass map_location='cpu'")
+                    leaves[i] = leaves[i].to(dev)
+        root = index["tree"]["root"] if index.get("tree") else None
+        return _tree.unflatten(root, leaves)
+
+    # --- disk
+    def wait(self, timeout=None):
+        """Blocks until every disk save asked for is durable; shows progress on a terminal when
+        it takes long. Raises CheckpointError if one failed, TimeoutError on timeout."""
+        if self._core is None:
+            return
+        core = self._core
+        start = time.monotonic()
+        shown = False
+        tty = sys.stderr.isatty()
+        while True:
+            if core.wait(0.2):
+                break
+            waited = time.monotonic() - start
+            if timeout is not None and waited > timeout:
+                raise TimeoutError(f"xtimer.ckpt: disk writes still pending after {timeout} s")
+            step, done, total = core.progress()
+            if tty and waited > 2 and step >= 0 and total:
+                shown = True
+                sys.stderr.write(f"\rxtimer.ckpt: writing step {step}: {done / 2**30:.2f}/{total / 2**30:.2f} GiB  ")
+                sys.stderr.flush()
+        if shown:
+            sys.stderr.write("\n")
+
+    def close(self):
+        """Marks a clean end: the saver will not treat this process as failed. Pending disk
+        writes still complete (the saver runs on)."""
+        with self._lock:
+            if self._core is not None:
+                self._core.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, tp, value, tb):
+        if tp is None:
+            self.close()
+        return False
+
+    @property
+    def shm_path(self):
+        """The rank's shared-memory control file (after the first save or load)."""
+        return self._core.ctl_path if self._core is not None else None
+
+
+def _ptr(v):
+    import numpy as np
+    if isinstance(v, np.ndarray):
+        return v.ctypes.data
+    return v.data_ptr()
+
+
+def _leaf_kinds(root, n):
+    kinds = ["t"] * n
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "n" in node and isinstance(node["n"], int) and len(node) == 1:
+                if 0 <= node["n"] < n:
+                    kinds[node["n"]] = "n"
+                return
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(root)
+    return kinds
+
+
+def _agree(dist, values, ops):
+    """All-reduce small ints (min) across ranks; identity without torch.distributed."""
+    if dist is None:
+        return list(values)
+    import torch
+    dev = "cpu"
+    if dist.get_backend() == "nccl":
+        dev = torch.device("cuda", torch.cuda.current_device())
+    t = torch.tensor(values, dtype=torch.int64, device=dev)
+    assert all(op == "min" for op in ops)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return [int(x) for x in t.tolist()]
