@@ -252,11 +252,13 @@ Verdict Judge(const std::vector<NodeInput>& inputs, const std::vector<TestResult
   }
 
   // Links: the last test of each pair decides.
-  std::map<std::pair<int, int>, int> last;
+  std::map<std::pair<int, int>, int> last, count;
   for (size_t i = 0; i < tests.size(); ++i) {
     const TestResult& t = tests[i];
     if (!valid(t.a) || !valid(t.b) || t.a == t.b) continue;
-    last[{std::min(t.a, t.b), std::max(t.a, t.b)}] = static_cast<int>(i);
+    std::pair<int, int> key{std::min(t.a, t.b), std::max(t.a, t.b)};
+    last[key] = static_cast<int>(i);
+    ++count[key];
   }
   for (const auto& [pair, i] : last) {
     LinkVerdict l;
@@ -270,7 +272,12 @@ Verdict Judge(const std::vector<NodeInput>& inputs, const std::vector<TestResult
       l.status = LinkStatus::kOk;
     } else if (na.status == NodeStatus::kOk && nb.status == NodeStatus::kOk && na.decided &&
                nb.decided) {
-      l.status = LinkStatus::kBad;
+      if (tests[i].completed && count[pair] < 2 && !final) {
+        l.status = LinkStatus::kUndecided;  // slow once: test it again before blaming it
+        v.recheck.push_back(pair);
+      } else {
+        l.status = LinkStatus::kBad;
+      }
     } else if ((IsBadNode(na.status) && na.decided) || (IsBadNode(nb.status) && nb.decided)) {
       l.status = LinkStatus::kNode;
       const NodeVerdict& culprit = IsBadNode(na.status) && na.decided ? na : nb;

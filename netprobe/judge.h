@@ -14,7 +14,9 @@
 //    were only slow), "faulty" if it failed them all or its best bandwidth is under the minimum.
 //    Any other node with only bad tests is undecided: it needs another partner (a follow-up round).
 //  - A bad test whose two nodes are both ok is a bad link; one explained by a node at fault is
-//    "node"; one touching an undecided node is "undecided".
+//    "node"; one touching an undecided node is "undecided". A link that was only slow (it did
+//    complete) is tested a second time before it is called bad, so that one stall of a busy host
+//    does not condemn a link: until then it is "undecided" and listed in `recheck`.
 //  - Final judging (no more rounds possible) turns undecided nodes into their best guess from their
 //    own figures (faulty, or straggler against the median), marked decided = false.
 #pragma once
@@ -97,6 +99,7 @@ struct Verdict {
   std::vector<LinkVerdict> links;   // one per tested pair, sorted by (a, b)
   double reference_time_s = 0;      // the median the straggler factor applies to; 0 if none
   std::vector<int> undecided;       // ranks that need another partner
+  std::vector<std::pair<int, int>> recheck;  // slow links between ok nodes, to test once more
   bool healthy() const;             // every node ok and every link ok
 };
 

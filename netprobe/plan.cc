@@ -59,7 +59,7 @@ std::vector<RoundPlan> AllPairsRounds(std::vector<int> present) {
 }
 
 std::optional<RoundPlan> FollowUpRound(const Verdict& verdict, const std::vector<TestResult>& tests) {
-  if (verdict.undecided.empty()) return std::nullopt;
+  if (verdict.undecided.empty() && verdict.recheck.empty()) return std::nullopt;
   std::set<Pair> tested;
   for (const TestResult& t : tests) tested.insert(Ordered(t.a, t.b));
 
@@ -74,8 +74,8 @@ std::optional<RoundPlan> FollowUpRound(const Verdict& verdict, const std::vector
     return x < y;
   });
 
-  std::map<int, int> load;  // partner -> undecided nodes given to it in this round
-  std::vector<Step> steps;
+  std::vector<Pair> wanted;
+  std::map<int, int> load;  // partner -> tests given to it in this round
   std::vector<int> undecided = verdict.undecided;
   std::sort(undecided.begin(), undecided.end());
   for (int u : undecided) {
@@ -85,11 +85,29 @@ std::optional<RoundPlan> FollowUpRound(const Verdict& verdict, const std::vector
       if (chosen < 0 || load[p] < load[chosen]) chosen = p;  // least loaded, then fastest
     }
     if (chosen < 0) continue;  // nobody left to pair it with
-    size_t step = static_cast<size_t>(load[chosen]++);
-    if (steps.size() <= step) steps.resize(step + 1);
-    steps[step].push_back(Ordered(u, chosen));
+    ++load[chosen];
+    wanted.push_back(Ordered(u, chosen));
   }
-  if (steps.empty()) return std::nullopt;
+  std::vector<Pair> recheck;
+  for (const auto& [a, b] : verdict.recheck) recheck.push_back(Ordered(a, b));
+  std::sort(recheck.begin(), recheck.end());
+  wanted.insert(wanted.end(), recheck.begin(), recheck.end());
+  if (wanted.empty()) return std::nullopt;
+
+  // First fit: each test into the first step where both its nodes are free.
+  std::vector<Step> steps;
+  std::vector<std::set<int>> busy;
+  for (const Pair& p : wanted) {
+    size_t s = 0;
+    while (s < steps.size() && (busy[s].count(p.first) > 0 || busy[s].count(p.second) > 0)) ++s;
+    if (s == steps.size()) {
+      steps.emplace_back();
+      busy.emplace_back();
+    }
+    steps[s].push_back(p);
+    busy[s].insert(p.first);
+    busy[s].insert(p.second);
+  }
   for (Step& s : steps) std::sort(s.begin(), s.end());
   return RoundPlan{"follow-up", steps, false};
 }

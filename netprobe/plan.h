@@ -7,8 +7,9 @@
 //  - All-pairs: every pair once, in n-1 rounds of n/2 disjoint pairs (the circle method; an odd
 //    count adds a bye, so n rounds with one node idle in each).
 //  - Follow-up: each undecided node gets one new partner that is ok on the network and that it has
-//    not tested with yet, the fastest such node first; a partner serves at most one undecided node
-//    per step.
+//    not tested with yet, the least loaded and then the fastest such node first; a slow link
+//    between two ok nodes (Verdict::recheck) is tested again. Tests go into the first step where
+//    both of their nodes are free.
 #pragma once
 
 #include <optional>
@@ -34,8 +35,8 @@ struct RoundPlan {
 RoundPlan NeighbourRound(std::vector<int> present);
 std::vector<RoundPlan> AllPairsRounds(std::vector<int> present);
 
-// The next round for the undecided nodes of `verdict`, or nullopt when there is nothing to
-// decide or nobody left to pair them with.
+// The next round for the undecided nodes and links of `verdict`, or nullopt when there is
+// nothing to decide or nobody left to pair them with.
 std::optional<RoundPlan> FollowUpRound(const Verdict& verdict, const std::vector<TestResult>& tests);
 
 }  // namespace xtimer::netprobe

@@ -67,7 +67,7 @@ json Rendezvous::Run() {
   const int follow_ups = o_.max_rounds > 0 ? o_.max_rounds - 1 : 9;
   for (int k = 0; k < follow_ups; ++k) {
     Verdict v = JudgeNow(false);
-    if (v.undecided.empty()) break;
+    if (v.undecided.empty() && v.recheck.empty()) break;
     std::optional<RoundPlan> plan = FollowUpRound(v, tests_);
     if (!plan) break;
     RunRound(*plan);

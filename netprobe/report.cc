@@ -291,6 +291,12 @@ std::string RenderRound(const RoundRecord& rr, const std::vector<TestResult>& te
       out += Printf("  %-9s %-4s %s\n", pair.c_str(), "bad", bad.c_str());
     }
   }
+  if (!after.recheck.empty()) {
+    std::string which;
+    for (const auto& [a, b] : after.recheck)
+      which += (which.empty() ? "" : ", ") + std::to_string(a) + "-" + std::to_string(b);
+    out += "  slow once, to be tested again: " + which + "\n";
+  }
   if (!after.undecided.empty()) {
     std::string who;
     for (int u : after.undecided) who += (who.empty() ? "" : ", ") + std::to_string(u);

@@ -198,9 +198,30 @@ TEST(Judge, SlowLinkBetweenFastNodesIsABadLink) {
   tests.push_back(Good(0, 2, 1.0, 100, 2));
   tests.push_back(Good(1, 3, 1.0, 100, 2));
   Verdict v = Judge(Present(8), tests, {}, false);
+  for (const NodeVerdict& n : v.nodes) EXPECT_EQ(n.status, NodeStatus::kOk);
+  // Slow once: tested again before it is blamed.
+  EXPECT_EQ(FindLink(v, 0, 1)->status, LinkStatus::kUndecided);
+  EXPECT_EQ(v.recheck, (std::vector<std::pair<int, int>>{{0, 1}}));
+  auto plan = FollowUpRound(v, tests);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->steps, (std::vector<Step>{{{0, 1}}}));
+
+  auto again = tests;
+  again.push_back(Good(0, 1, 7.5, 13, 3));
+  v = Judge(Present(8), again, {}, false);
   EXPECT_EQ(FindLink(v, 0, 1)->status, LinkStatus::kBad);
   EXPECT_NE(FindLink(v, 0, 1)->reason.find("slow"), std::string::npos);
-  for (const NodeVerdict& n : v.nodes) EXPECT_EQ(n.status, NodeStatus::kOk);
+  EXPECT_TRUE(v.recheck.empty());
+  EXPECT_FALSE(FollowUpRound(v, again).has_value());
+
+  // A one-off stall: fine the second time.
+  again.back() = Good(0, 1, 1.0, 100, 3);
+  v = Judge(Present(8), again, {}, false);
+  EXPECT_TRUE(v.healthy());
+
+  // No round left: slow once is bad.
+  v = Judge(Present(8), tests, {}, true);
+  EXPECT_EQ(FindLink(v, 0, 1)->status, LinkStatus::kBad);
 }
 
 TEST(Judge, MoreRoundsWhenTwoCannotDecide) {
