@@ -1,7 +1,12 @@
 #include "preload/capture/stack_file.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 
 #include "common/json_writer.h"
 
@@ -157,6 +162,37 @@ std::string StackDumpToJson(const StackDump& d) {
   std::string out = w.Take();
   out += '\n';
   return out;
+}
+
+bool WriteStackFile(const std::string& path, const std::string& content, std::string* error) {
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return (*error = "cannot create " + tmp + ": " + std::strerror(errno)), false;
+  const char* p = content.data();
+  size_t left = content.size();
+  while (left > 0) {
+    ssize_t n = write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      *error = "cannot write " + tmp + ": " + (n < 0 ? std::strerror(errno) : "disk full");
+      close(fd);
+      unlink(tmp.c_str());
+      return false;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (close(fd) != 0) {
+    *error = "cannot write " + tmp + ": " + std::strerror(errno);
+    unlink(tmp.c_str());
+    return false;
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    *error = "cannot rename into " + path + ": " + std::strerror(errno);
+    unlink(tmp.c_str());
+    return false;
+  }
+  return true;
 }
 
 }  // namespace xtimer::capture

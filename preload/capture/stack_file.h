@@ -79,4 +79,10 @@ std::string StackFileName(const RankInfo& rank);
 
 std::string StackDumpToJson(const StackDump& dump);
 
+// Writes `content` to NAME.tmp.<pid> and renames it over `path`: readers see the old file or the
+// new one, never a part. Unlike WriteFileAtomically (common/atomic_file.h) there is no fsync: a
+// stack file must survive the process, not a power cut, and on a busy disk fsync blocked the
+// dumper for over a minute. False with *error on failure (the temp file is removed).
+bool WriteStackFile(const std::string& path, const std::string& content, std::string* error);
+
 }  // namespace xtimer::capture

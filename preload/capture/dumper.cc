@@ -1,0 +1,527 @@
+#include "preload/capture/dumper.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+
+#include "common/atomic_file.h"
+#include "common/env.h"
+#include "common/log.h"
+#include "preload/capture/native_capture.h"
+#include "preload/capture/proc_info.h"
+#include "preload/capture/python_capture.h"
+#include "preload/capture/signal_spec.h"
+
+extern char** environ;
+
+namespace xtimer::capture {
+
+struct Dumper::State {
+  std::mutex start_mu;
+  bool initialized = false;  // process-wide setup (signals, libunwind, Python lookup); survives fork
+  bool atfork_registered = false;
+  std::atomic<bool> sem_ready{false};
+  std::atomic<bool> running{false};  // the dumper thread exists in this process
+  DumpProvider* provider = nullptr;
+  DumperOptions options;
+  std::string timeline_path;
+  std::string symbolizer;  // resolved path, "" = none
+  NativeCapture native;
+  bool native_ok = false;
+  std::string native_error;
+  PythonCapture python;
+  int dump_signal = 0;
+
+  sem_t sem;
+  std::atomic<uint32_t> pending{0};    // bit per Reason
+  std::atomic<uint64_t> requested{0};  // tickets handed out
+
+  std::mutex mu;  // guards what follows
+  std::condition_variable cv;
+  uint64_t done_ticket = 0;
+  DumpStats stats;
+  pid_t symbolizer_pid = -1;
+};
+
+namespace {
+
+constinit std::atomic<Dumper::State*> g_state{nullptr};
+
+uint32_t Bit(Reason r) { return 1u << static_cast<int>(r); }
+
+double Ms(uint64_t ns) { return static_cast<double>(ns) / 1e6; }
+
+// Messages about the setup are worth saying once per process, not at every dump.
+void LogOnce(std::atomic<bool>* flag, LogLevel level, const std::string& msg) {
+  if (!flag->exchange(true)) Log(level, "%s", msg.c_str());
+}
+
+void DumpSignalHandler(int) {
+  const int saved_errno = errno;
+  Dumper::Instance().RequestDump(Reason::kSignal);  // atomics + sem_post: async-signal-safe
+  errno = saved_errno;
+}
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  return (end != v && *end == '\0') ? static_cast<int>(n) : fallback;
+}
+
+RankInfo RankFromEnv() {
+  RankInfo r;
+  r.rank = EnvInt("RANK", 0);
+  r.world_size = EnvInt("WORLD_SIZE", 1);
+  r.local_rank = EnvInt("LOCAL_RANK", -1);
+  return r;
+}
+
+// <dir of the object holding this code>/../bin/xtimer_symbolize, if it exists.
+std::string FindSymbolizer() {
+  Dl_info info;
+  std::string self;
+  if (dladdr(reinterpret_cast<void*>(&FindSymbolizer), &info) != 0 && info.dli_fname != nullptr &&
+      std::strchr(info.dli_fname, '/') != nullptr) {
+    self = info.dli_fname;
+  } else {
+    self = "/proc/self/exe";  // linked into the program itself (tests)
+  }
+  char real[PATH_MAX];
+  if (realpath(self.c_str(), real) == nullptr) return {};
+  std::string dir = real;
+  dir.resize(dir.rfind('/'));
+  std::string candidate = dir + "/../bin/xtimer_symbolize";
+  return access(candidate.c_str(), X_OK) == 0 ? candidate : std::string();
+}
+
+// The environment without LD_PRELOAD: the symboliser needs no preloaded library.
+std::vector<char*> SymbolizerEnv() {
+  std::vector<char*> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e)
+    if (std::strncmp(*e, "LD_PRELOAD=", 11) != 0) env.push_back(*e);
+  env.push_back(nullptr);
+  return env;
+}
+
+pid_t SpawnSymbolizer(const std::string& exe, const std::string& file) {
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t mask, def;
+  sigemptyset(&mask);
+  sigfillset(&def);
+  sigdelset(&def, SIGKILL);
+  sigdelset(&def, SIGSTOP);
+  posix_spawnattr_setsigmask(&attr, &mask);     // the dumper thread blocks everything
+  posix_spawnattr_setsigdefault(&attr, &def);  // and the program may ignore some
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  std::vector<char*> env = SymbolizerEnv();
+  char* argv[] = {const_cast<char*>(exe.c_str()), const_cast<char*>(file.c_str()), nullptr};
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, exe.c_str(), nullptr, &attr, argv, env.data());
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    Log(LogLevel::kWarn, "cannot start %s: %s", exe.c_str(), std::strerror(rc));
+    return -1;
+  }
+  return pid;
+}
+
+void ReapSymbolizer(Dumper::State* s) {
+  std::lock_guard<std::mutex> lock(s->mu);
+  if (s->symbolizer_pid <= 0) return;
+  int status = 0;
+  pid_t r = waitpid(s->symbolizer_pid, &status, WNOHANG);
+  if (r == 0) return;  // still running
+  if (r == s->symbolizer_pid && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+    Log(LogLevel::kWarn, "xtimer_symbolize (pid %d) failed (status %d); the stack file stays unsymbolised",
+        static_cast<int>(r), status);
+  s->symbolizer_pid = -1;  // reaped, or reaped by the program (ECHILD)
+}
+
+std::string Hostname() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+DumpStats DoDump(Dumper::State* s, Reason reason) {
+  DumpStats st;
+  const uint64_t t0 = MonotonicNs();
+  StackDump d;
+  d.time = IsoTimeNow();
+  d.pid = getpid();
+  d.reason = reason;
+  d.host = Hostname();
+  d.process_state = ThreadState(0);
+
+  // 1. Every thread, one at a time. States first: as found, before we interrupt anyone.
+  std::vector<pid_t> tids = ListThreads();
+  std::vector<char> states(tids.size());
+  for (size_t i = 0; i < tids.size(); ++i) states[i] = ThreadState(tids[i]);
+  std::vector<NativeStack> native;
+  if (s->native_ok) {
+    s->native.Capture(tids, s->options.thread_timeout_ms, &native);
+  } else {
+    native.resize(tids.size());
+    for (size_t i = 0; i < tids.size(); ++i) {
+      native[i].tid = tids[i];
+      native[i].error = s->native_error;
+    }
+  }
+
+  // 2. Python frames (no GIL needed).
+  if (!s->python.available() && s->python.LibpythonAppeared()) s->python.Init();
+  std::vector<PyThreadStack> py;
+  std::string py_error;
+  bool py_ok = s->python.Dump(&py, &py_error);
+  d.python = py_ok ? s->python.status() : py_error;
+  if (py_ok && !py_error.empty()) d.python += " (" + py_error + ")";
+  const uint64_t t_captured = MonotonicNs();
+  d.capture_ms = Ms(t_captured - t0);
+
+  // 3. Everything else is interpretation of what was taken.
+  ModuleMap modules;
+  modules.Build();
+  std::vector<int> module_remap(modules.modules().size(), -1);
+  std::unordered_map<uint64_t, size_t> py_by_thread;
+  for (size_t i = 0; i < py.size(); ++i) py_by_thread.emplace(py[i].thread_id, i);
+  std::vector<bool> py_used(py.size(), false);
+
+  int gil_holders = 0;
+  d.threads.resize(tids.size());
+  for (size_t i = 0; i < tids.size(); ++i) {
+    ThreadDump& t = d.threads[i];
+    NativeStack& ns = native[i];
+    t.tid = tids[i];
+    t.name = ThreadName(tids[i]);
+    t.state = states[i];
+    t.captured = ns.captured;
+    t.error = ns.error;
+    t.stop_us = ns.stop_us;
+    t.pthread_id = ns.pthread_id;
+    t.holds_gil = ns.holds_gil;
+    t.native_truncated = ns.truncated;
+    if (t.holds_gil == 1) ++gil_holders;
+    if (ns.captured) ++st.captured;
+    st.max_stop_us = std::max(st.max_stop_us, ns.stop_us);
+    st.max_roundtrip_us = std::max(st.max_roundtrip_us, ns.roundtrip_us);
+    t.native.reserve(ns.ips.size());
+    for (auto it = ns.ips.rbegin(); it != ns.ips.rend(); ++it) {  // root first
+      NativeFrame f;
+      int m = -1;
+      uint64_t vaddr = 0;
+      if (modules.Find(*it, &m, &vaddr)) {
+        if (module_remap[m] < 0) {
+          module_remap[m] = static_cast<int>(d.modules.size());
+          d.modules.push_back(modules.modules()[m]);
+        }
+        f.module = module_remap[m];
+        f.offset = vaddr;
+      } else {
+        f.offset = *it;
+      }
+      t.native.push_back(f);
+    }
+    if (ns.pthread_id != 0) {
+      auto it = py_by_thread.find(ns.pthread_id);
+      if (it != py_by_thread.end()) {
+        t.python = std::move(py[it->second].frames);
+        t.python_truncated = py[it->second].truncated;
+        py_used[it->second] = true;
+        ++st.python_threads;
+      }
+    }
+  }
+  for (size_t i = 0; i < py.size(); ++i) {
+    if (!py_used[i]) d.python_unmatched.push_back({py[i].thread_id, std::move(py[i].frames), py[i].truncated});
+  }
+  // holds_gil: only meaningful with Python, and only if at most one thread claims it (the check
+  // answers 1 everywhere when CPython disabled it, e.g. with sub-interpreters).
+  for (ThreadDump& t : d.threads) {
+    if (!py_ok || gil_holders > 1) t.holds_gil = -1;
+  }
+  d.max_stop_us = st.max_stop_us;
+
+  // 4. Who we are, what is in flight.
+  DumpProvider* p = s->provider;
+  d.rank = p != nullptr ? p->GetRankInfo() : RankFromEnv();
+  if (p != nullptr) {
+    d.inflight = p->GetInflightOps();
+    if (reason == Reason::kHang) d.trigger = p->Trigger();
+  }
+
+  // 5. The file.
+  std::string dir = s->timeline_path;
+  std::string path = dir + "/" + StackFileName(d.rank);
+  std::string error;
+  if (MakeDirs(dir, &error) && WriteStackFile(path, StackDumpToJson(d), &error)) {
+    st.path = path;
+  } else {
+    st.error = error;
+    Log(LogLevel::kError, "cannot write the stack file: %s", error.c_str());
+  }
+  st.threads = static_cast<int>(d.threads.size());
+  st.capture_ms = d.capture_ms;
+  st.total_ms = Ms(MonotonicNs() - t0);
+  if (!st.path.empty()) {
+    Log(LogLevel::kInfo, "stacks of %d threads (%d native, %d with Python frames) written to %s in %.1f ms",
+        st.threads, st.captured, st.python_threads, path.c_str(), st.total_ms);
+    // 6. Symbolise out of the process; the dump is complete whether or not this works.
+    if (!s->symbolizer.empty()) {
+      pid_t pid = SpawnSymbolizer(s->symbolizer, path);
+      if (pid > 0) {
+        std::lock_guard<std::mutex> lock(s->mu);
+        if (s->symbolizer_pid > 0) waitpid(s->symbolizer_pid, nullptr, WNOHANG);
+        s->symbolizer_pid = pid;
+        st.symbolizer_started = true;
+      }
+    }
+  }
+  return st;
+}
+
+void* ThreadMain(void* arg) {
+  auto* s = static_cast<Dumper::State*>(arg);
+  pthread_setname_np(pthread_self(), "xtimer-dump");
+  s->python.CheckGilSafetyOnThisThread();
+  s->native.SetGilCheck(s->python.gil_check());
+  for (;;) {
+    timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 1;  // wake now and then to reap the symboliser
+    sem_timedwait(&s->sem, &deadline);
+    ReapSymbolizer(s);
+    // Tickets first, then the reasons: every ticket <= covered has its reason bit set already.
+    const uint64_t covered = s->requested.load(std::memory_order_seq_cst);
+    const uint32_t reasons = s->pending.exchange(0, std::memory_order_seq_cst);
+    if (reasons == 0) continue;
+    Reason reason = (reasons & Bit(Reason::kHang))     ? Reason::kHang
+                    : (reasons & Bit(Reason::kSignal)) ? Reason::kSignal
+                                                       : Reason::kRequest;
+    DumpStats st;
+    try {
+      st = DoDump(s, reason);
+    } catch (const std::exception& e) {
+      st.error = e.what();
+      Log(LogLevel::kError, "stack dump failed: %s", e.what());
+    } catch (...) {
+      st.error = "unknown error";
+      Log(LogLevel::kError, "stack dump failed");
+    }
+    {
+      std::lock_guard<std::mutex> lock(s->mu);
+      st.dumps = s->stats.dumps + 1;
+      s->stats = st;
+      s->done_ticket = std::max(s->done_ticket, covered);
+    }
+    s->cv.notify_all();
+  }
+  return nullptr;
+}
+
+bool StartThread(Dumper::State* s) {
+  // The dumper thread blocks every asynchronous signal: the program's signals go to its own
+  // threads, and our capture signal never interrupts the thread that sends it.
+  sigset_t all, old;
+  sigfillset(&all);
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS}) sigdelset(&all, sig);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_t thread;
+  int rc = pthread_create(&thread, &attr, ThreadMain, s);
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (rc != 0) {
+    Log(LogLevel::kError, "cannot start the stack dumper thread: %s", std::strerror(rc));
+    return false;
+  }
+  s->running.store(true);
+  return true;
+}
+
+void InitProcessWide(Dumper::State* s) {
+  static std::atomic<bool> said_capture{false}, said_dump{false}, said_symbolizer{false};
+  s->timeline_path = s->options.timeline_path.empty() ? env::String("XTIMER_TIMELINE_PATH") : s->options.timeline_path;
+
+  std::string spec = env::String("XTIMER_CAPTURE_SIGNAL");
+  int capture_sig = ParseSignalSpec(spec);
+  if (capture_sig < SIGRTMIN || capture_sig > SIGRTMAX) {
+    Log(LogLevel::kWarn, "XTIMER_CAPTURE_SIGNAL=%s is not a real-time signal; using SIGRTMIN+5", spec.c_str());
+    capture_sig = SIGRTMIN + 5;
+  }
+  std::string error;
+  s->native_ok = s->native.Init(capture_sig, &error);
+  if (!s->native_ok) {
+    s->native_error = "native capture unavailable: " + error;
+    LogOnce(&said_capture, LogLevel::kWarn, s->native_error);
+  } else if (!s->native.unwinder_available()) {
+    LogOnce(&said_capture, LogLevel::kWarn, "native frames unavailable: " + s->native.unwinder_error());
+  }
+
+  s->python.Init();
+
+  if (s->options.install_dump_signal) {
+    std::string dspec = env::String("XTIMER_DUMP_SIGNAL");
+    int sig = ParseSignalSpec(dspec);
+    if (sig < 0 || sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGILL ||
+        sig == SIGFPE) {
+      Log(LogLevel::kWarn, "XTIMER_DUMP_SIGNAL=%s cannot be used; using SIGUSR2", dspec.c_str());
+      sig = SIGUSR2;
+    }
+    if (sig == capture_sig) {
+      LogOnce(&said_dump, LogLevel::kWarn, "XTIMER_DUMP_SIGNAL equals XTIMER_CAPTURE_SIGNAL; dumps on signal are off");
+      sig = 0;
+    }
+    if (sig > 0) {
+      struct sigaction old;
+      sigaction(sig, nullptr, &old);
+      if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL) {
+        struct sigaction sa;
+        std::memset(&sa, 0, sizeof sa);
+        sa.sa_handler = DumpSignalHandler;
+        sa.sa_flags = SA_RESTART | SA_ONSTACK;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(sig, &sa, nullptr) == 0) s->dump_signal = sig;
+      } else if (!(!(old.sa_flags & SA_SIGINFO) && old.sa_handler == DumpSignalHandler)) {
+        LogOnce(&said_dump, LogLevel::kInfo,
+                "the program handles " + SignalName(sig) + " itself; stack dumps on that signal are off "
+                "(set XTIMER_DUMP_SIGNAL to another signal)");
+      } else {
+        s->dump_signal = sig;
+      }
+    }
+  }
+
+  if (s->options.symbolizer == "none") {
+    s->symbolizer.clear();
+  } else if (!s->options.symbolizer.empty()) {
+    s->symbolizer = s->options.symbolizer;
+  } else {
+    s->symbolizer = FindSymbolizer();
+    if (s->symbolizer.empty())
+      LogOnce(&said_symbolizer, LogLevel::kInfo,
+              "xtimer_symbolize not found next to the library (../bin/); stack files stay unsymbolised");
+  }
+}
+
+}  // namespace
+
+void DumperAtForkChild() {
+  // Only this thread exists in the child: no dumper thread, no requests of the parent's.
+  Dumper::State* s = g_state.load();
+  if (s == nullptr) return;
+  new (&s->start_mu) std::mutex();
+  new (&s->mu) std::mutex();
+  new (&s->cv) std::condition_variable();
+  s->running.store(false);
+  sem_init(&s->sem, 0, 0);
+  s->pending.store(0);
+  s->done_ticket = s->requested.load();
+  s->symbolizer_pid = -1;
+  s->stats = DumpStats();
+  s->native.ResetAfterFork();
+  s->python.ResetAfterFork();
+}
+
+Dumper& Dumper::Instance() {
+  static constinit Dumper instance;
+  return instance;
+}
+
+bool Dumper::Start(DumpProvider* provider, const DumperOptions& options) {
+  try {
+    State* s = g_state.load(std::memory_order_acquire);
+    if (s == nullptr) {
+      static std::mutex create_mu;
+      std::lock_guard<std::mutex> lock(create_mu);
+      s = g_state.load();
+      if (s == nullptr) {
+        s = new State();  // never freed: handlers and the thread may use it until exit
+        sem_init(&s->sem, 0, 0);
+        s->sem_ready.store(true);
+        g_state.store(s, std::memory_order_release);
+      }
+    }
+    std::lock_guard<std::mutex> lock(s->start_mu);
+    if (s->running.load()) return true;
+    if (provider != nullptr) s->provider = provider;
+    if (!s->initialized) {
+      s->options = options;
+      InitProcessWide(s);
+      s->initialized = true;
+      if (!s->atfork_registered) {
+        pthread_atfork(nullptr, nullptr, DumperAtForkChild);
+        s->atfork_registered = true;
+      }
+    }
+    return StartThread(s);
+  } catch (...) {
+    Log(LogLevel::kError, "cannot start the stack dumper");
+    return false;
+  }
+}
+
+uint64_t Dumper::RequestDump(Reason reason) {
+  State* s = g_state.load(std::memory_order_acquire);
+  if (s == nullptr || !s->sem_ready.load(std::memory_order_acquire)) return 0;
+  s->pending.fetch_or(Bit(reason), std::memory_order_seq_cst);
+  uint64_t ticket = s->requested.fetch_add(1, std::memory_order_seq_cst) + 1;
+  sem_post(&s->sem);
+  return ticket;
+}
+
+bool Dumper::WaitForDump(uint64_t ticket, double timeout_s) {
+  State* s = g_state.load(std::memory_order_acquire);
+  if (s == nullptr || ticket == 0) return false;
+  std::unique_lock<std::mutex> lock(s->mu);
+  return s->cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return s->done_ticket >= ticket; });
+}
+
+bool Dumper::DumpAndWait(Reason reason, double timeout_s, DumpStats* stats) {
+  State* s = g_state.load(std::memory_order_acquire);
+  if (s == nullptr || !s->running.load()) {
+    if (!Start(s != nullptr ? s->provider : nullptr, s != nullptr ? s->options : DumperOptions())) return false;
+  }
+  bool ok = WaitForDump(RequestDump(reason), timeout_s);
+  if (ok && stats != nullptr) *stats = LastStats();
+  return ok;
+}
+
+DumpStats Dumper::LastStats() {
+  State* s = g_state.load(std::memory_order_acquire);
+  if (s == nullptr) return {};
+  std::lock_guard<std::mutex> lock(s->mu);
+  return s->stats;
+}
+
+int Dumper::dump_signal() const {
+  State* s = g_state.load(std::memory_order_acquire);
+  return s != nullptr ? s->dump_signal : 0;
+}
+
+int Dumper::capture_signal() const {
+  State* s = g_state.load(std::memory_order_acquire);
+  return s != nullptr && s->native_ok ? s->native.signal() : 0;
+}
+
+}  // namespace xtimer::capture
