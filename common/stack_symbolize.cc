@@ -1,0 +1,178 @@
+#include "common/stack_symbolize.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+namespace xtimer {
+namespace {
+
+using Json = nlohmann::ordered_json;  // keeps the writer's key order
+
+constexpr int kNewestVersion = 1;
+constexpr size_t kMaxFileBytes = size_t{1} << 30;
+
+bool ParseHex(const std::string& s, uint64_t* out) {
+  std::string_view v = s;
+  if (v.starts_with("0x") || v.starts_with("0X")) v.remove_prefix(2);
+  if (v.empty()) return false;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), *out, 16);
+  return ec == std::errc() && p == v.data() + v.size();
+}
+
+std::string Errno(const std::string& what, const std::string& path) {
+  return what + " " + path + ": " + std::strerror(errno);
+}
+
+}  // namespace
+
+bool SymbolizeStackJson(std::string_view text, Symbolizer& symbolizer, std::string* out,
+                        SymbolizeSummary* summary, std::string* error) {
+  *summary = SymbolizeSummary();
+  Json root = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return (*error = "not valid JSON (truncated or corrupt?)"), false;
+  if (!root.is_object()) return (*error = "not a JSON object"), false;
+  auto format = root.find("format");
+  if (format == root.end() || !format->is_string() || *format != "xtimer-stacktrace")
+    return (*error = "not an xtimer stack file (\"format\" is not \"xtimer-stacktrace\")"), false;
+  auto version = root.find("version");
+  if (version == root.end() || !version->is_number_integer())
+    return (*error = "no integer \"version\" field"), false;
+  if (version->get<int64_t>() > kNewestVersion)
+    return (*error = "version " + std::to_string(version->get<int64_t>()) +
+                     " is newer than this xtimer_symbolize understands (" + std::to_string(kNewestVersion) + ")"),
+           false;
+  if (version->get<int64_t>() < 1) return (*error = "invalid version"), false;
+  auto threads = root.find("threads");
+  if (threads == root.end() || !threads->is_array()) return (*error = "no \"threads\" array"), false;
+  auto symbolized = root.find("symbolized");
+  if (symbolized != root.end() && symbolized->is_boolean() && symbolized->get<bool>()) {
+    summary->already = true;
+    out->assign(text);
+    return true;
+  }
+
+  std::map<std::string, std::string> build_ids;
+  auto modules = root.find("modules");
+  if (modules != root.end() && modules->is_array()) {
+    for (const Json& m : *modules) {
+      if (!m.is_object()) continue;
+      auto p = m.find("path");
+      auto b = m.find("build_id");
+      if (p != m.end() && p->is_string() && b != m.end() && b->is_string())
+        build_ids[p->get<std::string>()] = b->get<std::string>();
+    }
+  }
+
+  for (Json& thread : *threads) {
+    if (!thread.is_object()) continue;
+    auto native = thread.find("native");
+    if (native == thread.end() || !native->is_array()) continue;
+    Json expanded = Json::array();
+    for (Json& frame : *native) {
+      ++summary->frames;
+      auto module = frame.is_object() ? frame.find("module") : Json::iterator();
+      uint64_t offset = 0;
+      bool usable = frame.is_object() && !frame.contains("function") && module != frame.end() &&
+                    module->is_string() && frame.contains("offset") && frame["offset"].is_string() &&
+                    ParseHex(frame["offset"].get<std::string>(), &offset);
+      if (!usable) {
+        if (frame.is_object() && frame.contains("function")) ++summary->resolved;
+        expanded.push_back(std::move(frame));
+        continue;
+      }
+      const std::string path = module->get<std::string>();
+      auto bid = build_ids.find(path);
+      const std::vector<SymbolFrame>& resolved =
+          symbolizer.Resolve(path, offset, bid == build_ids.end() ? std::string() : bid->second);
+      if (resolved.empty()) {
+        std::string why = symbolizer.ModuleError(path);
+        if (!why.empty()) summary->module_errors[path] = why;
+        expanded.push_back(std::move(frame));
+        continue;
+      }
+      ++summary->resolved;
+      for (const SymbolFrame& sf : resolved) {
+        Json f = frame;  // keeps module, offset and any field we do not know
+        if (!sf.function.empty()) f["function"] = sf.function;
+        if (!sf.file.empty()) f["file"] = sf.file;
+        if (sf.line > 0) f["line"] = sf.line;
+        f["inlined"] = sf.inlined;
+        expanded.push_back(std::move(f));
+      }
+    }
+    *native = std::move(expanded);
+  }
+  root["symbolized"] = true;
+  *out = root.dump() + "\n";
+  return true;
+}
+
+bool SymbolizeStackFile(const std::string& path, Symbolizer& symbolizer, SymbolizeSummary* summary,
+                        std::string* error) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return (*error = Errno("cannot open", path)), false;
+  struct stat before;
+  if (fstat(fd, &before) != 0 || !S_ISREG(before.st_mode)) {
+    close(fd);
+    return (*error = path + ": not a regular file"), false;
+  }
+  if (static_cast<uint64_t>(before.st_size) > kMaxFileBytes) {
+    close(fd);
+    return (*error = path + ": too large (" + std::to_string(before.st_size) + " bytes)"), false;
+  }
+  std::string text;
+  text.resize(static_cast<size_t>(before.st_size));
+  size_t got = 0;
+  while (got < text.size()) {
+    ssize_t n = read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  text.resize(got);
+
+  std::string out, why;
+  if (!SymbolizeStackJson(text, symbolizer, &out, summary, &why)) return (*error = path + ": " + why), false;
+  if (summary->already) return true;
+
+  // Temp file, then rename - unless a newer dump replaced the file while we worked.
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  int wfd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (wfd < 0) return (*error = Errno("cannot create", tmp)), false;
+  const char* p = out.data();
+  size_t left = out.size();
+  while (left > 0) {
+    ssize_t n = write(wfd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      *error = n < 0 ? Errno("cannot write", tmp) : "cannot write " + tmp + ": disk full";
+      close(wfd);
+      unlink(tmp.c_str());
+      return false;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  close(wfd);  // no fsync: the file must be whole for readers, not survive a power cut
+  struct stat now;
+  if (stat(path.c_str(), &now) != 0 || now.st_ino != before.st_ino || now.st_dev != before.st_dev) {
+    unlink(tmp.c_str());
+    summary->already = true;  // a newer file is there; its own symboliser will handle it
+    return true;
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    *error = Errno("cannot rename into", path);
+    unlink(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace xtimer
