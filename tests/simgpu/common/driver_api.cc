@@ -21,6 +21,7 @@ bool load(DriverApi* api, bool ptds) {
     log("libcuda.so.1 has no cuGetProcAddress_v2");
     return false;
   }
+  api->get_proc_address = gpa;
   const cuuint64_t flags = ptds ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
   bool ok = true;
 #define SIMGPU_RESOLVE(member, sym)                                                  \

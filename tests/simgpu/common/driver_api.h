@@ -87,6 +87,9 @@
 namespace simgpu {
 
 struct DriverApi {
+  // What dlsym(libcuda, "cuGetProcAddress_v2") returned: the runtime answers
+  // cudaGetDriverEntryPoint with it, so a dlsym hook also sees those lookups.
+  decltype(&::cuGetProcAddress_v2) get_proc_address = nullptr;
 #define SIMGPU_DECLARE_MEMBER(member, sym) decltype(&::member) member = nullptr;
   SIMGPU_DRIVER_FUNCS(SIMGPU_DECLARE_MEMBER)
 #undef SIMGPU_DECLARE_MEMBER

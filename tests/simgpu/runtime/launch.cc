@@ -67,7 +67,7 @@ cudaError_t entry_point(const char* symbol, void** fp, int version, unsigned lon
     cuflags = pt ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
   CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   *fp = nullptr;
-  drv().cuGetProcAddress_v2(symbol, fp, version, cuflags, &st);
+  drv().get_proc_address(symbol, fp, version, cuflags, &st);
   if (status) *status = static_cast<cudaDriverEntryPointQueryResult>(st);
   return cudaSuccess;  // not found: success with a NULL pointer, as documented
 }
