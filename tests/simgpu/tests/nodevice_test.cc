@@ -1,8 +1,10 @@
 // SIMGPU_DEVICES=0: a machine with a driver but no GPU.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
+#include <nccl.h>
 
 TEST(NoDevice, RuntimeReportsNoDevice) {
   int n = 7;
@@ -33,4 +35,13 @@ TEST(NoDevice, DriverReportsNoDevice) {
 TEST(NoDevice, CublasCannotInitialise) {
   cublasHandle_t h = nullptr;
   EXPECT_EQ(cublasCreate(&h), CUBLAS_STATUS_NOT_INITIALIZED);
+  cublasLtHandle_t lt = nullptr;
+  EXPECT_EQ(cublasLtCreate(&lt), CUBLAS_STATUS_NOT_INITIALIZED);
+}
+
+TEST(NoDevice, NcclCannotInitialise) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t c = nullptr;
+  EXPECT_EQ(ncclCommInitRank(&c, 1, id, 0), ncclUnhandledCudaError);
 }
