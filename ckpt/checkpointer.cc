@@ -29,6 +29,9 @@ Status RankCheckpointer::Prepare() {
     XT_RETURN_IF_ERROR(seg_->Claim(static_cast<uint32_t>(std::max(0, opt_.keep)), opt_.persist_on_failure != 0));
     claimed_ = true;
   }
+  if (!inline_ && opt_.saver_binary.empty()) {
+    inline_ = true;  // asked for: disk saves are written by the caller
+  }
   if (!inline_) {
     // The segment is claimed first, then the saver checked: a saver that is about to exit for
     // being idle looks again after releasing its lock and sees us.
@@ -82,7 +85,10 @@ Status RankCheckpointer::Save(SaveArgs args, bool* saved, std::string* why) {
   SaveResult result;
   XT_RETURN_IF_ERROR(seg_->Save(args, &result, why));
   *saved = result == SaveResult::kSaved;
-  if (*saved && args.disk && inline_) XT_RETURN_IF_ERROR(PersistPendingInline());
+  if (*saved && args.disk) {
+    if (inline_) XT_RETURN_IF_ERROR(PersistPendingInline());
+    else WakeSaver(opt_.shm_dir);
+  }
   return Status::Ok();
 }
 

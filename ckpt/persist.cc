@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -134,7 +135,8 @@ Status WriteImageFile(const unsigned char* image, const Index& index, const std:
   const bool dir_is_new = stat(dir.c_str(), &st) != 0;
   std::string err;
   if (!MakeDirs(dir, &err)) return Status::Error(err);
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  static std::atomic<uint64_t> serial{0};
+  const std::string tmp = path + ".tmp." + std::to_string(getpid()) + "-" + std::to_string(serial.fetch_add(1));
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Status::Error("cannot create " + tmp + ": " + ErrnoText(errno));
   auto fail = [&](Status s) {

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -60,6 +61,17 @@ bool EndsWith(const std::string& s, const char* suffix) {
 
 std::string SaverLockPath(const std::string& shm_dir) { return shm_dir + "/xtimer-ckpt-saver.lock"; }
 
+std::string SaverWakePath(const std::string& shm_dir) { return shm_dir + "/xtimer-ckpt-saver.wake"; }
+
+void WakeSaver(const std::string& shm_dir) {
+  // Non-blocking: fails at once (ENXIO) when no saver listens, or if the FIFO is full.
+  int fd = open(SaverWakePath(shm_dir).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return;
+  if (write(fd, "w", 1) < 0) {
+  }
+  close(fd);
+}
+
 bool SaverRunning(const std::string& shm_dir) {
   int fd = open(SaverLockPath(shm_dir).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
@@ -111,7 +123,10 @@ Status PersistSlot(Segment& seg, int slot, const ProgressFn& progress, int64_t* 
 
 Saver::Saver(SaverOptions options) : opt_(std::move(options)) {}
 
-Saver::~Saver() { ReleaseNodeLock(); }
+Saver::~Saver() {
+  ReleaseNodeLock();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
 
 bool Saver::AcquireNodeLock(std::string* why) {
   if (lock_fd_ >= 0) return true;
@@ -247,6 +262,13 @@ int Saver::RemoveFinishedSegments(bool log_kept) {
 
 void Saver::Run(const std::atomic<bool>* stop) {
   double idle_since = Now();
+  if (wake_fd_ < 0) {
+    std::string path = SaverWakePath(opt_.shm_dir);
+    if (mkfifo(path.c_str(), 0600) != 0 && errno != EEXIST)
+      Log(LogLevel::kDebug, "cannot create %s: %s", path.c_str(), strerror(errno));
+    // Read-write, so that the FIFO never reports end-of-file when no writer has it open.
+    wake_fd_ = open(path.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  }
   while (stop == nullptr || !stop->load()) {
     bool busy = PollOnce();
     double now = Now();
@@ -264,7 +286,16 @@ void Saver::Run(const std::atomic<bool>* stop) {
       if (!AcquireNodeLock(&why)) return;  // another saver took over
       idle_since = Now();
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(opt_.poll_ms));
+    if (wake_fd_ >= 0) {
+      pollfd p{wake_fd_, POLLIN, 0};
+      if (poll(&p, 1, opt_.poll_ms) > 0) {
+        char buf[256];
+        while (read(wake_fd_, buf, sizeof buf) > 0) {
+        }
+      }
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(opt_.poll_ms));
+    }
   }
 }
 

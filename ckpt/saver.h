@@ -26,6 +26,10 @@
 namespace xtimer::ckpt {
 
 std::string SaverLockPath(const std::string& shm_dir);
+// A FIFO the saver waits on between scans: a disk save writes a byte to it so that the write
+// starts at once rather than at the next poll.
+std::string SaverWakePath(const std::string& shm_dir);
+void WakeSaver(const std::string& shm_dir);
 // True if some process holds the node's saver lock.
 bool SaverRunning(const std::string& shm_dir);
 
@@ -60,6 +64,7 @@ class Saver {
   void Serve(Segment& seg, bool* busy);
   SaverOptions opt_;
   int lock_fd_ = -1;
+  int wake_fd_ = -1;
   std::map<std::string, std::unique_ptr<Segment>> segments_;
 };
 

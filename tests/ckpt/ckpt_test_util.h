@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -68,6 +69,65 @@ struct FakeState {
     a.entries = entries;
     a.disk = disk;
     return a;
+  }
+};
+
+}  // namespace xtimer::ckpt::testing
+
+namespace xtimer::ckpt::testing {
+
+// Cheap deterministic bytes: word i of tensor t at step s.
+inline uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+inline void Fill(std::vector<uint64_t>& buf, int64_t step, size_t tensor) {
+  uint64_t seed = Mix(static_cast<uint64_t>(step) * 1000003 + tensor);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = Mix(seed + i);
+}
+
+// A state of `words` 64-bit words per tensor whose content is a function of the step.
+struct StepState {
+  std::vector<std::vector<uint64_t>> bufs;
+  explicit StepState(const std::vector<size_t>& words) {
+    for (size_t w : words) bufs.emplace_back(w);
+  }
+  void Set(int64_t step) {
+    for (size_t t = 0; t < bufs.size(); ++t) Fill(bufs[t], step, t);
+  }
+  SaveArgs Args(int64_t step, bool disk) const {
+    SaveArgs a;
+    a.step = step;
+    a.tree_json = "{\"step\":" + std::to_string(step) + "}";
+    a.disk = disk;
+    for (size_t t = 0; t < bufs.size(); ++t) {
+      SaveEntry e;
+      e.name = "w" + std::to_string(t);
+      e.dtype = "int64";
+      e.device = "cpu";
+      e.shape = {static_cast<int64_t>(bufs[t].size())};
+      e.src.ptr = bufs[t].data();
+      e.src.nbytes = bufs[t].size() * 8;
+      e.src.elem_size = 8;
+      e.src.shape = e.shape;
+      a.entries.push_back(e);
+    }
+    return a;
+  }
+  // "" if the image holds exactly the content of `step`, else what differs.
+  std::string Check(const unsigned char* image, const Index& idx, int64_t step) const {
+    if (idx.entries.size() != bufs.size()) return "wrong number of entries";
+    for (size_t t = 0; t < bufs.size(); ++t) {
+      std::vector<uint64_t> want(bufs[t].size());
+      Fill(want, step, t);
+      if (idx.entries[t].nbytes != want.size() * 8) return "entry size differs";
+      if (std::memcmp(image + idx.entries[t].offset, want.data(), want.size() * 8) != 0)
+        return "entry w" + std::to_string(t) + " differs from step " + std::to_string(step);
+    }
+    return "";
   }
 };
 

@@ -120,9 +120,10 @@ def read_xtc(path, verify=True, as_torch=False):
 
 def _to_torch(arr, dtype):
     import torch
-    if dtype in RAW:
-        return torch.from_numpy(arr.copy()).view(getattr(torch, dtype))
-    return torch.from_numpy(arr)
+    if dtype in RAW:  # same-width signed ints, which torch can take from NumPy, then a bit view
+        signed = {"<u2": np.int16, "<u4": np.int32, "u1": np.uint8}[RAW[dtype]]
+        return torch.from_numpy(arr.view(signed).copy()).view(getattr(torch, dtype))
+    return torch.from_numpy(arr if arr.flags.writeable else arr.copy())
 
 
 def unflatten(node, leaves, as_torch=False):
