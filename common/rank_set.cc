@@ -57,6 +57,35 @@ std::string RankSet::Fold(size_t max_ranges) const {
   return out;
 }
 
+std::string RankSet::FoldComplement(int32_t world_size, size_t max_ranges) const {
+  std::string out;
+  size_t ranges = 0;
+  int64_t left = world_size;  // ranks of the complement not yet written
+  for (int32_t r : ranks_)
+    if (r < world_size) --left;
+  int64_t next = 0;  // the first rank not yet looked at
+  auto gap = [&](int64_t end) {  // the complement's range [next, end)
+    if (next >= end) return true;
+    if (max_ranges > 0 && ranges == max_ranges) {
+      out += "/...+" + std::to_string(left);
+      return false;
+    }
+    if (!out.empty()) out += '/';
+    out += std::to_string(next);
+    if (end - 1 > next) out += '-' + std::to_string(end - 1);
+    ++ranges;
+    left -= end - next;
+    return true;
+  };
+  for (int32_t r : ranks_) {
+    if (r >= world_size) break;
+    if (!gap(r)) return out;
+    next = int64_t{r} + 1;
+  }
+  gap(world_size);
+  return out;
+}
+
 std::optional<RankSet> RankSet::ParseFolded(std::string_view text) {
   RankSet out;
   if (text.empty()) return out;

@@ -34,6 +34,9 @@ class RankSet {
   // The inverse of Fold (without truncation); nullopt on anything but "a[-b]/c[-d]..." with
   // ascending, non-overlapping ranges.
   static std::optional<RankSet> ParseFolded(std::string_view text);
+  // Complement(world_size).Fold(max_ranges) without building the complement: the cost is the
+  // size of this set, not the world size (a label per tree node must not cost O(world)).
+  std::string FoldComplement(int32_t world_size, size_t max_ranges = 0) const;
 
   friend bool operator==(const RankSet&, const RankSet&) = default;
 

@@ -11,6 +11,9 @@ namespace xtimer {
 
 inline constexpr const char* kStackFileFormat = "xtimer-stacktrace";
 inline constexpr int kStackFileVersion = 1;  // the newest version this code understands
+// The largest world_size accepted (2^20 ranks, beyond any job today): a file claiming more is
+// refused, so that one hostile file cannot make a merge cost O(world) in time and memory.
+inline constexpr int32_t kMaxStackWorldSize = int32_t{1} << 20;
 
 struct NativeFrame {
   std::string module;    // path of the ELF object; may be empty when unknown

@@ -6,32 +6,38 @@
 
 #include <cerrno>
 #include <cstring>
-#include <limits>
-#include <nlohmann/json.hpp>
-#include <vector>
+
+#include "common/stack_reader_impl.h"
 
 namespace xtimer {
-namespace {
+namespace stack_reader {
 
-using Json = nlohmann::json;
+void ParseState::TypeError(std::string_view field, std::string_view expected) {
+  if (type_error.empty()) type_error = "field \"" + Printable(field) + "\": expected " + std::string(expected);
+}
 
-// Where the parser is in the document. Anything not listed (unknown keys, their contents) is
-// kSkip, so a writer may add fields without breaking this reader.
-enum class Ctx : uint8_t {
-  kRoot, kProcessState, kOps, kOp, kThreads, kThread, kNative, kNativeFrame, kPython,
-  kPythonFrame, kSkip
-};
+void ResetHeader(StackFile* out) {
+  out->version = 0;
+  out->rank = -1;
+  out->world_size = 0;
+  out->local_rank = -1;
+  out->host.clear();
+  out->pid = 0;
+  out->reason.clear();
+  out->time.clear();
+  out->symbolized = false;
+  out->process_state_code.clear();
+  out->process_state_name.clear();
+  out->trigger.clear();
+  out->inflight_ops.clear();
+}
 
-// Reuses the element at *used if there is one (clearing it), else appends: reading thousands of
-// files into one StackFile then allocates only for growth.
-template <typename T, typename Reset>
-T& NextElement(std::vector<T>& v, size_t* used, Reset reset) {
-  if (*used < v.size()) {
-    reset(v[*used]);
-  } else {
-    v.emplace_back();
-  }
-  return v[(*used)++];
+void ResetThread(StackThread& t) {
+  t.tid = 0;
+  t.name.clear();
+  t.main = false;
+  t.holds_gil.reset();
+  t.state.clear();
 }
 
 void ResetNative(NativeFrame& f) {
@@ -49,361 +55,61 @@ void ResetPython(PythonFrame& f) {
   f.line = 0;
 }
 
-// A SAX handler (nlohmann's interface, no DOM): the stack file goes straight into StackFile.
-// A DOM would double the time of a 4,096-rank merge and hold each file twice in memory.
-class Handler {
- public:
-  using number_integer_t = Json::number_integer_t;
-  using number_unsigned_t = Json::number_unsigned_t;
-  using number_float_t = Json::number_float_t;
-  using string_t = Json::string_t;
-  using binary_t = Json::binary_t;
+std::string Printable(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s.substr(0, 64)) out += (c < 0x20 || c == 0x7f) ? '?' : static_cast<char>(c);
+  return out;
+}
 
-  explicit Handler(StackFile* out) : out_(out) {
-    out_->version = 0;
-    out_->rank = -1;
-    out_->world_size = 0;
-    out_->local_rank = -1;
-    out_->host.clear();
-    out_->pid = 0;
-    out_->reason.clear();
-    out_->time.clear();
-    out_->symbolized = false;
-    out_->process_state_code.clear();
-    out_->process_state_name.clear();
-    out_->trigger.clear();
-    out_->inflight_ops.clear();
-  }
+bool FinishParse(const ParseState& st, const StackFile& out, std::string* error) {
+  if (!st.syntax_error.empty()) return *error = st.syntax_error, false;
+  if (!st.saw_root) return *error = "not a JSON object", false;
+  if (!st.saw_format) return *error = "no \"format\" field: not an xtimer stack file", false;
+  if (st.format != kStackFileFormat)
+    return *error = "format \"" + Printable(st.format) + "\" is not " + kStackFileFormat, false;
+  if (!st.saw_version) return *error = "no \"version\" field", false;
+  if (out.version > kStackFileVersion)
+    return *error = "version " + std::to_string(out.version) + " is newer than this reader understands (" +
+                    std::to_string(kStackFileVersion) + ")",
+           false;
+  if (out.version < 1) return *error = "version " + std::to_string(out.version) + " is not valid", false;
+  if (!st.type_error.empty()) return *error = st.type_error, false;
+  if (!st.saw_world) return *error = "no \"world_size\" field", false;
+  if (!st.saw_rank) return *error = "no \"rank\" field", false;
+  if (out.world_size < 1 || out.world_size > kMaxWorld)
+    return *error = "world_size " + std::to_string(out.world_size) + " is out of range", false;
+  if (out.rank < 0 || out.rank >= out.world_size)
+    return *error = "rank " + std::to_string(out.rank) + " is outside world_size " + std::to_string(out.world_size),
+           false;
+  if (!st.saw_threads) return *error = "no \"threads\" field", false;
+  return true;
+}
 
-  bool null() { return Scalar(Kind::kNull, 0, 0, false, nullptr); }
-  bool boolean(bool v) { return Scalar(Kind::kBool, 0, 0, v, nullptr); }
-  bool number_integer(number_integer_t v) { return Scalar(Kind::kInt, v, double(v), false, nullptr); }
-  bool number_unsigned(number_unsigned_t v) {
-    if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      return Scalar(Kind::kFloat, 0, double(v), false, nullptr);
-    return Scalar(Kind::kInt, static_cast<int64_t>(v), double(v), false, nullptr);
-  }
-  bool number_float(number_float_t v, const string_t&) { return Scalar(Kind::kFloat, 0, v, false, nullptr); }
-  bool string(string_t& s) { return Scalar(Kind::kString, 0, 0, false, &s); }
-  bool binary(binary_t&) { return Scalar(Kind::kNull, 0, 0, false, nullptr); }
+}  // namespace stack_reader
 
-  bool key(string_t& k) {
-    key_.assign(k);
-    return true;
-  }
+namespace {
 
-  bool start_object(std::size_t) {
-    if (stack_.empty()) return Push(Ctx::kRoot);
-    Ctx top = stack_.back();
-    switch (top) {
-      case Ctx::kRoot:
-        if (key_ == "process_state") return Push(Ctx::kProcessState);
-        break;
-      case Ctx::kOps:
-        NextElement(out_->inflight_ops, &ops_used_, [](InflightOp& o) { o = InflightOp(); });
-        return Push(Ctx::kOp);
-      case Ctx::kThreads: {
-        StackThread& t = NextElement(out_->threads, &threads_used_, [](StackThread& t) {
-          t.tid = 0;
-          t.name.clear();
-          t.main = false;
-          t.holds_gil.reset();
-          t.state.clear();
-        });
-        thread_ = &t;
-        native_used_ = python_used_ = 0;
-        return Push(Ctx::kThread);
-      }
-      case Ctx::kNative:
-        frame_native_ = &NextElement(thread_->native, &native_used_, ResetNative);
-        return Push(Ctx::kNativeFrame);
-      case Ctx::kPython:
-        frame_python_ = &NextElement(thread_->python, &python_used_, ResetPython);
-        return Push(Ctx::kPythonFrame);
-      default:
-        break;
-    }
-    if (top != Ctx::kSkip && !IsObject(top)) TypeError("an array element", "an object");
-    return Push(Ctx::kSkip);
-  }
-
-  bool end_object() {
-    Ctx top = stack_.back();
-    stack_.pop_back();
-    if (top == Ctx::kThread) {
-      thread_->native.resize(native_used_);
-      thread_->python.resize(python_used_);
-    }
-    return true;
-  }
-
-  bool start_array(std::size_t) {
-    if (stack_.empty()) return Fail("not a JSON object");
-    Ctx top = stack_.back();
-    if (top == Ctx::kRoot && key_ == "inflight_ops") {
-      ops_used_ = 0;
-      return Push(Ctx::kOps);
-    }
-    if (top == Ctx::kRoot && key_ == "threads") {
-      threads_used_ = 0;
-      saw_threads_ = true;
-      return Push(Ctx::kThreads);
-    }
-    if (top == Ctx::kThread && key_ == "native") {
-      native_used_ = 0;
-      return Push(Ctx::kNative);
-    }
-    if (top == Ctx::kThread && key_ == "python") {
-      python_used_ = 0;
-      return Push(Ctx::kPython);
-    }
-    if (top != Ctx::kSkip && !IsObject(top)) TypeError("an array element", "an object, not an array");
-    return Push(Ctx::kSkip);
-  }
-
-  bool end_array() {
-    Ctx top = stack_.back();
-    stack_.pop_back();
-    if (top == Ctx::kOps) out_->inflight_ops.resize(ops_used_);
-    if (top == Ctx::kThreads) out_->threads.resize(threads_used_);
-    if (top == Ctx::kNative) thread_->native.resize(native_used_);
-    if (top == Ctx::kPython) thread_->python.resize(python_used_);
-    return true;
-  }
-
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
-    std::string what = e.what();
-    // "[json.exception.parse_error.101] parse error at line 1, column 7: ..." -> from "parse error".
-    size_t p = what.find("] ");
-    syntax_error_ = "not valid JSON: " + (p == std::string::npos ? what : what.substr(p + 2));
-    return false;
-  }
-
-  // After a successful parse: the checks that need the whole document.
-  bool Finish(std::string* error) {
-    if (!syntax_error_.empty()) return *error = syntax_error_, false;
-    if (!saw_root_) return *error = "not a JSON object", false;
-    if (!saw_format_) return *error = "no \"format\" field: not an xtimer stack file", false;
-    if (format_ != kStackFileFormat)
-      return *error = "format \"" + Printable(format_) + "\" is not " + kStackFileFormat, false;
-    if (!saw_version_) return *error = "no \"version\" field", false;
-    if (out_->version > kStackFileVersion)
-      return *error = "version " + std::to_string(out_->version) +
-                      " is newer than this reader understands (" +
-                      std::to_string(kStackFileVersion) + ")",
-             false;
-    if (out_->version < 1) return *error = "version " + std::to_string(out_->version) + " is not valid", false;
-    if (!type_error_.empty()) return *error = type_error_, false;
-    if (!saw_world_) return *error = "no \"world_size\" field", false;
-    if (!saw_rank_) return *error = "no \"rank\" field", false;
-    if (out_->world_size < 1 || out_->world_size > kMaxWorld)
-      return *error = "world_size " + std::to_string(out_->world_size) + " is out of range", false;
-    if (out_->rank < 0 || out_->rank >= out_->world_size)
-      return *error = "rank " + std::to_string(out_->rank) + " is outside world_size " +
-                      std::to_string(out_->world_size),
-             false;
-    if (!saw_threads_) return *error = "no \"threads\" field", false;
-    return true;
-  }
-
- private:
-  static constexpr int64_t kMaxWorld = int64_t{1} << 24;
-  enum class Kind { kNull, kBool, kInt, kFloat, kString };
-
-  static bool IsObject(Ctx c) {
-    return c == Ctx::kRoot || c == Ctx::kProcessState || c == Ctx::kOp || c == Ctx::kThread ||
-           c == Ctx::kNativeFrame || c == Ctx::kPythonFrame;
-  }
-
-  bool Push(Ctx c) {
-    if (c == Ctx::kRoot) saw_root_ = true;
-    stack_.push_back(c);
-    return true;
-  }
-
-  bool Fail(std::string msg) {
-    syntax_error_ = std::move(msg);
-    return false;
-  }
-
-  // A field of the wrong type: remembered, parsing goes on so that a newer version's file is
-  // reported as such rather than by its first unfamiliar field.
-  bool TypeError(std::string_view field, std::string_view expected) {
-    if (type_error_.empty())
-      type_error_ = "field \"" + Printable(std::string(field)) + "\": expected " + std::string(expected);
-    return true;
-  }
-
-  static std::string Printable(const std::string& s) {
-    std::string out;
-    for (unsigned char c : s.substr(0, 64)) out += (c < 0x20 || c == 0x7f) ? '?' : static_cast<char>(c);
-    return out;
-  }
-
-  bool Str(Kind k, std::string* v, std::string* dst) {
-    if (k == Kind::kNull) return dst->clear(), true;
-    if (k != Kind::kString) return TypeError(key_, "a string");
-    dst->assign(*v);
-    return true;
-  }
-  bool Int(Kind k, int64_t v, int64_t* dst, bool null_ok = true) {
-    if (k == Kind::kNull && null_ok) return true;
-    if (k != Kind::kInt) return TypeError(key_, "an integer");
-    *dst = v;
-    return true;
-  }
-  bool Int32(Kind k, int64_t v, int32_t* dst) {
-    if (k != Kind::kInt) return TypeError(key_, "an integer");
-    if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
-      return TypeError(key_, "a 32-bit integer");
-    *dst = static_cast<int32_t>(v);
-    return true;
-  }
-  bool Bool(Kind k, bool v, bool* dst) {
-    if (k == Kind::kNull) return true;
-    if (k != Kind::kBool) return TypeError(key_, "true or false");
-    *dst = v;
-    return true;
-  }
-
-  bool Scalar(Kind k, int64_t i, double d, bool b, std::string* s) {
-    if (stack_.empty()) return Fail("not a JSON object");
-    switch (stack_.back()) {
-      case Ctx::kRoot: return RootField(k, i, b, s);
-      case Ctx::kProcessState:
-        if (key_ == "code") return Str(k, s, &out_->process_state_code);
-        if (key_ == "name") return Str(k, s, &out_->process_state_name);
-        return true;
-      case Ctx::kOp: return OpField(k, i, d, s);
-      case Ctx::kThread: return ThreadField(k, i, b, s);
-      case Ctx::kNativeFrame: {
-        NativeFrame& f = *frame_native_;
-        if (key_ == "function") return Str(k, s, &f.function);
-        if (key_ == "module") return Str(k, s, &f.module);
-        if (key_ == "offset") return Str(k, s, &f.offset);
-        if (key_ == "file") return Str(k, s, &f.file);
-        if (key_ == "line") return Int(k, i, &f.line);
-        if (key_ == "inlined") return Bool(k, b, &f.inlined);
-        return true;
-      }
-      case Ctx::kPythonFrame: {
-        PythonFrame& f = *frame_python_;
-        if (key_ == "function") return Str(k, s, &f.function);
-        if (key_ == "file") return Str(k, s, &f.file);
-        if (key_ == "line") return Int(k, i, &f.line);
-        return true;
-      }
-      case Ctx::kSkip: return true;
-      case Ctx::kOps: return TypeError("inflight_ops", "objects");
-      case Ctx::kThreads: return TypeError("threads", "objects");
-      case Ctx::kNative: return TypeError("native", "objects");
-      case Ctx::kPython: return TypeError("python", "objects");
-    }
-    return true;
-  }
-
-  bool RootField(Kind k, int64_t i, bool b, std::string* s) {
-    if (key_ == "format") {
-      saw_format_ = true;
-      return Str(k, s, &format_);
-    }
-    if (key_ == "version") {
-      saw_version_ = true;
-      if (k != Kind::kInt || i > 1000000 || i < -1000000) return Fail("\"version\" is not a small integer");
-      out_->version = static_cast<int>(i);
-      return true;
-    }
-    if (key_ == "rank") return saw_rank_ = true, Int32(k, i, &out_->rank);
-    if (key_ == "world_size") return saw_world_ = true, Int32(k, i, &out_->world_size);
-    if (key_ == "local_rank") return k == Kind::kNull ? true : Int32(k, i, &out_->local_rank);
-    if (key_ == "host") return Str(k, s, &out_->host);
-    if (key_ == "pid") return Int(k, i, &out_->pid);
-    if (key_ == "reason") return Str(k, s, &out_->reason);
-    if (key_ == "time") return Str(k, s, &out_->time);
-    if (key_ == "symbolized") return Bool(k, b, &out_->symbolized);
-    if (key_ == "trigger") return Str(k, s, &out_->trigger);
-    if (key_ == "threads" || key_ == "inflight_ops" || key_ == "process_state")
-      return k == Kind::kNull ? true : TypeError(key_, key_ == "process_state" ? "an object" : "an array");
-    return true;
-  }
-
-  bool OpField(Kind k, int64_t i, double d, std::string* s) {
-    InflightOp& o = out_->inflight_ops[ops_used_ - 1];
-    if (key_ == "name") return Str(k, s, &o.name);
-    if (key_ == "kind") return Str(k, s, &o.kind);
-    if (key_ == "stream") return Str(k, s, &o.stream);
-    if (key_ == "comm") return Str(k, s, &o.comm);
-    if (key_ == "state") return Str(k, s, &o.state);
-    if (key_ == "comm_rank") return Int(k, i, &o.comm_rank);
-    if (key_ == "comm_size") return Int(k, i, &o.comm_size);
-    if (key_ == "seq") return Int(k, i, &o.seq);
-    if (key_ == "peer") return Int(k, i, &o.peer);
-    if (key_ == "bytes") return Int(k, i, &o.bytes);
-    if (key_ == "blocked_by") return Int(k, i, &o.blocked_by);
-    if (key_ == "in_flight_s") {
-      if (k == Kind::kNull) return true;
-      if (k != Kind::kInt && k != Kind::kFloat) return TypeError(key_, "a number");
-      o.in_flight_s = d;
-      return true;
-    }
-    return true;
-  }
-
-  bool ThreadField(Kind k, int64_t i, bool b, std::string* s) {
-    StackThread& t = *thread_;
-    if (key_ == "tid") return Int(k, i, &t.tid);
-    if (key_ == "name") return Str(k, s, &t.name);
-    if (key_ == "state") return Str(k, s, &t.state);
-    if (key_ == "main") return Bool(k, b, &t.main);
-    if (key_ == "holds_gil") {
-      if (k == Kind::kNull) return t.holds_gil.reset(), true;
-      if (k != Kind::kBool) return TypeError(key_, "true, false or null");
-      t.holds_gil = b;
-      return true;
-    }
-    if (key_ == "native" || key_ == "python") {
-      if (k == Kind::kNull) {  // null reads as no frames
-        (key_ == "native" ? native_used_ : python_used_) = 0;
-        return true;
-      }
-      return TypeError(key_, "an array");
-    }
-    return true;
-  }
-
-  StackFile* out_;
-  std::vector<Ctx> stack_;
-  std::string key_;
-  std::string format_;
-  std::string syntax_error_, type_error_;
-  bool saw_root_ = false, saw_format_ = false, saw_version_ = false, saw_rank_ = false,
-       saw_world_ = false, saw_threads_ = false;
-  size_t ops_used_ = 0, threads_used_ = 0, native_used_ = 0, python_used_ = 0;
-  StackThread* thread_ = nullptr;
-  NativeFrame* frame_native_ = nullptr;
-  PythonFrame* frame_python_ = nullptr;
-};
+// data[size .. size + kPadding) is readable.
+bool ParsePadded(const char* data, size_t size, StackFile* out, std::string* error) {
+  if (size == 0) return *error = "empty file", false;
+  if (stack_reader::HaveSimdjson()) return stack_reader::ParseWithSimdjson(data, size, out, error);
+  return stack_reader::ParseWithNlohmann(std::string_view(data, size), out, error);
+}
 
 }  // namespace
 
 bool ParseStackFile(std::string_view json, StackFile* out, std::string* error) {
   if (json.empty()) return *error = "empty file", false;
-  // Clear what the handler only resizes when it meets the arrays.
-  Handler handler(out);
-  bool ok = false;
-  try {
-    ok = Json::sax_parse(json.begin(), json.end(), &handler, Json::input_format_t::json, true);
-  } catch (const std::exception& e) {  // the parser reports through parse_error; this is a backstop
-    *error = std::string("not valid JSON: ") + e.what();
-    return false;
-  }
-  if (!handler.Finish(error)) return false;
-  if (!ok) return *error = "not valid JSON", false;
-  return true;
+  if (!stack_reader::HaveSimdjson()) return stack_reader::ParseWithNlohmann(json, out, error);
+  // simdjson reads a little past the end: copy into a padded buffer (cheap next to parsing).
+  thread_local std::string padded;
+  padded.assign(json);
+  padded.append(stack_reader::kPadding, '\0');
+  return ParsePadded(padded.data(), json.size(), out, error);
 }
 
-bool ReadStackFile(const std::string& path, StackFile* out, std::string* buffer,
-                   std::string* error, size_t max_bytes) {
+bool ReadStackFile(const std::string& path, StackFile* out, std::string* buffer, std::string* error,
+                   size_t max_bytes) {
   // O_NONBLOCK: a FIFO planted in the folder must not hang the reader.
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return *error = std::string("cannot open: ") + std::strerror(errno), false;
@@ -414,14 +120,14 @@ bool ReadStackFile(const std::string& path, StackFile* out, std::string* buffer,
   }
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
     close(fd);
-    return *error = "too large (" + std::to_string(st.st_size) + " bytes, limit " +
-                    std::to_string(max_bytes) + ")",
+    return *error = "too large (" + std::to_string(st.st_size) + " bytes, limit " + std::to_string(max_bytes) + ")",
            false;
   }
-  buffer->resize(static_cast<size_t>(st.st_size));
+  size_t want = static_cast<size_t>(st.st_size);
+  buffer->resize(want + stack_reader::kPadding);
   size_t got = 0;
-  while (got < buffer->size()) {
-    ssize_t n = read(fd, buffer->data() + got, buffer->size() - got);
+  while (got < want) {
+    ssize_t n = read(fd, buffer->data() + got, want - got);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       int err = errno;
@@ -432,8 +138,8 @@ bool ReadStackFile(const std::string& path, StackFile* out, std::string* buffer,
     got += static_cast<size_t>(n);
   }
   close(fd);
-  buffer->resize(got);
-  return ParseStackFile(*buffer, out, error);
+  std::memset(buffer->data() + got, 0, stack_reader::kPadding);
+  return ParsePadded(buffer->data(), got, out, error);
 }
 
 }  // namespace xtimer

@@ -29,7 +29,9 @@ RankSet MergedStacks::Reported() const {
   return RankSet(std::move(r));
 }
 
-StackMerger::StackMerger(MergeOptions options) { out_.world_size = std::max(0, options.world_size); }
+StackMerger::StackMerger(MergeOptions options) {
+  out_.world_size = std::clamp(options.world_size, 0, kMaxStackWorldSize);
+}
 
 void StackMerger::Skip(std::string_view source, std::string_view reason) {
   out_.skipped.push_back({std::string(source), std::string(reason)});
@@ -41,7 +43,7 @@ bool StackMerger::Add(const StackFile& file, std::string_view source, std::strin
     *error = std::move(why);
     return false;
   };
-  if (file.world_size < 1) return fail("world_size " + std::to_string(file.world_size) + " is not valid");
+  if (file.world_size < 1 || file.world_size > kMaxStackWorldSize) return fail("world_size " + std::to_string(file.world_size) + " is not valid");
   if (out_.world_size == 0) out_.world_size = file.world_size;
   if (file.world_size != out_.world_size)
     return fail("world_size " + std::to_string(file.world_size) + " disagrees with " +

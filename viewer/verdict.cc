@@ -10,6 +10,9 @@ namespace {
 
 constexpr size_t kLeafFrames = 8;     // frames kept per group / suspect in verdict.json
 constexpr size_t kSummaryFrames = 3;  // frames in a terminal line
+// Missing ranks are suspects one by one up to this many; beyond it (most of a job did not dump, or
+// a file claims an absurd world size) they are listed in ranks_missing and counted in a note.
+constexpr size_t kMaxMissingSuspects = 256;
 
 const std::vector<uint32_t>& Signature(const RankSummary& r, std::string* by) {
   if (!r.main_python.empty()) return *by = "python", r.main_python;
@@ -129,6 +132,39 @@ std::string WhereAre(const MergedStacks& m, const RankSet& ranks) {
   return Join(parts, "; ");
 }
 
+// Pretty-printed like dump(2), except that an array of numbers or strings stays on one line: a
+// 4,096-rank job's rank lists would otherwise take a line per rank.
+void Dump(const nlohmann::ordered_json& j, int indent, std::string& out) {
+  using J = nlohmann::ordered_json;
+  auto dump = [](const J& x) { return x.dump(-1, ' ', false, J::error_handler_t::replace); };
+  auto pad = [&](int n) { out.append(static_cast<size_t>(n), ' '); };
+  if (j.is_object() && !j.empty()) {
+    out += "{\n";
+    size_t i = 0;
+    for (auto it = j.begin(); it != j.end(); ++it, ++i) {
+      pad(indent + 2);
+      out += dump(J(it.key()));
+      out += ": ";
+      Dump(it.value(), indent + 2, out);
+      out += i + 1 < j.size() ? ",\n" : "\n";
+    }
+    pad(indent);
+    out += '}';
+  } else if (j.is_array() && !j.empty() &&
+             std::any_of(j.begin(), j.end(), [](const J& e) { return e.is_structured(); })) {
+    out += "[\n";
+    for (size_t i = 0; i < j.size(); ++i) {
+      pad(indent + 2);
+      Dump(j[i], indent + 2, out);
+      out += i + 1 < j.size() ? ",\n" : "\n";
+    }
+    pad(indent);
+    out += ']';
+  } else {
+    out += dump(j);
+  }
+}
+
 }  // namespace
 
 Verdict ComputeVerdict(const MergedStacks& m) {
@@ -149,7 +185,12 @@ Verdict ComputeVerdict(const MergedStacks& m) {
     s.reason += (s.reason.empty() ? "" : "; ") + reason;
   };
 
-  for (int32_t r : v.missing.ranks()) suspect(r, "missing", "wrote no stack file");
+  if (v.missing.size() <= kMaxMissingSuspects) {
+    for (int32_t r : v.missing.ranks()) suspect(r, "missing", "wrote no stack file");
+  } else {
+    v.notes.push_back(std::to_string(v.missing.size()) + " ranks wrote no stack file (" + v.missing.Fold(16) +
+                      "); too many to name each as a suspect, see ranks_missing");
+  }
   for (const CommVerdict& c : v.comms) {
     std::string in = c.op + " #" + std::to_string(c.seq) + " on comm " + PrintableName(c.comm, 64);
     for (int32_t r : c.absent.ranks())
@@ -175,7 +216,7 @@ Verdict ComputeVerdict(const MergedStacks& m) {
     }
     v.suspects.push_back(std::move(s));
   }
-  v.all_agree = v.suspects.empty() && v.groups.size() <= 1;
+  v.all_agree = v.suspects.empty() && v.groups.size() <= 1 && v.missing.empty();
 
   for (const RankSummary& r : m.ranks)
     if (r.process_state == "D" || r.process_state == "Z" || r.process_state == "T")
@@ -216,8 +257,13 @@ Verdict ComputeVerdict(const MergedStacks& m) {
     if (v.groups.size() > 4) v.summary.push_back("... " + std::to_string(v.groups.size() - 4) + " more groups");
   }
   if (v.suspects.empty()) {
-    v.summary.push_back(v.all_agree ? "no suspect: every reported rank is in the same place"
-                                    : "no suspect: the ranks split evenly and no collective tells who is behind");
+    if (v.all_agree)
+      v.summary.push_back("no suspect: every rank is in the same place");
+    else if (v.groups.size() > 1)
+      v.summary.push_back("no suspect: the ranks split evenly and no collective tells who is behind");
+    else
+      v.summary.push_back("no suspect named: every reported rank is in the same place, but " +
+                          std::to_string(v.missing.size()) + " ranks wrote no stack file");
   } else {
     std::vector<std::string> names;
     for (const Suspect& s : v.suspects) {
@@ -264,8 +310,10 @@ std::string VerdictToJson(const Verdict& v) {
   j["all_agree"] = v.all_agree;
   j["notes"] = v.notes;
   j["summary"] = v.summary;
-  // Input strings (file names) may not be UTF-8: replace rather than throw.
-  return j.dump(2, ' ', false, J::error_handler_t::replace) + "\n";
+  // Input strings (file names) may not be UTF-8: Dump replaces rather than throws.
+  std::string out;
+  Dump(j, 0, out);
+  return out + "\n";
 }
 
 }  // namespace xtimer

@@ -167,7 +167,7 @@ TEST(Verdict, AllRanksIdenticalHasNoSuspect) {
   EXPECT_EQ(v.groups[0].ranks.Fold(), "0-7");
   EXPECT_EQ(v.groups[0].by, "python");
   EXPECT_EQ(v.groups[0].leaf_frames[0], "all_reduce (distributed_c10d.py:2050)");
-  EXPECT_EQ(v.summary.back(), "no suspect: every reported rank is in the same place");
+  EXPECT_EQ(v.summary.back(), "no suspect: every rank is in the same place");
 }
 
 TEST(Verdict, NamesTheRankNotInTheCollective) {
@@ -244,6 +244,39 @@ TEST(Verdict, EvenSplitNamesNobodyByStack) {
   EXPECT_EQ(v.groups.size(), 2u);
 }
 
+TEST(Verdict, AFileClaimingAHugeWorldStaysCheap) {
+  // One rank of a claimed world of 1,048,576 (the reader's limit): labels, verdict and JSON must
+  // not cost a line, a suspect or a label entry per missing rank.
+  StackFile f = HangOf4()[2];
+  f.rank = 7;
+  f.world_size = 1 << 20;
+  MergedStacks m = Merge({f});
+  Verdict v = ComputeVerdict(m);
+  EXPECT_EQ(v.missing.size(), (1u << 20) - 1);
+  EXPECT_TRUE(v.suspects.empty());
+  EXPECT_FALSE(v.all_agree);
+  EXPECT_EQ(v.summary.back().rfind("note: ", 0), 0u);
+  ASSERT_FALSE(v.notes.empty());
+  EXPECT_NE(v.notes[0].find("1048575 ranks wrote no stack file"), std::string::npos) << v.notes[0];
+  std::string folded = WriteFolded(MakeTreeView(m, m.python, {}));
+  EXPECT_NE(folded.find("@7|0-6/8-1048575 "), std::string::npos) << folded;
+  std::string json = VerdictToJson(v);
+  EXPECT_LT(json.size(), size_t{16} << 20);
+  auto j = nlohmann::json::parse(json);
+  EXPECT_EQ(j["ranks_missing"].size(), (1u << 20) - 1);
+  EXPECT_EQ(j["ranks_missing_folded"], "0-6/8-1048575");
+  // Up to 256 missing ranks are each a suspect; more are a note.
+  std::vector<StackFile> files = AllIn(300, 3);
+  files.resize(100);
+  Verdict few = ComputeVerdict(Merge(files, 300));
+  EXPECT_EQ(few.suspects.size(), 200u);
+  EXPECT_EQ(few.suspects.back().kinds, std::vector<std::string>{"missing"});
+  files.resize(40);
+  Verdict many = ComputeVerdict(Merge(files, 300));
+  EXPECT_TRUE(many.suspects.empty());
+  EXPECT_EQ(many.missing.size(), 260u);
+}
+
 TEST(Verdict, JsonHasTheDocumentedFields) {
   std::string json = VerdictToJson(ComputeVerdict(Merge(HangOf4())));
   auto j = nlohmann::json::parse(json);
@@ -255,6 +288,9 @@ TEST(Verdict, JsonHasTheDocumentedFields) {
   EXPECT_EQ(j["suspects"][0]["frames"][0], "load_batch (train.py:88)");
   EXPECT_EQ(j["groups"][0]["ranks"], nlohmann::json({0, 1, 3}));
   EXPECT_EQ(j["communicators"][0]["absent"], nlohmann::json({2}));
+  // Rank lists stay on one line; objects are indented.
+  EXPECT_NE(json.find("\"ranks_reported\": [0,1,2,3],\n"), std::string::npos) << json;
+  EXPECT_NE(json.find("\n  \"suspects\": [\n    {\n      \"rank\": 2,"), std::string::npos) << json;
 }
 
 }  // namespace

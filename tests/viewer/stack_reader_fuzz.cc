@@ -1,12 +1,17 @@
-// Fuzz target: any bytes as a stack file through the reader and, when accepted, the whole
-// pipeline (merge, verdict, folded, flame graph, DOT text). Built with libFuzzer when the compiler
+// Fuzz target: any bytes as a stack file through the reader (both JSON back ends, compared) and,
+// when accepted, the whole pipeline (merge, verdict, folded, flame graph, DOT text). Built with libFuzzer when the compiler
 // is clang and XTIMER_FUZZ is on; the same file with corpus_replay_main.cc replays the kept corpus
 // (tests/viewer/corpus) as an ordinary test under any compiler.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "common/stack_reader.h"
+#include "common/stack_reader_impl.h"
+#include "tests/viewer/stack_json.h"
 #include "viewer/call_graph.h"
 #include "viewer/flame_svg.h"
 #include "viewer/folded_writer.h"
@@ -18,7 +23,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);
   xtimer::StackFile file;
   std::string error;
-  if (!xtimer::ParseStackFile(bytes, &file, &error)) return 0;
+  bool ok = xtimer::ParseStackFile(bytes, &file, &error);
+  if (xtimer::stack_reader::HaveSimdjson() && size > 0) {
+    // Differential: where both back ends accept a file they must read the same thing. (They may
+    // disagree on acceptance: simdjson stops at depth 1024 and does not validate skipped values.)
+    xtimer::StackFile other;
+    std::string other_error;
+    if (xtimer::stack_reader::ParseWithNlohmann(bytes, &other, &other_error) && ok &&
+        xtimer::testing::StackFileToJson(file) != xtimer::testing::StackFileToJson(other)) {
+      std::fprintf(stderr, "simdjson and nlohmann-json read this input differently\n");
+      std::abort();
+    }
+  }
+  if (!ok) return 0;
   if (file.world_size > 4096) return 0;  // the merge is linear in the world size; keep runs fast
   xtimer::StackMerger merger;
   merger.Add(file, "fuzz", &error);

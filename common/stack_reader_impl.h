@@ -1,0 +1,59 @@
+// Internal to the stack reader: what its two JSON back ends share. simdjson (when the build finds
+// it) reads ~15x faster than nlohmann-json, which a 4,096-rank merge needs; nlohmann-json is the
+// fallback and the reference the tests compare simdjson against. Both fill StackFile in place,
+// reusing its buffers, and leave the checks that need the whole document to FinishParse.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/stack_file.h"
+
+namespace xtimer::stack_reader {
+
+inline constexpr int64_t kMaxWorld = kMaxStackWorldSize;
+inline constexpr size_t kPadding = 64;  // bytes readable past the end (simdjson's SIMDJSON_PADDING)
+
+// What a back end saw; syntax_error stops parsing, type_error is remembered and parsing goes on so
+// that a newer version's file is reported as such rather than by its first unfamiliar field.
+struct ParseState {
+  bool saw_root = false, saw_format = false, saw_version = false, saw_rank = false, saw_world = false,
+       saw_threads = false;
+  std::string format;
+  std::string syntax_error, type_error;
+
+  void TypeError(std::string_view field, std::string_view expected);
+};
+
+// Clears the header fields and the ops (threads are reused element by element).
+void ResetHeader(StackFile* out);
+void ResetThread(StackThread& t);
+void ResetNative(NativeFrame& f);
+void ResetPython(PythonFrame& f);
+
+// Reuses the element at *used if there is one (clearing it), else appends: reading thousands of
+// files into one StackFile then allocates only for growth.
+template <typename T, typename Reset>
+T& NextElement(std::vector<T>& v, size_t* used, Reset reset) {
+  if (*used < v.size()) {
+    reset(v[*used]);
+  } else {
+    v.emplace_back();
+  }
+  return v[(*used)++];
+}
+
+// A short, printable rendering of an input string for messages.
+std::string Printable(std::string_view s);
+
+// The checks after parsing, in the order that makes the best message.
+bool FinishParse(const ParseState& st, const StackFile& out, std::string* error);
+
+bool ParseWithNlohmann(std::string_view json, StackFile* out, std::string* error);
+// data[size .. size + kPadding) must be readable. Only built with simdjson.
+bool ParseWithSimdjson(const char* data, size_t size, StackFile* out, std::string* error);
+bool HaveSimdjson();
+
+}  // namespace xtimer::stack_reader
