@@ -145,7 +145,7 @@ std::string LocalHost(int fd) {
 std::string PeerString(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "the peer";
   return FormatAddr(ss);
 }
 

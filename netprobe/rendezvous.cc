@@ -22,6 +22,8 @@ using nlohmann::json;
 constexpr double kMargin = 3.0;
 constexpr size_t kMaxUnjoined = 256;
 constexpr size_t kMaxLocalEntries = 4096;
+// A connection that has not joined yet may buffer no more than this: a join message is small.
+constexpr size_t kMaxUnjoinedBytes = 64 << 10;
 
 std::string Rank(int r) { return "node " + std::to_string(r); }
 
@@ -275,6 +277,9 @@ void Rendezvous::ReadFrom(Conn* c) {
     ssize_t n = recv(c->fd.get(), buf, sizeof buf, 0);
     if (n > 0) {
       c->decoder.Feed(buf, static_cast<size_t>(n));
+      if (c->rank < 0 && c->decoder.buffered() > kMaxUnjoinedBytes)
+        return Drop(c, "sent " + std::to_string(c->decoder.buffered()) +
+                           " bytes without joining (a join message is far smaller)");
       for (;;) {
         json msg;
         std::string error;
@@ -456,6 +461,7 @@ void Rendezvous::Drop(Conn* c, const std::string& why) {
   if (!c->fd.valid()) return;
   int rank = c->rank;
   c->fd.reset();
+  if (rank >= 0 && node_conn_[rank] == c && phase_ == Phase::kDone) node_conn_[rank] = nullptr;
   if (phase_ == Phase::kDone) return;
   if (rank >= 0) {
     NodeLeft(rank, why);
@@ -519,6 +525,8 @@ Verdict Rendezvous::JudgeNow(bool final) { return Judge(inputs_, tests_, ConfigO
 void Rendezvous::Finish(json* report) {
   Broadcast({{"type", "report"}, {"report", *report}});
   phase_ = Phase::kDone;
+  for (auto& c : conns_)
+    if (c->rank < 0) c->fd.reset();  // strangers get nothing and are not waited for
   // Let every node read the report before the connections close: half-close, then wait for
   // the nodes to hang up (bounded).
   for (auto& c : conns_)
