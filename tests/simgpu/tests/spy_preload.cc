@@ -5,6 +5,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -17,12 +18,17 @@ using gpa_fn = decltype(&cuGetProcAddress_v2);
 using launch_fn = decltype(&cuLaunchKernel);
 using launch_ex_fn = decltype(&cuLaunchKernelEx);
 
+// libc's dlsym. (Handles passed as RTLD_NEXT are answered relative to this library, which
+// is good enough for these tests.)
 dlsym_fn real_dlsym() {
-  static dlsym_fn fn = [] {
-    auto f = reinterpret_cast<dlsym_fn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"));
-    return f ? f : reinterpret_cast<dlsym_fn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5"));
-  }();
-  return fn;
+  static std::atomic<dlsym_fn> fn{nullptr};
+  dlsym_fn f = fn.load(std::memory_order_acquire);
+  if (!f) {
+    f = reinterpret_cast<dlsym_fn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"));
+    if (!f) f = reinterpret_cast<dlsym_fn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5"));
+    fn.store(f, std::memory_order_release);
+  }
+  return f;
 }
 
 std::mutex g_mu;
