@@ -136,7 +136,7 @@ bool CudaRuntimeAvailable(std::string* detail) {
 
 Status CopyCudaSources(const std::vector<Source>& sources, const std::vector<size_t>& which, unsigned char* base,
                        const std::vector<uint64_t>& offsets, std::vector<Checksum>* sums, int threads,
-                       const StagingConfig& cfg) {
+                       const StagingConfig& cfg, CudaCopyStats* stats) {
   std::string err;
   const CudaRt* rt = LoadRuntime(&err);
   if (rt == nullptr) return Status::Error("a CUDA tensor was given but " + err);
@@ -197,6 +197,10 @@ Status CopyCudaSources(const std::vector<Source>& sources, const std::vector<siz
         break;
       }
       const Chunk& c = chunks[k];
+      if (stats != nullptr) {
+        ++stats->chunks;
+        stats->max_in_flight = std::max(stats->max_in_flight, static_cast<int>(issued - k - 1));
+      }
       // While the threads copy this chunk into shared memory, the next ones are in flight.
       Fletcher part = ParallelCopy(base + offsets[c.entry] + c.off, st->buffers[k % nbuf], c.len, threads, true);
       total[c.entry].Append(part);

@@ -22,10 +22,17 @@ struct StagingConfig {
   int buffers = 4;                     // how many are in flight
 };
 
+// What the pipeline did (for tests): chunks copied, and the most device-to-host copies that were
+// in flight while the threads copied a staged chunk into shared memory.
+struct CudaCopyStats {
+  uint64_t chunks = 0;
+  int max_in_flight = 0;
+};
+
 // Copies the CUDA sources named by `which` to base + offsets[i] and sets (*sums)[i].
 Status CopyCudaSources(const std::vector<Source>& sources, const std::vector<size_t>& which, unsigned char* base,
                        const std::vector<uint64_t>& offsets, std::vector<Checksum>* sums, int threads,
-                       const StagingConfig& config = {});
+                       const StagingConfig& config = {}, CudaCopyStats* stats = nullptr);
 
 // Whether a CUDA runtime can be loaded here (and which file), without using it.
 bool CudaRuntimeAvailable(std::string* detail);

@@ -141,11 +141,17 @@ bool Saver::AcquireNodeLock(std::string* why) {
     close(fd);
     return false;
   }
-  std::string pid = std::to_string(getpid()) + "\n";
-  if (ftruncate(fd, 0) == 0 && pwrite(fd, pid.data(), pid.size(), 0) < 0) {
-  }
   lock_fd_ = fd;
+  WritePid();
   return true;
+}
+
+void Saver::WritePid() {
+  // For people (and tests) who want to stop it; the lock, not this pid, decides who the saver is.
+  if (lock_fd_ < 0) return;
+  std::string pid = std::to_string(getpid()) + "\n";
+  if (ftruncate(lock_fd_, 0) == 0 && pwrite(lock_fd_, pid.data(), pid.size(), 0) < 0) {
+  }
 }
 
 void Saver::ReleaseNodeLock() {
@@ -209,13 +215,17 @@ void Saver::Serve(Segment& seg, bool* busy) {
 
 bool Saver::PollOnce() {
   std::vector<std::string> found;
-  if (DIR* d = opendir(opt_.shm_dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      std::string name = e->d_name;
-      if (name.rfind("xtimer-ckpt-", 0) == 0 && EndsWith(name, ".ctl")) found.push_back(opt_.shm_dir + "/" + name);
-    }
-    closedir(d);
+  DIR* d = opendir(opt_.shm_dir.c_str());
+  if (d == nullptr) {
+    gone_ = errno == ENOENT;  // the folder was removed: nothing can ever need us again
+    if (gone_) segments_.clear();
+    return false;
   }
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name.rfind("xtimer-ckpt-", 0) == 0 && EndsWith(name, ".ctl")) found.push_back(opt_.shm_dir + "/" + name);
+  }
+  closedir(d);
   // Forget segments whose files are gone.
   for (auto it = segments_.begin(); it != segments_.end();)
     it = std::find(found.begin(), found.end(), it->first) == found.end() ? segments_.erase(it) : std::next(it);
@@ -269,8 +279,13 @@ void Saver::Run(const std::atomic<bool>* stop) {
     // Read-write, so that the FIFO never reports end-of-file when no writer has it open.
     wake_fd_ = open(path.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
   }
+  WritePid();
   while (stop == nullptr || !stop->load()) {
     bool busy = PollOnce();
+    if (gone_ && segments_.empty()) {
+      Log(LogLevel::kInfo, "saver for %s: the folder is gone, exiting", opt_.shm_dir.c_str());
+      return;
+    }
     double now = Now();
     if (busy) idle_since = now;
     if (opt_.idle_exit_s >= 0 && now - idle_since >= opt_.idle_exit_s) {

@@ -11,7 +11,8 @@
 //    snapshots newer than what is on disk (XTIMER_CKPT_PERSIST_ON_FAILURE, per segment);
 //  - exits after `idle_exit_s` with no live training process and nothing to write, removing
 //    the segments whose snapshot is on disk or whose process closed them cleanly; segments
-//    that hold the only copy of a snapshot are kept and listed in its log.
+//    that hold the only copy of a snapshot are kept and listed in its log. It also exits when
+//    SHM_DIR itself is removed.
 #pragma once
 
 #include <atomic>
@@ -53,6 +54,8 @@ class Saver {
   bool AcquireNodeLock(std::string* why);
   void ReleaseNodeLock();
   void set_progress(bool on) { opt_.progress = on; }
+  // Writes this process' pid into the lock file (after a fork, the daemon's).
+  void WritePid();
   // One scan. Returns true if something is alive or pending (the saver is not idle).
   bool PollOnce();
   // Polls until *stop or the idle timeout. Needs the node lock.
@@ -65,6 +68,7 @@ class Saver {
   SaverOptions opt_;
   int lock_fd_ = -1;
   int wake_fd_ = -1;
+  bool gone_ = false;
   std::map<std::string, std::unique_ptr<Segment>> segments_;
 };
 
