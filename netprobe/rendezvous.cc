@@ -60,6 +60,11 @@ json Rendezvous::Run() {
   if (o_.backend == Backend::kNccl) LocalPhase();
 
   phase_ = Phase::kRounds;
+  // A node whose GPUs could not even be used (no GPU, no runtime) is faulty already and cannot
+  // take part in an NCCL test: pair the others among themselves.
+  present.erase(std::remove_if(present.begin(), present.end(),
+                               [&](int r) { return inputs_[r].local.ran && !inputs_[r].local.ok; }),
+                present.end());
   if (o_.all_pairs) {
     for (const RoundPlan& plan : AllPairsRounds(present)) RunRound(plan);
   } else {
@@ -109,18 +114,24 @@ void Rendezvous::LocalPhase() {
     inputs_[r].local.error = "no result within the deadline";
   }
   local_pending_.clear();
-  std::string text = "local GPU check:";
+  std::string text = "local GPU check:\n";
   for (int r = 0; r < o_.nnodes; ++r) {
     const LocalResult& l = inputs_[r].local;
     if (!l.ran) continue;
-    double worst = -1;
-    for (const LocalResult::Pair& p : l.pairs) worst = worst < 0 ? p.mbps : std::min(worst, p.mbps);
-    text += " " + std::to_string(r) + "=" +
-            (!l.ok ? "failed (" + l.error + ")"
-                   : std::to_string(l.pairs.size()) + " GPU pairs" +
-                         (worst >= 0 ? ", slowest " + FormatMbps(worst) : std::string()));
+    text += "  node " + std::to_string(r) + ": ";
+    if (!l.ok) {
+      text += "FAILED: " + l.error + "\n";
+      continue;
+    }
+    double h2d = -1, pair = -1;
+    for (const auto& [gpu, mbps] : l.h2d_mbps) h2d = h2d < 0 ? mbps : std::min(h2d, mbps);
+    for (const LocalResult::Pair& p : l.pairs) pair = pair < 0 ? p.mbps : std::min(pair, p.mbps);
+    text += std::to_string(l.h2d_mbps.size()) + " GPU" + (l.h2d_mbps.size() == 1 ? "" : "s") +
+            (h2d >= 0 ? ", host -> GPU " + FormatMbps(h2d) : std::string()) + ", " +
+            std::to_string(l.pairs.size()) + " GPU pair" + (l.pairs.size() == 1 ? "" : "s") +
+            (pair >= 0 ? " (slowest " + FormatMbps(pair) + ")" : std::string()) + "\n";
   }
-  Progress(text + "\n");
+  Progress(text);
 }
 
 void Rendezvous::RunRound(const RoundPlan& plan) {
