@@ -25,6 +25,7 @@ struct Rt {
   int (*SetDevice)(int) = nullptr;
   int (*GetDevice)(int*) = nullptr;
   bool Load(std::string* why) {
+    setenv("SIMGPU_DEVICES", "2", 0);  // read by the simulated driver at its first call
     lib = dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) return *why = dlerror(), false;
     Dl_info info{};

@@ -104,6 +104,12 @@ print("ok")
             time.sleep(rng.uniform(0, 1.5 * max(durations)))
             child.kill()
             child.wait()
+            for line in child.stdout.read().splitlines():  # what it printed before it died
+                what, step = line.split()
+                if what == "begin":
+                    begun = int(step)
+                else:
+                    done = int(step)
             child.stdout.close()
             step, got = Checkpointer(self.dirs.ckpt, shm_dir=self.dirs.shm, saver=False).load_checkpoint()
             self.assertIn(step, (done, begun))
