@@ -119,6 +119,20 @@ TEST_P(StackReader, IgnoresUnknownFields) {
   EXPECT_EQ(g.threads.size(), f.threads.size());
 }
 
+TEST_P(StackReader, ReadsEscapedKeysAndStrings) {
+  // Keys are usually compared in place; an escaped key must still be recognised.
+  const char* json = R"({"format":"xtimer-stacktrace","version":1,"\u0072ank":1,"world_size":2,)"
+                     R"("threads":[{"n\u0061tive":[{"function":"a\"b\\c\u00e9","line":3}],"python":[]}]})";
+  StackFile f;
+  std::string error;
+  ASSERT_TRUE(Parse(json, &f, &error)) << error;
+  EXPECT_EQ(f.rank, 1);
+  ASSERT_EQ(f.threads.size(), 1u);
+  ASSERT_EQ(f.threads[0].native.size(), 1u);
+  EXPECT_EQ(f.threads[0].native[0].function, "a\"b\\c\xc3\xa9");
+  EXPECT_EQ(f.threads[0].native[0].line, 3);
+}
+
 TEST_P(StackReader, RefusesBadInputWithAReason) {
   std::string good = StackFileToJson(HangOf4()[1]);
   EXPECT_EQ(Error(""), "empty file");
