@@ -65,7 +65,8 @@ int CommTable::Largest() const {
   int best = -1;
   int used = std::min(used_.load(std::memory_order_acquire), kMaxComms);
   for (int i = 0; i < used; ++i) {
-    if (!comms_[i].ready.load(std::memory_order_acquire)) continue;
+    // Slots are never reused, so a forgotten communicator's fields stay valid.
+    if (comms_[i].handle.load(std::memory_order_acquire) == nullptr || comms_[i].size <= 0) continue;
     if (best < 0 || comms_[i].size > comms_[best].size) best = i;
   }
   return best;

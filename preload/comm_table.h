@@ -35,7 +35,9 @@ class CommTable {
   int Find(const void* handle) const;
   Comm& at(int slot) { return comms_[slot]; }
   void Forget(const void* handle);
-  // The communicator with the most ranks (rank/world fallback when RANK is unset); -1 if none.
+  // The communicator with the most ranks ever registered, destroyed ones included (rank/world
+  // fallback when RANK is unset: it must stay known after the job destroys its communicators
+  // at exit); -1 if none.
   int Largest() const;
 
  private:

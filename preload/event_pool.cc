@@ -4,7 +4,10 @@
 
 namespace xtimer {
 namespace {
-constexpr uint32_t kFirstBatch = 64;  // made on the first launch of a device
+// Made on the first launch of a device, by the launching thread: programs queue hundreds of
+// launches ahead of the GPU, so a small first batch would leave the first burst untimed.
+// (2048 event creations take a few milliseconds, once.)
+constexpr uint32_t kFirstBatch = 1024;
 }
 
 EventPools::EventPools(uint32_t max_pairs) : max_pairs_(std::clamp<uint32_t>(max_pairs, 16, 1u << 24)) {}
@@ -63,7 +66,8 @@ int EventPools::Grow() {
     MpmcQueue<uint32_t>* free = pool.free.load(std::memory_order_acquire);
     if (free == nullptr) continue;
     uint32_t size = pool.size.load(std::memory_order_acquire);
-    bool low = pool.low.exchange(false, std::memory_order_relaxed) || free->ApproxSize() < size / 4;
+    // Keep at least half the pool free, so bursts find pairs without waiting for the poller.
+    bool low = pool.low.exchange(false, std::memory_order_relaxed) || free->ApproxSize() < size / 2;
     if (!low || size >= max_pairs_) continue;
     bool idle = false;
     if (!pool.filling.compare_exchange_strong(idle, true, std::memory_order_acquire)) continue;

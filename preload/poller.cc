@@ -1,40 +1,24 @@
 #include "preload/poller.h"
 
-#include <pthread.h>
-#include <signal.h>
-
 #include <chrono>
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "preload/capture_mode.h"
+#include "preload/internal_thread.h"
 #include "preload/op_names.h"
 #include "preload/report_writer.h"
 #include "preload/tracker.h"
 
 namespace xtimer {
-namespace {
-
-// Our threads must not take the application's asynchronous signals (Ctrl-C, SIGTERM from a
-// launcher, SIGCHLD...). Synchronous faults and the real-time signals the stack capture uses
-// stay deliverable so these threads appear in dumps.
-void BlockApplicationSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  for (int s : {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD, SIGPIPE, SIGALRM, SIGWINCH, SIGTSTP})
-    sigaddset(&set, s);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-}
-
-}  // namespace
-
 Poller::Poller(Tracker& tracker) : tracker_(tracker) {
   trace_.Configure(static_cast<size_t>(tracker.config().trace_ops));
 }
 
 void Poller::Start() {
-  thread_ = std::thread([this] {
-    BlockApplicationSignals();
-    pthread_setname_np(pthread_self(), "xtimer-poller");
+  thread_ = StartInternalThread("xtimer-poller", [this] {
+    // Our event queries must never invalidate a CUDA graph capture running elsewhere.
+    UseRelaxedCaptureModeOnThisThread();
     Loop();
   });
 }
@@ -43,6 +27,7 @@ void Poller::Loop() {
   const double interval = tracker_.config().report_interval_s;
   next_report_ns_ = interval > 0 ? MonotonicNs() + static_cast<uint64_t>(interval * 1e9) : UINT64_MAX;
   while (!stop_.load(std::memory_order_acquire)) {
+    heartbeat_ns_.store(MonotonicNs(), std::memory_order_relaxed);
     bool pending;
     {
       std::lock_guard<std::mutex> lock(mu_);

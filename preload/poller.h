@@ -35,6 +35,10 @@ class Poller {
   // Writes summary (and trace) now. Poller thread or after Stop.
   void WriteReports(bool final);
 
+  // CLOCK_MONOTONIC at the start of the poller's latest iteration (0 before the first). An old
+  // heartbeat means the poller is stuck inside a CUDA call: the driver itself is hung.
+  uint64_t heartbeat_ns() const { return heartbeat_ns_.load(std::memory_order_relaxed); }
+
  private:
   struct Pending {
     OpRecord rec;
@@ -56,6 +60,7 @@ class Poller {
   std::atomic<bool> stop_{false};
   std::atomic<bool> stopped_{false};
   uint64_t next_report_ns_ = 0;
+  std::atomic<uint64_t> heartbeat_ns_{0};
 };
 
 }  // namespace xtimer

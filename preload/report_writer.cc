@@ -147,10 +147,22 @@ std::string RankFilePath(Tracker& t, const char* suffix) {
 
 void WriteReportFiles(Tracker& t, const TraceBuffer& trace, bool final) {
   static bool reported_failure = false;  // one line, not one per interval
+  // The rank can change once (RANK unset, then learned from the first NCCL communicator):
+  // files written under the earlier name are removed so every rank has one summary.
+  static std::string last_summary, last_trace;
+  std::string summary = RankFilePath(t, "summary.json"), trace_path = RankFilePath(t, "trace.json");
   std::string error;
   bool ok = MakeDirs(t.config().timeline_path, &error) &&
-            WriteFileAtomically(RankFilePath(t, "summary.json"), SummaryJson(t, final), &error);
-  if (ok && trace.enabled()) ok = WriteFileAtomically(RankFilePath(t, "trace.json"), TraceJson(t, trace.Entries()), &error);
+            WriteFileAtomically(summary, SummaryJson(t, final), &error);
+  if (ok && trace.enabled()) ok = WriteFileAtomically(trace_path, TraceJson(t, trace.Entries()), &error);
+  if (ok && !last_summary.empty() && last_summary != summary) {
+    unlink(last_summary.c_str());
+    unlink(last_trace.c_str());
+  }
+  if (ok) {
+    last_summary = summary;
+    last_trace = trace_path;
+  }
   if (!ok && !reported_failure) {
     Log(LogLevel::kWarn, "cannot write reports (%s); set XTIMER_TIMELINE_PATH to a writable folder", error.c_str());
     reported_failure = true;

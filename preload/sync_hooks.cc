@@ -5,6 +5,7 @@
 
 #include "preload/blocked_threads.h"
 #include "preload/real_function.h"
+#include "preload/tracker.h"
 
 #define XTIMER_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -18,6 +19,7 @@ Status Blocking(RealFunction<Fn>& real, Status missing, Args... args) {
     ReportMissingReal(real.name());
     return missing;
   }
+  Tracker::Instance();  // a first CUDA call that is a sync still starts the watchdog
   BlockedThreads::Scope scope(real.name());
   return fn(args...);
 }

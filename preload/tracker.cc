@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "preload/poller.h"
+#include "preload/watchdog.h"
 
 namespace xtimer {
 namespace {
@@ -51,6 +52,7 @@ Tracker::Tracker(const PreloadConfig& config)
   env_world_ = EnvInt("WORLD_SIZE");
   env_local_rank_ = EnvInt("LOCAL_RANK");
   poller_ = new Poller(*this);
+  watchdog_ = new Watchdog(*this);
 }
 
 Tracker* Tracker::Instance() {
@@ -74,6 +76,7 @@ Tracker* Tracker::Instance() {
   t = new Tracker(config);  // lives until exit; never freed (threads may still read it)
   g_tracker.store(t, std::memory_order_release);
   t->poller_->Start();
+  t->watchdog_->Start();
   Log(LogLevel::kDebug, "started: output in %s", config.timeline_path.c_str());
   return t;
 }

@@ -18,6 +18,7 @@
 namespace xtimer {
 
 class Poller;
+class Watchdog;
 
 // What the launch path carries between Begin and End of one op.
 struct OpTicket {
@@ -84,6 +85,7 @@ class Tracker {
   MpmcQueue<OpRecord> queue_;
   UntimedCounters untimed_;
   Poller* poller_ = nullptr;
+  Watchdog* watchdog_ = nullptr;
   int env_rank_ = -1, env_world_ = -1, env_local_rank_ = -1;
 };
 

@@ -28,14 +28,22 @@ for name in doc_rows:
     if name not in table:
         errors.append(f"{name} is in docs/config.md but not in common/env.cc")
 
+# Environment variables as code uses them: a quoted name ("XTIMER_X" in getenv, env::Int,
+# os.environ[...]), an assignment (XTIMER_X=... in shell, Python keyword arguments, CMake test
+# ENVIRONMENT) or a shell expansion ($XTIMER_X). Macros and CMake options do not match.
+# Only the product's code is scanned (tests may have harness variables of their own); CMake files
+# are not, their ${XTIMER_...} are CMake variables.
+patterns = [r"[\"']((?:XTIMER)_[A-Z][A-Z0-9_]*[A-Z0-9])[\"']",
+            r"(?<![\w-])((?:XTIMER)_[A-Z][A-Z0-9_]*[A-Z0-9])=",
+            r"\$\{?((?:XTIMER)_[A-Z][A-Z0-9_]*[A-Z0-9])"]
+product = ["common", "preload", "launcher", "collector", "viewer", "netprobe", "ckpt", "scripts"]
 used = set()
-for path in root.rglob("*"):
-    if any(p.startswith("build") or p.startswith(".") for p in path.relative_to(root).parts):
-        continue
-    if path.suffix in {".cc", ".h", ".py", ".sh", ".cpp"} and path.is_file():
-        used |= set(re.findall(r"\bXTIMER_[A-Z][A-Z0-9_]*[A-Z0-9]\b", path.read_text(errors="replace")))
-# CMake options and include guards are not environment variables.
-used = {u for u in used if not u.startswith(("XTIMER_SANITIZE", "XTIMER_NCCL_"))}
+for folder in product:
+    for path in (root / folder).rglob("*"):
+        if path.suffix in {".cc", ".h", ".py", ".sh", ".cpp"} and path.is_file():
+            text = path.read_text(errors="replace")
+            for pat in patterns:
+                used |= set(re.findall(pat, text))
 for name in sorted(used - set(table)):
     errors.append(f"{name} is used in the sources but is not in the table in common/env.cc")
 

@@ -1,0 +1,148 @@
+#include "preload/watchdog.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "preload/blocked_threads.h"
+#include "preload/internal_thread.h"
+#include "preload/poller.h"
+#include "preload/tracker.h"
+
+namespace xtimer {
+namespace {
+
+// How long the dumper may wait for the poller's in-flight list.
+constexpr int kSnapshotWaitMs = 200;
+
+std::string Describe(const InflightOp& op) {
+  char buf[512];
+  if (!op.comm.empty() && op.kind == "collective") {
+    std::snprintf(buf, sizeof buf, "%s #%llu on comm %s", op.name.c_str(), static_cast<unsigned long long>(op.seq),
+                  op.comm.c_str());
+  } else if (!op.comm.empty()) {
+    std::snprintf(buf, sizeof buf, "%s #%llu with peer %d on comm %s", op.name.c_str(),
+                  static_cast<unsigned long long>(op.seq), op.peer, op.comm.c_str());
+  } else {
+    std::snprintf(buf, sizeof buf, "%s (%s)", op.name.c_str(), op.kind.c_str());
+  }
+  return buf;
+}
+
+}  // namespace
+
+Watchdog::Watchdog(Tracker& tracker) : tracker_(tracker) {}
+
+void Watchdog::Start() {
+  capture::Dumper::Instance().Start(this);
+  thread_ = StartInternalThread("xtimer-watchdog", [this] { Loop(); });
+  thread_.detach();  // runs until the process ends; holds no lock across a check
+}
+
+RankInfo Watchdog::GetRankInfo() { return tracker_.rank_info(); }
+
+InflightOps Watchdog::GetInflightOps() {
+  InflightOps ops;
+  if (!tracker_.poller().Snapshot(&ops, kSnapshotWaitMs))
+    Log(LogLevel::kWarn, "the poller is busy inside a CUDA call: in-flight GPU ops are missing from this dump");
+  const uint64_t now = MonotonicNs();
+  for (const BlockedCall& b : BlockedThreads::Snapshot()) {
+    InflightOp op;
+    op.name = b.what;
+    op.kind = "sync";
+    op.running = true;
+    op.in_flight_s = (now - b.since_ns) / 1e9;
+    op.peer = -1;
+    ops.push_back(op);
+  }
+  return ops;
+}
+
+std::string Watchdog::Trigger() {
+  std::lock_guard<std::mutex> lock(trigger_mu_);
+  return trigger_;
+}
+
+std::string Watchdog::FindHang() {
+  const double timeout = tracker_.config().hang_timeout_s;
+  const uint64_t now = MonotonicNs();
+  char buf[768];
+
+  InflightOps ops;
+  if (tracker_.poller().Snapshot(&ops, kSnapshotWaitMs)) {
+    const InflightOp* hung = nullptr;
+    for (const InflightOp& op : ops)
+      if (op.running && op.in_flight_s >= timeout && (hung == nullptr || op.in_flight_s > hung->in_flight_s))
+        hung = &op;
+    if (hung != nullptr) {
+      int index = static_cast<int>(hung - ops.data());
+      int behind = static_cast<int>(std::count_if(ops.begin(), ops.end(), [&](const InflightOp& o) {
+        return o.blocked_by == index;
+      }));
+      std::snprintf(buf, sizeof buf, "%s running for %.1f s on stream 0x%llx (timeout %g s); %d op(s) waiting behind it",
+                    Describe(*hung).c_str(), hung->in_flight_s, static_cast<unsigned long long>(hung->stream), timeout,
+                    behind);
+      return buf;
+    }
+  } else if (uint64_t beat = tracker_.poller().heartbeat_ns(); beat != 0 && (now - beat) / 1e9 >= timeout) {
+    std::snprintf(buf, sizeof buf, "the CUDA driver has not answered an event query for %.1f s (timeout %g s)",
+                  (now - beat) / 1e9, timeout);
+    return buf;
+  }
+
+  for (const BlockedCall& b : BlockedThreads::Snapshot()) {
+    double s = (now - b.since_ns) / 1e9;
+    if (s >= timeout) {
+      std::snprintf(buf, sizeof buf, "thread %d blocked in %s for %.1f s (timeout %g s)", static_cast<int>(b.tid),
+                    b.what, s, timeout);
+      return buf;
+    }
+  }
+  return {};
+}
+
+void Watchdog::Loop() {
+  const double timeout = tracker_.config().hang_timeout_s;
+  const double period = std::clamp(timeout / 10, 0.01, 0.5);
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(period));
+    std::string what = FindHang();
+    if (what.empty()) {
+      hang_reported_ = false;  // the hang (if any) resolved: a new one is reported again
+      continue;
+    }
+    if (hang_reported_) continue;
+    hang_reported_ = true;
+    Act(what);
+  }
+}
+
+void Watchdog::Act(const std::string& what) {
+  {
+    std::lock_guard<std::mutex> lock(trigger_mu_);
+    trigger_ = what;
+  }
+  const PreloadConfig& config = tracker_.config();
+  RankInfo r = tracker_.rank_info();
+  switch (config.hang_action) {
+    case HangAction::kLog:
+      Log(LogLevel::kError, "hang on rank %d: %s", r.rank, what.c_str());
+      break;
+    case HangAction::kDump:
+      Log(LogLevel::kError, "hang on rank %d: %s; writing stacks to %s", r.rank, what.c_str(),
+          config.timeline_path.c_str());
+      capture::Dumper::Instance().RequestDump(capture::Reason::kHang);
+      break;
+    case HangAction::kAbort:
+      Log(LogLevel::kError, "hang on rank %d: %s; writing stacks, then aborting (XTIMER_HANG_ACTION=abort)", r.rank,
+          what.c_str());
+      capture::Dumper::Instance().DumpAndWait(capture::Reason::kHang, 30);
+      tracker_.poller().Stop();  // final summary, then let the launcher restart us
+      std::abort();
+  }
+}
+
+}  // namespace xtimer

@@ -1,0 +1,48 @@
+// Hang detection. Every min(XTIMER_HANG_TIMEOUT / 10, 0.5 s) the watchdog thread looks at
+//  - the ops in flight: one that started on its stream (start event complete) and has not
+//    finished for XTIMER_HANG_TIMEOUT is hung; ops queued behind it on its stream are reported
+//    as waiting behind it;
+//  - host threads blocked in a synchronising CUDA call for longer than the timeout;
+//  - the poller itself: stuck inside a CUDA query for longer than the timeout (a driver hang).
+// A hang is acted on once (XTIMER_HANG_ACTION: dump, abort, log) and again only after a check
+// that finds nothing hung. The watchdog is also the stack dumper's provider: it supplies rank,
+// in-flight ops and the line saying what was found stuck.
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "preload/capture/dumper.h"
+
+namespace xtimer {
+
+class Tracker;
+
+class Watchdog : public capture::DumpProvider {
+ public:
+  explicit Watchdog(Tracker& tracker);
+  // Starts the dumper (dump signal, capture signal) and the watchdog thread.
+  void Start();
+
+  // capture::DumpProvider
+  RankInfo GetRankInfo() override;
+  InflightOps GetInflightOps() override;
+  std::string Trigger() override;
+
+  // What one check found: "" if nothing is hung. Public for tests.
+  std::string FindHang();
+
+ private:
+  void Loop();
+  void Act(const std::string& what);
+
+  Tracker& tracker_;
+  std::thread thread_;
+  std::mutex trigger_mu_;
+  std::string trigger_;         // what the latest hang was (for the stack file)
+  bool hang_reported_ = false;  // watchdog thread only
+};
+
+}  // namespace xtimer

@@ -1,0 +1,163 @@
+// Unit tests of the preload library's data structures (no CUDA involved).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <random>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "preload/comm_table.h"
+#include "preload/histogram.h"
+#include "preload/mpmc_queue.h"
+#include "preload/op_class.h"
+
+namespace xtimer {
+namespace {
+
+TEST(Histogram, QuantilesWithinTwoPercentOfExact) {
+  std::mt19937_64 rng(7);
+  std::lognormal_distribution<double> dist(12.0, 1.5);  // ~160 us median, wide spread
+  std::vector<uint64_t> xs;
+  Histogram h;
+  for (int i = 0; i < 100000; ++i) {
+    uint64_t x = static_cast<uint64_t>(dist(rng)) + 1;
+    xs.push_back(x);
+    h.Add(x);
+  }
+  std::sort(xs.begin(), xs.end());
+  for (double q : {0.01, 0.5, 0.9, 0.99, 0.999}) {
+    double exact = static_cast<double>(xs[static_cast<size_t>(std::ceil(q * xs.size())) - 1]);
+    EXPECT_NEAR(h.Quantile(q) / exact, 1.0, 0.02) << "q=" << q;
+  }
+  EXPECT_EQ(h.count(), xs.size());
+  EXPECT_EQ(h.max_ns(), xs.back());
+  EXPECT_EQ(h.min_ns(), xs.front());
+}
+
+TEST(Histogram, ConstantValueIsExact) {
+  Histogram h;
+  for (int i = 0; i < 10; ++i) h.Add(2000000);  // 2 ms
+  EXPECT_DOUBLE_EQ(h.Quantile(0.5), 2000000);   // clamped to [min, max]
+  EXPECT_DOUBLE_EQ(h.mean_ns(), 2000000);
+}
+
+TEST(Histogram, HugeAndTinyValuesDoNotOverflow) {
+  Histogram h;
+  h.Add(0);
+  h.Add(1);
+  h.Add(UINT64_MAX / 2);
+  EXPECT_EQ(h.count(), 3u);
+  EXPECT_GT(h.Quantile(1.0), 1e15);
+  EXPECT_EQ(Histogram().Quantile(0.5), 0);
+}
+
+TEST(MpmcQueue, FifoAndBounded) {
+  MpmcQueue<int> q(4);
+  EXPECT_EQ(q.capacity(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(q.Push(i));
+  EXPECT_FALSE(q.Push(99));  // full: refused, never blocks
+  int v;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(q.Pop(&v));
+    EXPECT_EQ(v, i);
+  }
+  EXPECT_FALSE(q.Pop(&v));
+}
+
+TEST(MpmcQueue, ConcurrentProducersLoseNothing) {
+  MpmcQueue<uint64_t> q(1024);
+  constexpr int kThreads = 4, kEach = 50000;
+  std::atomic<int> done{0};
+  std::vector<std::thread> producers;
+  for (int t = 0; t < kThreads; ++t)
+    producers.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i)
+        while (!q.Push(static_cast<uint64_t>(t) << 32 | i)) std::this_thread::yield();
+      done.fetch_add(1);
+    });
+  std::vector<int> next(kThreads, 0);
+  uint64_t got = 0, v;
+  while (got < static_cast<uint64_t>(kThreads) * kEach) {
+    if (!q.Pop(&v)) continue;
+    int t = static_cast<int>(v >> 32), i = static_cast<int>(v & 0xffffffff);
+    ASSERT_EQ(i, next[t]) << "per-producer order broken";  // FIFO per producer
+    ++next[t];
+    ++got;
+  }
+  for (auto& p : producers) p.join();
+  EXPECT_FALSE(q.Pop(&v));
+}
+
+TEST(OpClassTable, SameKeySameClassDifferentKeyDifferentClass) {
+  auto table = std::make_unique<OpClassTable>();
+  OpKey a{OpKind::kMatmul, "cublasGemmEx", nullptr, 4096, 4096, 4096, 1, 0};
+  OpKey b = a;
+  b.c = 1024;
+  uint32_t ia = table->Intern(a), ib = table->Intern(b);
+  EXPECT_NE(ia, ib);
+  EXPECT_EQ(table->Intern(a), ia);
+  EXPECT_TRUE(table->at(ia).key == a);
+  EXPECT_TRUE(table->Ready(ia));
+}
+
+TEST(OpClassTable, ConcurrentInternAgrees) {
+  auto table = std::make_unique<OpClassTable>();
+  constexpr int kThreads = 4, kKeys = 500;
+  std::vector<std::vector<uint32_t>> ids(kThreads, std::vector<uint32_t>(kKeys));
+  std::vector<std::thread> ts;
+  static int funcs[kKeys];
+  for (int t = 0; t < kThreads; ++t)
+    ts.emplace_back([&, t] {
+      for (int k = 0; k < kKeys; ++k) {
+        OpKey key;
+        key.func = &funcs[(k * 7 + t) % kKeys];
+        ids[t][(k * 7 + t) % kKeys] = table->Intern(key);
+      }
+    });
+  for (auto& t : ts) t.join();
+  std::set<uint32_t> distinct;
+  for (int k = 0; k < kKeys; ++k) {
+    for (int t = 1; t < kThreads; ++t) ASSERT_EQ(ids[t][k], ids[0][k]) << "key " << k;
+    distinct.insert(ids[0][k]);
+  }
+  EXPECT_EQ(distinct.size(), static_cast<size_t>(kKeys));
+}
+
+TEST(OpClassTable, FullTableFallsBackToOverflowClass) {
+  auto table = std::make_unique<OpClassTable>();
+  static char funcs[OpClassTable::kMaxClasses + 100];
+  uint32_t last = 0;
+  for (size_t i = 0; i < sizeof funcs; ++i) {
+    OpKey key;
+    key.func = &funcs[i];
+    last = table->Intern(key);
+  }
+  EXPECT_EQ(last, static_cast<uint32_t>(OpKind::kKernel));  // "(other kernel)"
+  EXPECT_EQ(table->size(), OpClassTable::kMaxClasses);
+}
+
+TEST(CommTable, IdsAgreeForTheSameKeyAndRegistrationsAreFound) {
+  auto comms = std::make_unique<CommTable>();
+  unsigned char uid[128] = {1, 2, 3};
+  int a = comms->Register(reinterpret_cast<void*>(0x10), uid, sizeof uid, 0, 4, 0);
+  int b = comms->Register(reinterpret_cast<void*>(0x20), uid, sizeof uid, 1, 4, 0);
+  ASSERT_GE(a, 0);
+  ASSERT_GE(b, 0);
+  EXPECT_STREQ(comms->at(a).id, comms->at(b).id);  // what two ranks of one communicator compute
+  EXPECT_EQ(comms->Find(reinterpret_cast<void*>(0x20)), b);
+  EXPECT_EQ(comms->Find(reinterpret_cast<void*>(0x30)), -1);
+  comms->Forget(reinterpret_cast<void*>(0x10));
+  EXPECT_EQ(comms->Find(reinterpret_cast<void*>(0x10)), -1);
+  uid[0] = 9;
+  int c = comms->Register(reinterpret_cast<void*>(0x10), uid, sizeof uid, 0, 8, 0);
+  EXPECT_STRNE(comms->at(c).id, comms->at(b).id);
+  EXPECT_EQ(comms->at(comms->Largest()).size, 8);
+  comms->Forget(reinterpret_cast<void*>(0x10));  // destroyed at exit: still the rank's identity
+  EXPECT_EQ(comms->at(comms->Largest()).size, 8);
+}
+
+}  // namespace
+}  // namespace xtimer

@@ -1,0 +1,1 @@
+extern "C" __attribute__((visibility("default"))) int xt_probe_value() { return 2; }

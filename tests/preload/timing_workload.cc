@@ -1,0 +1,262 @@
+// A CUDA program linked against the real toolkit (libcudart, libcuda, libcublas, libcublasLt,
+// libnccl), run on the simulated runtime by the preload checks, with and without xtimer.
+// Kernels are host functions (the simulated runtime's convention); they sleep for a known time.
+//
+//   timing_workload kernels                 2/5/20 ms kernels, driver and cuGetProcAddress launches
+//   timing_workload gemm                    cublasGemmEx 4096^3 and a cublasLt matmul
+//   timing_workload nccl RANK WORLD IDFILE  allreduce 64 MiB and a send/recv ring (one process per rank)
+//   timing_workload train RANK WORLD IDFILE STEPS   a training-like loop (scripts/demo.sh)
+// It prints what it computed; the output must be the same with and without xtimer.
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#define CHECK(call)                                                                  \
+  do {                                                                               \
+    int status_ = static_cast<int>(call);                                            \
+    if (status_ != 0) {                                                              \
+      std::fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #call, status_); \
+      std::exit(1);                                                                  \
+    }                                                                                \
+  } while (0)
+
+namespace {
+
+void SleepMs(double ms) {
+  timespec deadline;
+  clock_gettime(CLOCK_MONOTONIC, &deadline);
+  long ns = deadline.tv_nsec + static_cast<long>(ms * 1e6);
+  deadline.tv_sec += ns / 1000000000L;
+  deadline.tv_nsec = ns % 1000000000L;
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, nullptr) != 0) {
+  }
+}
+
+}  // namespace
+
+// Kernels: exported so the runtime can name them.
+extern "C" {
+__attribute__((visibility("default"))) void xt_sleep_2ms(void**) { SleepMs(2); }
+__attribute__((visibility("default"))) void xt_sleep_5ms(void**) { SleepMs(5); }
+__attribute__((visibility("default"))) void xt_sleep_20ms(void**) { SleepMs(20); }
+__attribute__((visibility("default"))) void xt_driver_kernel(void**) { SleepMs(1); }
+__attribute__((visibility("default"))) void xt_proc_address_kernel(void**) { SleepMs(3); }
+__attribute__((visibility("default"))) void layer_norm_fwd(void**) { SleepMs(0.3); }
+__attribute__((visibility("default"))) void gelu_bwd(void**) { SleepMs(0.4); }
+__attribute__((visibility("default"))) void adamw_step(void**) { SleepMs(1.5); }
+// Adds args[1] to the int at args[0]: something whose result the output can show.
+__attribute__((visibility("default"))) void xt_add(void** args) {
+  **static_cast<int**>(args[0]) += *static_cast<int*>(args[1]);
+}
+}
+
+static int Kernels() {
+  cudaStream_t stream;
+  CHECK(cudaStreamCreate(&stream));
+  dim3 one(1);
+  for (int i = 0; i < 30; ++i) CHECK(cudaLaunchKernel((const void*)xt_sleep_2ms, one, one, nullptr, 0, stream));
+  for (int i = 0; i < 20; ++i) CHECK(cudaLaunchKernel((const void*)xt_sleep_5ms, one, one, nullptr, 0, stream));
+  for (int i = 0; i < 10; ++i) CHECK(cudaLaunchKernel((const void*)xt_sleep_20ms, one, one, nullptr, 0, stream));
+
+  // Driver API, called directly.
+  for (int i = 0; i < 5; ++i)
+    CHECK(cuLaunchKernel(reinterpret_cast<CUfunction>(xt_driver_kernel), 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr));
+
+  // Driver API reached through cuGetProcAddress, as Triton and the CUDA runtime do.
+  using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                CUstream, void**, void**);
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult found;
+  CHECK(cuGetProcAddress("cuLaunchKernel", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
+  for (int i = 0; i < 7; ++i)
+    CHECK(reinterpret_cast<LaunchFn>(fn)(reinterpret_cast<CUfunction>(xt_proc_address_kernel), 1, 1, 1, 1, 1, 1, 0,
+                                         stream, nullptr, nullptr));
+
+  // A computation whose result shows the hooks change nothing.
+  int* dev = nullptr;
+  CHECK(cudaMalloc(&dev, sizeof(int)));
+  int zero = 0, total = 0;
+  // The simulated runtime runs kernels later with the kernelParams array it was given (it
+  // cannot copy parameters whose sizes it does not know): arguments must outlive the launch.
+  static int values[101];
+  static void* args[101][2];
+  CHECK(cudaMemcpyAsync(dev, &zero, sizeof zero, cudaMemcpyHostToDevice, stream));
+  for (int i = 1; i <= 100; ++i) {
+    values[i] = i;
+    args[i][0] = &dev;
+    args[i][1] = &values[i];
+    CHECK(cudaLaunchKernel((const void*)xt_add, one, one, args[i], 0, stream));
+  }
+  CHECK(cudaMemcpyAsync(&total, dev, sizeof total, cudaMemcpyDeviceToHost, stream));
+  CHECK(cudaStreamSynchronize(stream));
+  std::printf("kernels ok: sum 1..100 computed on the stream = %d\n", total);
+  CHECK(cudaFree(dev));
+  CHECK(cudaStreamDestroy(stream));
+  return total == 5050 ? 0 : 1;
+}
+
+static int Gemm() {
+  cudaStream_t stream;
+  CHECK(cudaStreamCreate(&stream));
+  cublasHandle_t handle;
+  CHECK(cublasCreate(&handle));
+  CHECK(cublasSetStream(handle, stream));
+  const int n = 4096;
+  void *a, *b, *c;
+  CHECK(cudaMalloc(&a, 64));  // the simulated GEMM does not touch the data
+  CHECK(cudaMalloc(&b, 64));
+  CHECK(cudaMalloc(&c, 64));
+  float alpha = 1, beta = 0;
+  for (int i = 0; i < 20; ++i)
+    CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n, &beta,
+                       c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+
+  // cublasLt: D (8192 x 4096) = op(A) (8192 x 2048) * B, with A stored transposed (2048 x 8192).
+  cublasLtHandle_t lt;
+  CHECK(cublasLtCreate(&lt));
+  cublasLtMatmulDesc_t desc;
+  CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t trans = CUBLAS_OP_T;
+  CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof trans));
+  cublasLtMatrixLayout_t la, lb, ld;
+  CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, 2048, 8192, 2048));
+  CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, 2048, 4096, 2048));
+  CHECK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, 8192, 4096, 8192));
+  for (int i = 0; i < 10; ++i)
+    CHECK(cublasLtMatmul(lt, desc, &alpha, a, la, b, lb, &beta, c, ld, c, ld, nullptr, nullptr, 0, stream));
+  CHECK(cudaStreamSynchronize(stream));
+  std::printf("gemm ok: 20 GemmEx %dx%dx%d, 10 cublasLtMatmul 8192x4096x2048\n", n, n, n);
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(ld);
+  cublasLtMatmulDescDestroy(desc);
+  cublasLtDestroy(lt);
+  cublasDestroy(handle);
+  return 0;
+}
+
+// Rank 0 writes the unique id to IDFILE (write then rename); the others wait for it.
+static ncclUniqueId ShareId(int rank, const std::string& path) {
+  ncclUniqueId id;
+  if (rank == 0) {
+    CHECK(ncclGetUniqueId(&id));
+    std::string tmp = path + ".tmp";
+    std::ofstream(tmp, std::ios::binary).write(id.internal, sizeof id.internal);
+    CHECK(std::rename(tmp.c_str(), path.c_str()));
+    return id;
+  }
+  for (int i = 0; i < 3000; ++i) {
+    std::ifstream in(path, std::ios::binary);
+    if (in.read(id.internal, sizeof id.internal)) return id;
+    usleep(10000);
+  }
+  std::fprintf(stderr, "rank %d: no unique id in %s after 30 s\n", rank, path.c_str());
+  std::exit(1);
+}
+
+static int Nccl(int rank, int world, const std::string& id_file) {
+  CHECK(cudaSetDevice(0));
+  ncclUniqueId id = ShareId(rank, id_file);
+  ncclComm_t comm;
+  CHECK(ncclCommInitRank(&comm, world, id, rank));
+  cudaStream_t stream;
+  CHECK(cudaStreamCreate(&stream));
+
+  const size_t count = 64u << 20 >> 2;  // 64 MiB of float32
+  std::vector<float> host(count, static_cast<float>(rank + 1));
+  float* buf;
+  CHECK(cudaMalloc(&buf, count * sizeof(float)));
+  const int iterations = 5;
+  for (int it = 0; it < iterations; ++it) {
+    CHECK(cudaMemcpy(buf, host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, stream));
+    CHECK(cudaStreamSynchronize(stream));
+  }
+  CHECK(cudaMemcpy(host.data(), buf, count * sizeof(float), cudaMemcpyDeviceToHost));
+  const float want = world * (world + 1) / 2.0f;
+  bool ok = host.front() == want && host[count / 2] == want && host.back() == want;
+
+  // A ring exchange in one group: send my rank to the next, receive from the previous.
+  int *send, *recv, mine = rank, got = -1;
+  CHECK(cudaMalloc(&send, 4096));
+  CHECK(cudaMalloc(&recv, 4096));
+  CHECK(cudaMemcpy(send, &mine, sizeof mine, cudaMemcpyHostToDevice));
+  CHECK(ncclGroupStart());
+  CHECK(ncclSend(send, 1024, ncclInt32, (rank + 1) % world, comm, stream));
+  CHECK(ncclRecv(recv, 1024, ncclInt32, (rank + world - 1) % world, comm, stream));
+  CHECK(ncclGroupEnd());
+  CHECK(cudaStreamSynchronize(stream));
+  CHECK(cudaMemcpy(&got, recv, sizeof got, cudaMemcpyDeviceToHost));
+  ok = ok && got == (rank + world - 1) % world;
+
+  std::printf("nccl rank %d ok=%d: allreduce sum = %g (want %g), ring received %d\n", rank, ok, host.front(), want,
+              got);
+  CHECK(ncclCommDestroy(comm));
+  return ok ? 0 : 1;
+}
+
+// A training step: forward and backward matmuls with elementwise kernels between them, a
+// gradient allreduce, an optimizer kernel.
+static int Train(int rank, int world, const std::string& id_file, int steps) {
+  CHECK(cudaSetDevice(0));
+  ncclUniqueId id = ShareId(rank, id_file);
+  ncclComm_t comm;
+  CHECK(ncclCommInitRank(&comm, world, id, rank));
+  cudaStream_t stream;
+  CHECK(cudaStreamCreate(&stream));
+  cublasHandle_t blas;
+  CHECK(cublasCreate(&blas));
+  CHECK(cublasSetStream(blas, stream));
+  void *a, *b, *c;
+  CHECK(cudaMalloc(&a, 64));
+  CHECK(cudaMalloc(&b, 64));
+  CHECK(cudaMalloc(&c, 64));
+  const size_t grad_count = 32u << 20 >> 1;  // 32 MiB of bf16 gradients
+  void* grads;
+  CHECK(cudaMalloc(&grads, grad_count * 2));
+  float alpha = 1, beta = 0;
+  dim3 one(1);
+  auto gemm = [&](int m, int n, int k) {
+    CHECK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, a, CUDA_R_16BF, m, b, CUDA_R_16BF, k, &beta, c,
+                       CUDA_R_16BF, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  };
+  for (int step = 0; step < steps; ++step) {
+    for (int layer = 0; layer < 4; ++layer) {
+      CHECK(cudaLaunchKernel((const void*)layer_norm_fwd, one, one, nullptr, 0, stream));
+      gemm(8192, 4096, 4096);   // QKV-like projection
+      gemm(8192, 16384, 4096);  // MLP up
+    }
+    for (int layer = 0; layer < 4; ++layer) {
+      CHECK(cudaLaunchKernel((const void*)gelu_bwd, one, one, nullptr, 0, stream));
+      gemm(8192, 4096, 16384);  // MLP down, backward
+    }
+    CHECK(ncclAllReduce(grads, grads, grad_count, ncclBfloat16, ncclSum, comm, stream));
+    CHECK(cudaLaunchKernel((const void*)adamw_step, one, one, nullptr, 0, stream));
+    CHECK(cudaStreamSynchronize(stream));
+  }
+  std::printf("rank %d finished %d steps\n", rank, steps);
+  CHECK(ncclCommDestroy(comm));
+  cublasDestroy(blas);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "kernels") return Kernels();
+  if (mode == "gemm") return Gemm();
+  if (mode == "nccl" && argc == 5) return Nccl(std::atoi(argv[2]), std::atoi(argv[3]), argv[4]);
+  if (mode == "train" && argc == 6) return Train(std::atoi(argv[2]), std::atoi(argv[3]), argv[4], std::atoi(argv[5]));
+  std::fprintf(stderr, "usage: timing_workload kernels | gemm | nccl RANK WORLD IDFILE | train RANK WORLD IDFILE STEPS\n");
+  return 2;
+}
