@@ -23,13 +23,13 @@ double tflops() {
 
 double expected_ms(double b, double m, double n, double k) { return 2.0 * b * m * n * k / (tflops() * 1e12) * 1e3; }
 
-// Median over 5 runs of the event-timed duration of `op` on stream s.
+// Median over 7 runs of the event-timed duration of `op` on stream s.
 double timed_ms(cudaStream_t s, const std::function<void()>& op) {
   cudaEvent_t a, b;
   EXPECT_EQ(cudaEventCreate(&a), cudaSuccess);
   EXPECT_EQ(cudaEventCreate(&b), cudaSuccess);
   std::vector<double> runs;
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < 7; ++i) {
     EXPECT_EQ(cudaEventRecord(a, s), cudaSuccess);
     op();
     EXPECT_EQ(cudaEventRecord(b, s), cudaSuccess);
