@@ -24,6 +24,9 @@ struct SlotOwner {
   }
 };
 thread_local SlotOwner t_owner;
+// Synchronising calls nest (cudaStreamSynchronize reaching cuStreamSynchronize): only the
+// outermost one is recorded, under the name the program called.
+thread_local int t_depth __attribute__((tls_model("initial-exec"))) = 0;
 
 int MySlot() {
   if (t_owner.slot >= 0) [[likely]] return t_owner.slot;
@@ -40,13 +43,14 @@ int MySlot() {
 
 }  // namespace
 
-BlockedThreads::Scope::Scope(const char* what) : slot_(MySlot()) {
+BlockedThreads::Scope::Scope(const char* what) : slot_(t_depth++ == 0 ? MySlot() : -1) {
   if (slot_ < 0) return;
   g_slots[slot_].what.store(what, std::memory_order_relaxed);
   g_slots[slot_].since_ns.store(MonotonicNs(), std::memory_order_release);
 }
 
 BlockedThreads::Scope::~Scope() {
+  --t_depth;
   if (slot_ >= 0) g_slots[slot_].since_ns.store(0, std::memory_order_release);
 }
 

@@ -6,6 +6,9 @@
 //   timing_workload gemm                    cublasGemmEx 4096^3 and a cublasLt matmul
 //   timing_workload nccl RANK WORLD IDFILE  allreduce 64 MiB and a send/recv ring (one process per rank)
 //   timing_workload train RANK WORLD IDFILE STEPS   a training-like loop (scripts/demo.sh)
+//   timing_workload long MS                 one kernel that runs MS milliseconds, then a sync
+//   timing_workload steady SECONDS          1,000 short launches/s next to 1.5 s kernels on a side stream
+//   timing_workload fork                    fork and exec after CUDA is in use
 // It prints what it computed; the output must be the same with and without xtimer.
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -13,6 +16,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -55,6 +59,8 @@ __attribute__((visibility("default"))) void xt_proc_address_kernel(void**) { Sle
 __attribute__((visibility("default"))) void layer_norm_fwd(void**) { SleepMs(0.3); }
 __attribute__((visibility("default"))) void gelu_bwd(void**) { SleepMs(0.4); }
 __attribute__((visibility("default"))) void adamw_step(void**) { SleepMs(1.5); }
+__attribute__((visibility("default"))) void xt_long_kernel(void** args) { SleepMs(*static_cast<int*>(args[0])); }
+__attribute__((visibility("default"))) void xt_short_kernel(void**) { SleepMs(0.2); }
 // Adds args[1] to the int at args[0]: something whose result the output can show.
 __attribute__((visibility("default"))) void xt_add(void** args) {
   **static_cast<int**>(args[0]) += *static_cast<int*>(args[1]);
@@ -251,11 +257,84 @@ static int Train(int rank, int world, const std::string& id_file, int steps) {
   return 0;
 }
 
+static int Long(int ms) {
+  cudaStream_t stream;
+  CHECK(cudaStreamCreate(&stream));
+  static int duration;
+  duration = ms;
+  static void* args[] = {&duration};
+  CHECK(cudaLaunchKernel((const void*)xt_long_kernel, dim3(1), dim3(1), args, 0, stream));
+  CHECK(cudaStreamSynchronize(stream));
+  std::printf("long kernel of %d ms finished\n", ms);
+  return 0;
+}
+
+// A healthy job: short kernels at about 1,000 launches/s on one stream, 1.5 s kernels back to
+// back on another, the host syncing now and then. Nothing here is a hang under a 2 s timeout.
+static int Steady(double seconds) {
+  cudaStream_t main_stream, side;
+  CHECK(cudaStreamCreate(&main_stream));
+  CHECK(cudaStreamCreate(&side));
+  static int long_ms = 1500;
+  static void* long_args[] = {&long_ms};
+  timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  long launches = 0;
+  for (;;) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double elapsed = (now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9;
+    if (elapsed >= seconds) break;
+    if (cudaStreamQuery(side) == cudaSuccess)
+      CHECK(cudaLaunchKernel((const void*)xt_long_kernel, dim3(1), dim3(1), long_args, 0, side));
+    for (int i = 0; i < 100; ++i, ++launches)
+      CHECK(cudaLaunchKernel((const void*)xt_short_kernel, dim3(1), dim3(1), nullptr, 0, main_stream));
+    CHECK(cudaStreamSynchronize(main_stream));  // 100 x 0.2 ms: the host waits ~20 ms
+    usleep(80000);                              // ~1,000 launches per second
+  }
+  CHECK(cudaDeviceSynchronize());
+  std::printf("steady: %ld launches in %.0f s\n", launches, seconds);
+  return 0;
+}
+
+// Forks after CUDA is in use: one child exits at once, one runs a CUDA call (which may fail, as
+// after fork on a GPU, but must not hang or crash), one execs a shell. The parent goes on.
+static int Fork() {
+  cudaStream_t stream;
+  CHECK(cudaStreamCreate(&stream));
+  for (int i = 0; i < 10; ++i) CHECK(cudaLaunchKernel((const void*)xt_sleep_2ms, dim3(1), dim3(1), nullptr, 0, stream));
+  pid_t kids[3];
+  kids[0] = fork();
+  if (kids[0] == 0) std::exit(0);
+  kids[1] = fork();
+  if (kids[1] == 0) {
+    cudaLaunchKernel((const void*)xt_sleep_2ms, dim3(1), dim3(1), nullptr, 0, nullptr);
+    std::exit(0);
+  }
+  kids[2] = fork();
+  if (kids[2] == 0) {
+    execl("/bin/sh", "sh", "-c", "exit 0", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  for (int i = 0; i < 10; ++i) CHECK(cudaLaunchKernel((const void*)xt_sleep_5ms, dim3(1), dim3(1), nullptr, 0, stream));
+  int bad = 0;
+  for (pid_t k : kids) {
+    int status = 0;
+    waitpid(k, &status, 0);
+    bad += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  CHECK(cudaStreamSynchronize(stream));
+  std::printf("fork: %d of 3 children failed\n", bad);
+  return bad == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "kernels") return Kernels();
   if (mode == "gemm") return Gemm();
   if (mode == "nccl" && argc == 5) return Nccl(std::atoi(argv[2]), std::atoi(argv[3]), argv[4]);
+  if (mode == "long" && argc == 3) return Long(std::atoi(argv[2]));
+  if (mode == "steady" && argc == 3) return Steady(std::atof(argv[2]));
+  if (mode == "fork") return Fork();
   if (mode == "train" && argc == 6) return Train(std::atoi(argv[2]), std::atoi(argv[3]), argv[4], std::atoi(argv[5]));
   std::fprintf(stderr, "usage: timing_workload kernels | gemm | nccl RANK WORLD IDFILE | train RANK WORLD IDFILE STEPS\n");
   return 2;

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""The 4-rank hang check on the simulated runtime (issue 3).
+
+Four real CPython ranks (hang_rank.py) under xtimer_launch with XTIMER_HANG_TIMEOUT=2; rank 2
+sleeps in load_batch before its allreduce. Ranks 0, 1, 3 must detect the hang within
+timeout + 1 s and write stack files whose Python frames hold all_reduce_grads and whose native
+frames hold the NCCL wait; rank 2, asked by the dump signal, must write one holding load_batch.
+
+  check_hang.py --bin BUILD/bin --lib libpyccl.so --simgpu DIR
+"""
+import argparse
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORLD, STUCK, STUCK_STEP, TIMEOUT = 4, 2, 3, 2.0
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def wait_for(pred, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    return pred()
+
+
+def wall(iso):
+    return datetime.datetime.strptime(iso, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def python_functions(thread):
+    return [f["function"] for f in thread.get("python", [])]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--simgpu", required=True)
+    args = ap.parse_args()
+    out = tempfile.mkdtemp(prefix="xtimer-hang-")
+    timeline = os.path.join(out, "timeline")
+    procs, entered = [], {}
+
+    def reader(p):
+        for line in p.stdout:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if msg.get("step") == STUCK_STEP:
+                entered[msg["rank"]] = msg["allreduce_at"]
+
+    try:
+        for r in range(WORLD):
+            env = dict(os.environ, LD_LIBRARY_PATH=args.simgpu, XTIMER_TIMELINE_PATH=timeline,
+                       XTIMER_HANG_TIMEOUT=str(TIMEOUT), RANK=str(r), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(r))
+            env.pop("LD_PRELOAD", None)
+            p = subprocess.Popen([os.path.join(args.bin, "xtimer_launch"), sys.executable,
+                                  os.path.join(HERE, "hang_rank.py"), args.lib, str(r), str(WORLD),
+                                  os.path.join(out, "nccl.id"), "--stuck-rank", str(STUCK), "--stuck-step",
+                                  str(STUCK_STEP), "--sleep", "60"],
+                                 env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+            threading.Thread(target=reader, args=(p,), daemon=True).start()
+            procs.append(p)
+
+        def stack(r):
+            return load(os.path.join(timeline, f"{r:05d}-{WORLD:05d}.stacktrace"))
+
+        waiting = [r for r in range(WORLD) if r != STUCK]
+        got = wait_for(lambda: all(stack(r) for r in waiting), 20)
+        check(bool(got), f"ranks {waiting} wrote stack files on their own")
+        for r in waiting:
+            s = stack(r)
+            if not s:
+                continue
+            check(s["reason"] == "hang" and s["rank"] == r and s["world_size"] == WORLD,
+                  f"rank {r}: reason hang, rank/world from RANK/WORLD_SIZE")
+            if r in entered:
+                delay = wall(s["time"]) - entered[r]
+                check(delay <= TIMEOUT + 1.0, f"rank {r}: detected {delay:.2f} s after entering the allreduce "
+                                              f"(timeout {TIMEOUT} s, limit {TIMEOUT + 1} s)")
+            else:
+                check(False, f"rank {r}: its allreduce of step {STUCK_STEP} was seen")
+            ops = [o for o in s["inflight_ops"] if o["name"] == "ncclAllReduce"]
+            check(any(o["state"] == "running" and o["seq"] == STUCK_STEP + 1 and o["comm_size"] == WORLD for o in ops),
+                  f"rank {r}: in-flight ncclAllReduce #{STUCK_STEP + 1} running ({[(o['seq'], o['state']) for o in ops]})")
+            check(any(o["kind"] == "sync" and o["name"] == "cudaStreamSynchronize" for o in s["inflight_ops"]),
+                  f"rank {r}: the host thread blocked in cudaStreamSynchronize is listed")
+            main = [t for t in s["threads"] if t.get("main")]
+            check(main and python_functions(main[0])[-3:] == ["main", "train_step", "all_reduce_grads"],
+                  f"rank {r}: main thread's Python stack ends in train_step -> all_reduce_grads "
+                  f"({python_functions(main[0]) if main else None})")
+            check("trigger" in s and "ncclAllReduce" in s["trigger"] or "cudaStreamSynchronize" in s.get("trigger", ""),
+                  f"rank {r}: trigger says what was stuck: {s.get('trigger')!r}")
+
+        check(stack(STUCK) is None, f"rank {STUCK} (not stuck in CUDA) did not dump on its own")
+        os.kill(procs[STUCK].pid, signal.SIGUSR2)  # XTIMER_DUMP_SIGNAL default
+        s = wait_for(lambda: stack(STUCK), 10)
+        check(s is not None and s["reason"] == "signal", f"rank {STUCK}: dumped on SIGUSR2 (reason signal)")
+        if s:
+            main = [t for t in s["threads"] if t.get("main")]
+            fns = python_functions(main[0]) if main else []
+            check(fns[-2:] == ["train_step", "load_batch"], f"rank {STUCK}: Python stack shows load_batch ({fns})")
+            check(not any(o["name"] == "ncclAllReduce" for o in s["inflight_ops"]),
+                  f"rank {STUCK}: no allreduce in flight (it never called it)")
+
+        # Symbolised by xtimer_symbolize in the background: the NCCL wait must be named.
+        sym = wait_for(lambda: (stack(0) or {}).get("symbolized") and stack(0), 30)
+        check(bool(sym), "rank 0's stack file was symbolised")
+        if sym:
+            natives = [f.get("function", "") for t in sym["threads"] for f in t["native"]]
+            check(any("simnccl_wait_for_peers" in f for f in natives), "native frames hold the NCCL wait")
+            check(any("cudaStreamSynchronize" in f for f in natives), "native frames hold cudaStreamSynchronize")
+    finally:
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for p in procs:
+            p.wait()
+    if failures:
+        print(f"{len(failures)} check(s) failed; files kept in {out}")
+        sys.exit(1)
+    subprocess.run(["rm", "-rf", out])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Hang-detection checks on the simulated runtime (issue 3): what must and must not be reported.
+
+  check_watchdog.py CHECK --bin BUILD/bin --workload PATH --simgpu DIR [--seconds 60]
+  CHECK: long-op | actions | steady | fork
+"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def run(args, out, workload_args, timeout_s, action="dump", limit=300):
+    env = dict(os.environ, LD_LIBRARY_PATH=args.simgpu, XTIMER_TIMELINE_PATH=out,
+               XTIMER_HANG_TIMEOUT=str(timeout_s), XTIMER_HANG_ACTION=action)
+    for k in ("RANK", "WORLD_SIZE", "LD_PRELOAD"):
+        env.pop(k, None)
+    t0 = time.time()
+    p = subprocess.run([os.path.join(args.bin, "xtimer_launch"), args.workload] + workload_args, env=env,
+                       capture_output=True, text=True, timeout=limit)
+    return p, time.time() - t0
+
+
+def stacks(out):
+    return glob.glob(os.path.join(out, "*.stacktrace"))
+
+
+def check_long_op(args):
+    with tempfile.TemporaryDirectory() as out:
+        p, _ = run(args, out, ["long", "5000"], 10)
+        check(p.returncode == 0, "a 5 s kernel under a 10 s timeout finishes")
+        check("hang" not in p.stderr and not stacks(out), "... and is not reported")
+        with open(os.path.join(out, "00000-00001.summary.json")) as f:
+            s = json.load(f)
+        o = [o for o in s["ops"] if o["name"] == "xt_long_kernel"]
+        check(o and abs(o[0]["max_us"] / 1e6 - 5) < 0.25, "... and is timed as a 5 s op")
+    with tempfile.TemporaryDirectory() as out:
+        p, _ = run(args, out, ["long", "5000"], 2)
+        check(p.returncode == 0, "the same kernel under a 2 s timeout still finishes (dump does not stop the job)")
+        check(p.stderr.count("hang on rank") == 1, "... is reported once")
+        files = stacks(out)
+        check(len(files) == 1, "... with one stack file")
+        if files:
+            with open(files[0]) as f:
+                s = json.load(f)
+            check("xt_long_kernel" in s.get("trigger", ""), f"... naming the kernel: {s.get('trigger')!r}")
+
+
+def check_actions(args):
+    with tempfile.TemporaryDirectory() as out:
+        p, _ = run(args, out, ["long", "4000"], 1, action="log")
+        check(p.returncode == 0 and "hang on rank" in p.stderr and not stacks(out),
+              "XTIMER_HANG_ACTION=log: one log line, no stack file")
+    with tempfile.TemporaryDirectory() as out:
+        p, elapsed = run(args, out, ["long", "30000"], 1, action="abort")
+        check(p.returncode == -6, f"XTIMER_HANG_ACTION=abort: the process aborts (rc {p.returncode})")
+        check(elapsed < 15, f"... soon after the timeout, not when the 30 s kernel ends ({elapsed:.1f} s)")
+        check(len(stacks(out)) == 1, "... after writing its stack file")
+        check(os.path.exists(os.path.join(out, "00000-00001.summary.json")), "... and its summary")
+
+
+def check_steady(args):
+    with tempfile.TemporaryDirectory() as out:
+        p, elapsed = run(args, out, ["steady", str(args.seconds)], 2, limit=args.seconds * 3 + 60)
+        check(p.returncode == 0, f"a healthy job ran {elapsed:.0f} s: {p.stdout.strip()}")
+        check("hang" not in p.stderr and not stacks(out), "zero hang reports (1.5 s kernels, 2 s timeout)")
+        with open(os.path.join(out, "00000-00001.summary.json")) as f:
+            s = json.load(f)
+        short = [o for o in s["ops"] if o["name"] == "xt_short_kernel"]
+        check(short and short[0]["count"] >= 500 * args.seconds, f"short kernels were timed ({short[0]['count'] if short else 0})")
+
+
+def check_fork(args):
+    with tempfile.TemporaryDirectory() as out:
+        p, _ = run(args, out, ["fork"], 5, limit=60)
+        check(p.returncode == 0, f"fork/exec after CUDA init: {p.stdout.strip()} {p.stderr.strip()[-300:]}")
+        with open(os.path.join(out, "00000-00001.summary.json")) as f:
+            s = json.load(f)
+        o = [o for o in s["ops"] if o["name"] == "xt_sleep_5ms"]
+        check(o and o[0]["count"] == 10, "the parent kept timing after the forks")
+        check(len(glob.glob(os.path.join(out, "*.summary.json"))) == 1, "children wrote no summaries of their own")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("check")
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--workload", required=True)
+    ap.add_argument("--simgpu", required=True)
+    ap.add_argument("--seconds", type=int, default=60)
+    args = ap.parse_args()
+    {"long-op": check_long_op, "actions": check_actions, "steady": check_steady, "fork": check_fork}[args.check](args)
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+// A small C library over the real CUDA runtime and NCCL API, for Python ranks (ctypes) in the
+// hang checks: the Python process calls the simulated CUDA/NCCL libraries through it exactly as
+// torch's extension calls the real ones.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+namespace {
+ncclComm_t g_comm = nullptr;
+cudaStream_t g_stream = nullptr;
+float* g_buf = nullptr;
+size_t g_count = 0;
+}  // namespace
+
+extern "C" {
+
+// Joins the communicator: rank 0 writes the unique id to `id_file`, the others wait for it.
+__attribute__((visibility("default"))) int pyccl_init(int rank, int world, const char* id_file, int mib) {
+  if (cudaSetDevice(0) != cudaSuccess) return 1;
+  ncclUniqueId id;
+  std::string path(id_file);
+  if (rank == 0) {
+    if (ncclGetUniqueId(&id) != ncclSuccess) return 2;
+    std::ofstream(path + ".tmp", std::ios::binary).write(id.internal, sizeof id.internal);
+    std::rename((path + ".tmp").c_str(), path.c_str());
+  } else {
+    bool ok = false;
+    for (int i = 0; i < 3000 && !ok; ++i) {
+      std::ifstream in(path, std::ios::binary);
+      ok = static_cast<bool>(in.read(id.internal, sizeof id.internal));
+      if (!ok) usleep(10000);
+    }
+    if (!ok) return 3;
+  }
+  if (ncclCommInitRank(&g_comm, world, id, rank) != ncclSuccess) return 4;
+  if (cudaStreamCreate(&g_stream) != cudaSuccess) return 5;
+  g_count = static_cast<size_t>(mib) << 20 >> 2;
+  if (cudaMalloc(&g_buf, g_count * sizeof(float)) != cudaSuccess) return 6;
+  return 0;
+}
+
+// One allreduce, then waits for it on the host (as torch does when a tensor is read).
+__attribute__((visibility("default"))) int pyccl_allreduce() {
+  if (ncclAllReduce(g_buf, g_buf, g_count, ncclFloat32, ncclSum, g_comm, g_stream) != ncclSuccess) return 1;
+  return cudaStreamSynchronize(g_stream) == cudaSuccess ? 0 : 2;
+}
+
+}  // extern "C"
