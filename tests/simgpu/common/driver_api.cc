@@ -22,6 +22,7 @@ bool load(DriverApi* api, bool ptds) {
     return false;
   }
   api->get_proc_address = gpa;
+  api->kernel_sleep_ns = reinterpret_cast<void (*)(int64_t)>(dlsym(lib, "simgpu_kernel_sleep_ns"));
   const cuuint64_t flags = ptds ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
   bool ok = true;
 #define SIMGPU_RESOLVE(member, sym)                                                  \

@@ -8,9 +8,20 @@
 
 // Host "kernels": exported so dladdr/cuFuncGetName name them, each with the parameter table
 // (simgpu/kernel.h convention) that makes the driver copy the duration at launch.
+namespace {
+// Device-time sleep through the simulated driver (host wake-up latency is not counted).
+void gemm_sleep(int64_t ns) {
+  const simgpu::DriverApi* d = simgpu::driver_api();
+  if (d && d->kernel_sleep_ns)
+    d->kernel_sleep_ns(ns);
+  else
+    simgpu::sleep_until_ns(simgpu::now_ns() + ns);
+}
+}  // namespace
+
 #define SIMGPU_GEMM_KERNEL(name)                                                         \
   extern "C" __attribute__((visibility("default"), noinline)) void name(void** args) {   \
-    simgpu::sleep_until_ns(simgpu::now_ns() + *static_cast<int64_t*>(args[0]));          \
+    gemm_sleep(*static_cast<int64_t*>(args[0]));                                         \
   }                                                                                      \
   extern "C" __attribute__((visibility("default"))) const size_t simgpu_params_##name[] = {sizeof(int64_t), 0};
 

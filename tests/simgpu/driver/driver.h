@@ -82,6 +82,7 @@ struct Op {
   void* b = nullptr;
   uint64_t n = 0;
   uint64_t m = 0;
+  int64_t enqueued_ns = 0;  // when the host queued it: the earliest the "device" may start it
   std::shared_ptr<void> ref;
 };
 
@@ -101,6 +102,7 @@ struct Stream : std::enable_shared_from_this<Stream> {
   std::deque<Op> q;
   std::atomic<uint64_t> enqueued{0};
   std::atomic<uint64_t> completed{0};
+  std::atomic<int64_t> device_time{0};  // device-clock end of the last completed op
   bool closing = false;
   std::shared_ptr<Graph> capture;  // guarded by m
   std::shared_ptr<Stream> self;    // the handle's ownership, dropped by cuStreamDestroy
@@ -128,7 +130,13 @@ uint64_t enqueue(Stream* s, Op op);
 // Enqueue then wait (cuMemcpy & co.). Fails inside a capture.
 CUresult enqueue_and_wait(Stream* s, Op op);
 
-void execute(Stream& s, const Op& op);
+// Runs one op on the worker. `start` is its device-clock start; returns its device-clock end.
+//
+// Device clock: an op starts when the previous one ended or when it was queued, whichever is
+// later, and lasts as long as its real work took, not counting the worker's wake-up latency.
+// Kernels that sleep through simgpu_kernel_sleep_ns() last exactly what they asked for. Event
+// stamps are device-clock times, so measured durations stay right on a busy host.
+int64_t execute(Stream& s, const Op& op, int64_t start);
 
 // ---- events (event.cc) ----
 

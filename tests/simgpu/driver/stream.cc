@@ -4,6 +4,7 @@
 #include <sys/prctl.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -54,6 +55,7 @@ void Stream::run() {
   const char* kinds[] = {"legacy", "ptds", "stream"};
   snprintf(name, sizeof name, "sgpu-%s-%llu", kinds[int(kind)], (unsigned long long)id);
   pthread_setname_np(pthread_self(), name);
+  int64_t clock = 0;  // this stream's device clock
   for (;;) {
     Op op;
     {
@@ -63,7 +65,8 @@ void Stream::run() {
       op = std::move(q.front());
       q.pop_front();
     }
-    execute(*this, op);
+    clock = execute(*this, op, std::max(clock, op.enqueued_ns));
+    device_time.store(clock, std::memory_order_release);
     op = Op{};
     {
       std::lock_guard lk(m);
@@ -74,6 +77,7 @@ void Stream::run() {
 }
 
 uint64_t Stream::push(Op op) {
+  op.enqueued_ns = now_ns();
   uint64_t seq;
   {
     std::lock_guard lk(m);
@@ -168,11 +172,30 @@ CUresult enqueue_and_wait(Stream* s, Op op) {
   return CUDA_SUCCESS;
 }
 
-void execute(Stream& s, const Op& op) {
+namespace {
+
+// The kernel running on this worker thread, for simgpu_kernel_sleep_ns.
+struct KernelClock {
+  bool active = false;
+  int64_t cursor = 0;  // device time reached so far
+  int64_t mark = 0;    // real time up to which cursor accounts for the kernel's work
+};
+thread_local KernelClock tls_kernel;
+
+}  // namespace
+
+int64_t execute(Stream& s, const Op& op, int64_t start) {
+  const int64_t t0 = now_ns();
   switch (op.kind) {
-    case OpKind::Kernel:
+    case OpKind::Kernel: {
+      KernelClock& k = tls_kernel;
+      const KernelClock outer = k;
+      k = KernelClock{true, start, t0};
       reinterpret_cast<void (*)(void**)>(op.a)(static_cast<void**>(op.b));
-      break;
+      const int64_t end = k.cursor + (now_ns() - k.mark);
+      k = outer;
+      return end;
+    }
     case OpKind::HostFn:
       reinterpret_cast<CUhostFn>(op.a)(op.b);
       break;
@@ -200,18 +223,25 @@ void execute(Stream& s, const Op& op) {
       free_device_memory(op.a);
       break;
     case OpKind::EventRecord:
-      static_cast<EventState*>(op.ref.get())->complete(uint32_t(op.n), now_ns());
-      break;
-    case OpKind::WaitEvent:
-      static_cast<EventState*>(op.ref.get())->wait(uint32_t(op.n));
-      break;
-    case OpKind::WaitStream:
-      static_cast<Stream*>(op.ref.get())->wait_for(op.n);
-      break;
-    case OpKind::GraphExec:
-      for (const Op& o : static_cast<GraphExec*>(op.ref.get())->ops) execute(s, o);
-      break;
+      static_cast<EventState*>(op.ref.get())->complete(uint32_t(op.n), start);
+      return start;
+    case OpKind::WaitEvent: {
+      auto* e = static_cast<EventState*>(op.ref.get());
+      e->wait(uint32_t(op.n));
+      return std::max(start, e->stamp_ns.load(std::memory_order_relaxed));
+    }
+    case OpKind::WaitStream: {
+      auto* t = static_cast<Stream*>(op.ref.get());
+      t->wait_for(op.n);
+      return std::max(start, t->device_time.load(std::memory_order_acquire));
+    }
+    case OpKind::GraphExec: {
+      int64_t clock = start;
+      for (const Op& o : static_cast<GraphExec*>(op.ref.get())->ops) clock = execute(s, o, clock);
+      return clock;
+    }
   }
+  return start + (now_ns() - t0);
 }
 
 }  // namespace simgpu::drv
@@ -347,3 +377,20 @@ SIMGPU_DEFINE_PTSZ(cuStreamGetDevice, (CUstream h, CUdevice* dev), h, dev)
 SIMGPU_DEFINE_PTSZ(cuStreamAddCallback, (CUstream h, CUstreamCallback cb, void* user, unsigned int flags), h, cb,
                    user, flags)
 SIMGPU_DEFINE_PTSZ(cuLaunchHostFunc, (CUstream h, CUhostFn fn, void* user), h, fn, user)
+
+// Sleeps `ns` of device time inside a kernel (simgpu/kernel.h: simgpu_sleep_ns). The real
+// sleep ends at an absolute deadline on the device clock, so a worker that started late
+// catches up, and the kernel's device-clock duration is exactly what it slept plus its own
+// work. Outside a kernel it is a plain sleep.
+SIMGPU_EXPORT void simgpu_kernel_sleep_ns(int64_t ns) {
+  using namespace simgpu;
+  auto& k = simgpu::drv::tls_kernel;
+  if (ns < 0) ns = 0;
+  if (!k.active) {
+    sleep_until_ns(now_ns() + ns);
+    return;
+  }
+  k.cursor += (now_ns() - k.mark) + ns;
+  sleep_until_ns(k.cursor);
+  k.mark = now_ns();
+}

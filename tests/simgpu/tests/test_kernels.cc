@@ -2,13 +2,7 @@
 
 #include <algorithm>
 
-extern "C" SIMGPU_KERNEL void simgpu_test_sleep(void** args) {
-  const int64_t ns = *static_cast<int64_t*>(args[0]);
-  const int64_t deadline = simtest::now_ns() + ns;
-  timespec ts{time_t(deadline / 1000000000), long(deadline % 1000000000)};
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) != 0) {
-  }
-}
+extern "C" SIMGPU_KERNEL void simgpu_test_sleep(void** args) { simgpu_sleep_ns(*static_cast<int64_t*>(args[0])); }
 SIMGPU_KERNEL_PARAMS(simgpu_test_sleep, sizeof(int64_t));
 
 extern "C" SIMGPU_KERNEL void simgpu_test_store(void** args) {

@@ -8,7 +8,7 @@
 #include <ctime>
 #include <vector>
 
-// Sleeps args[0] (int64 ns) from the moment it starts, to an absolute deadline.
+// Sleeps args[0] (int64 ns) of device time (simgpu_sleep_ns).
 extern "C" SIMGPU_KERNEL void simgpu_test_sleep(void** args);
 // *(int*)args[0] = *(int*)args[1], as an atomic store.
 extern "C" SIMGPU_KERNEL void simgpu_test_store(void** args);

@@ -9,10 +9,17 @@
 // when it knows their sizes: declare them with SIMGPU_KERNEL_PARAMS. Without it the
 // caller's kernelParams array (and what it points to) must stay valid until the kernel ran.
 //
-//   extern "C" SIMGPU_KERNEL void sleep_ms(void** args) { usleep(*(int*)args[0] * 1000); }
+//   extern "C" SIMGPU_KERNEL void sleep_ms(void** args) { simgpu_sleep_ns(*(int*)args[0] * 1000000LL); }
 //   SIMGPU_KERNEL_PARAMS(sleep_ms, sizeof(int));
+//
+// Events are stamped on a simulated device clock that does not count the host's wake-up
+// latency; a kernel that sleeps with simgpu_sleep_ns lasts exactly that long on it, even on a
+// busy machine (a plain sleep also counts its oversleep).
 #pragma once
+#include <dlfcn.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <time.h>
 
 #define SIMGPU_KERNEL __attribute__((visibility("default"), noinline, used))
 
@@ -28,3 +35,16 @@
   SIMGPU_EXTERN_C __attribute__((visibility("default"), used)) const size_t simgpu_params_##name[] = {__VA_ARGS__, 0}
 #define SIMGPU_KERNEL_NO_PARAMS(name) \
   SIMGPU_EXTERN_C __attribute__((visibility("default"), used)) const size_t simgpu_params_##name[] = {0}
+
+// Sleeps `ns` of device time from inside a kernel (the simulated libcuda's
+// simgpu_kernel_sleep_ns; a plain sleep when it is not loaded).
+static inline void simgpu_sleep_ns(int64_t ns) {
+  typedef void (*simgpu_sleep_fn)(int64_t);
+  static simgpu_sleep_fn fn = (simgpu_sleep_fn)dlsym(RTLD_DEFAULT, "simgpu_kernel_sleep_ns");
+  if (fn) {
+    fn(ns);
+  } else {
+    struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+    nanosleep(&ts, NULL);
+  }
+}
