@@ -91,13 +91,13 @@ bool RenderDotToSvg(const std::string& dot, std::string* svg, std::string* error
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
   agseterr(AGMAX);  // warnings would go to stderr unasked
-  GVC_t* gvc = gvContext();
+  // One context for the life of the process, never freed: Graphviz 2.42's pango plugin keeps a
+  // pointer to the last font name, which lives in the context's font table; freeing the context
+  // and rendering again with a new one read freed memory (AddressSanitizer caught it).
+  static GVC_t* gvc = gvContext();
   if (gvc == nullptr) return *error = "graphviz: no context", false;
   Agraph_t* g = agmemread(dot.c_str());
-  if (g == nullptr) {
-    gvFreeContext(gvc);
-    return *error = "graphviz: cannot read the graph", false;
-  }
+  if (g == nullptr) return *error = "graphviz: cannot read the graph", false;
   bool ok = false;
   if (gvLayout(gvc, g, "dot") != 0) {
     *error = "graphviz: layout failed";
@@ -114,7 +114,6 @@ bool RenderDotToSvg(const std::string& dot, std::string* svg, std::string* error
     gvFreeLayout(gvc, g);
   }
   agclose(g);
-  gvFreeContext(gvc);
   return ok;
 }
 

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "tests/viewer/stack_json.h"
+#include "viewer/call_graph.h"
 #include "viewer/folded_writer.h"
 #include "viewer/frame_label.h"
 #include "viewer/stack_merger.h"
@@ -291,6 +292,24 @@ TEST(Verdict, JsonHasTheDocumentedFields) {
   // Rank lists stay on one line; objects are indented.
   EXPECT_NE(json.find("\"ranks_reported\": [0,1,2,3],\n"), std::string::npos) << json;
   EXPECT_NE(json.find("\n  \"suspects\": [\n    {\n      \"rank\": 2,"), std::string::npos) << json;
+}
+
+TEST(CallGraph, RendersSeveralGraphsInOneProcess) {
+  // The viewer renders py_stack and cpp_stack, the collector one pair per hang: Graphviz must
+  // survive many renderings in one process (under AddressSanitizer this caught a use-after-free).
+  MergedStacks m = Merge(HangOf4());
+  for (int round = 0; round < 3; ++round) {
+    for (const StackTree* tree : {&m.python, &m.native}) {
+      std::string dot = WriteCallGraphDot(MakeTreeView(m, *tree, {}), {.title = "round " + std::to_string(round)});
+      std::string svg, error;
+      ASSERT_TRUE(RenderDotToSvg(dot, &svg, &error)) << error;
+      EXPECT_NE(svg.find("<svg"), std::string::npos);
+      EXPECT_NE(svg.find("round " + std::to_string(round)), std::string::npos);
+    }
+  }
+  std::string svg, error;
+  EXPECT_FALSE(RenderDotToSvg("digraph { a -> ", &svg, &error));
+  EXPECT_NE(error.find("graphviz"), std::string::npos);
 }
 
 }  // namespace
