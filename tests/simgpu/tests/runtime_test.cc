@@ -612,3 +612,25 @@ TEST(MultiDevice, DevicesHaveTheirOwnContextsAndMemory) {
   ASSERT_EQ(cudaFree(p), cudaSuccess);
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
 }
+
+// How code that does not link CUDA (the checkpoint helper, Python extensions) reaches it.
+TEST(Dlopen, RuntimeBySonameWorks) {
+  void* rt = dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(rt, nullptr) << dlerror();
+  auto malloc_fn = reinterpret_cast<decltype(&cudaMalloc)>(dlsym(rt, "cudaMalloc"));
+  auto host_alloc = reinterpret_cast<decltype(&cudaHostAlloc)>(dlsym(rt, "cudaHostAlloc"));
+  auto copy_async = reinterpret_cast<decltype(&cudaMemcpyAsync)>(dlsym(rt, "cudaMemcpyAsync"));
+  auto sync = reinterpret_cast<decltype(&cudaStreamSynchronize)>(dlsym(rt, "cudaStreamSynchronize"));
+  ASSERT_TRUE(malloc_fn && host_alloc && copy_async && sync);
+  void* d = nullptr;
+  char* h = nullptr;
+  ASSERT_EQ(malloc_fn(&d, 64), cudaSuccess);
+  ASSERT_EQ(host_alloc(reinterpret_cast<void**>(&h), 64, cudaHostAllocDefault), cudaSuccess);
+  strcpy(h, "checkpoint");
+  ASSERT_EQ(copy_async(d, h, 11, cudaMemcpyHostToDevice, nullptr), cudaSuccess);
+  ASSERT_EQ(sync(nullptr), cudaSuccess);
+  EXPECT_STREQ(static_cast<char*>(d), "checkpoint");
+  cudaFree(d);
+  cudaFreeHost(h);
+  dlclose(rt);
+}
