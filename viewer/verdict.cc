@@ -241,10 +241,11 @@ Verdict ComputeVerdict(const MergedStacks& m) {
       line += "; " + Ranks(c.absent) + " " + IsAre(c.absent) + " not in it: " + WhereAre(m, c.absent);
     if (!c.behind.empty()) {
       std::vector<int32_t> b;
-      for (auto& [r, seq] : c.behind) b.push_back(r);
+      int64_t lo = INT64_MAX, hi = INT64_MIN;
+      for (auto& [r, seq] : c.behind) b.push_back(r), lo = std::min(lo, seq), hi = std::max(hi, seq);
       RankSet behind(std::move(b));
-      line += "; " + Ranks(behind) + " " + IsAre(behind) + " behind (#" +
-              std::to_string(c.behind.begin()->second) + (c.behind.size() > 1 ? "..." : "") + "): " + WhereAre(m, behind);
+      line += "; " + Ranks(behind) + " " + IsAre(behind) + " behind (in #" + std::to_string(lo) +
+              (hi != lo ? "-#" + std::to_string(hi) : "") + "): " + WhereAre(m, behind);
     }
     if (c.absent_unnamed > 0)
       line += "; " + std::to_string(c.absent_unnamed) + " of its " + std::to_string(c.comm_size) +

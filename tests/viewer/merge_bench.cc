@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "common/stack_reader.h"
+#include "common/stack_reader_impl.h"
 #include "viewer/merge_output.h"
 #include "viewer/stack_folder.h"
 #include "viewer/verdict.h"
@@ -155,6 +158,27 @@ int main(int argc, char** argv) {
   std::printf("generated %d ranks x %d threads x %d frames: %.1f MB of stack files in %.1f s (not counted)\n", ranks,
               threads, frames, bytes / 1e6, gen);
   std::fflush(stdout);
+
+  // The two JSON back ends of the reader on the same files, one thread, parsing only.
+  {
+    std::vector<std::string> sample;
+    for (int r = 0; r < std::min(ranks, 32); ++r) sample.push_back(RankFile(r, ranks, threads, frames, bodies, main_ok, main_odd));
+    size_t sample_bytes = 0;
+    for (const std::string& t : sample) sample_bytes += t.size();
+    xtimer::StackFile file;
+    std::string error;
+    auto rate = [&](auto parse) {
+      auto t0 = std::chrono::steady_clock::now();
+      for (const std::string& t : sample)
+        if (!parse(t)) return std::fprintf(stderr, "parse failed: %s\n", error.c_str()), 0.0;
+      return sample_bytes / 1e6 / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    double nl = rate([&](const std::string& t) { return xtimer::stack_reader::ParseWithNlohmann(t, &file, &error); });
+    double sj = rate([&](const std::string& t) { return xtimer::ParseStackFile(t, &file, &error); });
+    std::printf("parse only, 1 thread, %zu files: %s %.0f MB/s, nlohmann-json %.0f MB/s\n", sample.size(),
+                xtimer::stack_reader::HaveSimdjson() ? "simdjson" : "(no simdjson) nlohmann-json", sj, nl);
+    std::fflush(stdout);
+  }
 
   // Read + merge + verdict + outputs in a child, so its peak RSS is the merge's alone.
   auto m0 = std::chrono::steady_clock::now();

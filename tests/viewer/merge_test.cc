@@ -203,6 +203,10 @@ TEST(Verdict, NamesBothRanksInAnOlderCollective) {
   EXPECT_EQ(v.comms[0].waiting.Fold(), "0-1/3-4/6-7");
   EXPECT_EQ(v.comms[0].behind.size(), 2u);
   EXPECT_FALSE(v.all_agree);
+  bool line = false;
+  for (const std::string& l : v.summary)
+    line |= l.find("ranks 0-1/3-4/6-7 wait in ncclAllReduce #1234 (comm 3a9f0c12); ranks 2/5 are behind (in #1233): ") == 0;
+  EXPECT_TRUE(line) << ::testing::PrintToString(v.summary);
 }
 
 TEST(Verdict, NamesAMissingRank) {
