@@ -3,10 +3,13 @@
 #include <getopt.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <string>
 
+#include "common/stack_file.h"
 #include "viewer/frame_label.h"
 #include "viewer/merge_output.h"
 #include "viewer/stack_folder.h"
@@ -22,6 +25,14 @@ constexpr const char* kUsage =
     "stack file or DIR unreadable, 3 output could not be written.\n";
 
 void Say(const std::string& line) { std::fprintf(stdout, "%s\n", line.c_str()); }
+
+// A whole non-negative number up to max, or -1.
+int Count(const char* text, int max) {
+  int v = 0;
+  const char* end = text + std::strlen(text);
+  auto [p, ec] = std::from_chars(text, end, v);
+  return ec == std::errc() && p == end && *text != '\0' && v >= 0 && v <= max ? v : -1;
+}
 
 }  // namespace
 
@@ -42,8 +53,13 @@ int main(int argc, char** argv) {
       case 'o': out = optarg; break;
       case 'f': formats = optarg; break;
       case 'c': collapse_idle = true; break;
-      case 'j': threads = std::atoi(optarg); break;
-      case 'w': world = std::atoi(optarg); break;
+      case 'j':
+        if ((threads = Count(optarg, 64)) < 0) return std::fputs("xtimer_stacktrace_viewer: --threads wants 0 (one per CPU) to 64\n", stderr), 1;
+        break;
+      case 'w':
+        if ((world = Count(optarg, xtimer::kMaxStackWorldSize)) < 0)
+          return std::fprintf(stderr, "xtimer_stacktrace_viewer: --world-size wants 0 (from the files) to %d\n", xtimer::kMaxStackWorldSize), 1;
+        break;
       case 'q': quiet = true; break;
       case 'h': std::fputs(kUsage, stdout); return 0;
       default: std::fputs(kUsage, stderr); return 1;

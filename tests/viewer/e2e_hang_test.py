@@ -138,6 +138,9 @@ code, stdout, stderr = run(["--path", os.path.join(WORK, "does-not-exist")])
 check(code == 2 and "cannot open folder" in stderr, f"missing folder: {code} {stderr!r}")
 code, stdout, stderr = run(["--path", stacks, "--format", "png"])
 check(code == 1 and "unknown format" in stderr, f"bad --format: {code} {stderr!r}")
+for bad_arg in (["--threads", "x"], ["--threads", "65"], ["--world-size", "-1"], ["--world-size", "1048577"]):
+    code, stdout, stderr = run(["--path", stacks] + bad_arg)
+    check(code == 1 and bad_arg[0] in stderr, f"bad {bad_arg}: {code} {stderr!r}")
 
 if failures:
     print(f"{len(failures)} check(s) failed")
