@@ -261,6 +261,14 @@ void NativeCapture::Capture(std::span<const pid_t> tids, int timeout_ms, std::ve
   }
   const pid_t self = gettid();
   bool installed = HandlerInstalled();
+  // Slots left to a handler that ran late are usable again once that handler has finished.
+  for (Slot& slot : g_slots) {
+    if (slot.abandoned && (slot.word.load(std::memory_order_acquire) & 3) == kDone) {
+      slot.word.store(kIdle, std::memory_order_release);
+      slot.abandoned = false;
+      if (g_slot.load() == nullptr) g_slot.store(&slot, std::memory_order_release);
+    }
+  }
   for (size_t i = 0; i < tids.size(); ++i) {
     NativeStack& ns = (*out)[i];
     if (tids[i] == self) {
@@ -308,13 +316,24 @@ void NativeCapture::CaptureOther(pid_t tid, int timeout_ms, NativeStack* out) {
     out->error = err == ESRCH ? "thread exited" : std::string("cannot signal: ") + std::strerror(err);
     return;
   }
-  const uint64_t deadline = t0 + static_cast<uint64_t>(timeout_ms) * 1000000ull;
-  // A handler that has started gets a grace period to finish (it only unwinds, microseconds).
-  const uint64_t hard_deadline = deadline + 1000000000ull;
+  uint64_t deadline = t0 + static_cast<uint64_t>(timeout_ms) * 1000000ull;
+  bool extended = false;
   for (;;) {
     uint32_t w = s->word.load(std::memory_order_acquire);
     if (w == Word(gen, kDone)) break;
     uint64_t now = NowNs();
+    if (w == Word(gen, kArmed) && now >= deadline && !extended) {
+      // A runnable thread that does not block the signal has just not had a CPU yet (a busy
+      // machine, many spinning threads): it runs the handler at its next time slice. Wait longer.
+      extended = true;
+      if (ThreadState(tid) == 'R' && !SignalBlockedIn(tid, signal_)) {
+        deadline = t0 + 10ull * static_cast<uint64_t>(timeout_ms) * 1000000ull;
+        continue;
+      }
+    }
+    // A handler that has started gets a grace period to finish (it only unwinds: microseconds,
+    // unless the thread is preempted in the middle on an overloaded machine).
+    const uint64_t hard_deadline = deadline + 2000000000ull;
     if (w == Word(gen, kArmed) && now >= deadline) {
       uint32_t expected = w;
       if (s->word.compare_exchange_strong(expected, kIdle, std::memory_order_acq_rel)) {

@@ -7,6 +7,21 @@
 // timeout, so a thread that blocks the signal, sits in uninterruptible sleep or exits meanwhile
 // is listed as not captured and the dump goes on.
 //
+// What the interruption does to a thread blocked in a system call (the handler has SA_RESTART):
+//  - restarted transparently, the caller never sees it: read/write on pipes, sockets without a
+//    timeout and other slow devices, untimed futex waits (pthread_mutex_lock, pthread_cond_wait,
+//    sem_wait, std::condition_variable::wait), wait4/waitpid, accept/connect/recv/send, flock,
+//    fcntl(F_SETLKW), open of a FIFO (the kernel returns -ERESTARTSYS; SA_RESTART replays the call).
+//  - failed with EINTR whatever the flags (the kernel's -ERESTARTNOHAND / -ERESTART_RESTARTBLOCK
+//    become EINTR once a handler has run): poll/select/epoll_wait, nanosleep/clock_nanosleep,
+//    timed futex waits, sockets with SO_RCVTIMEO/SO_SNDTIMEO, sigsuspend/sigtimedwait, semop.
+//    These are documented to return EINTR on any signal and callers retry: glibc's
+//    pthread_cond_timedwait treats it as a spurious wakeup and waits again, sleep_for loops on the
+//    remaining time, Python retries every such call (PEP 475). sem_timedwait returns EINTR to its
+//    caller, as POSIX allows. Any profiler that uses signals (SIGPROF) has the same effect.
+//  - restarted by the kernel even without SA_RESTART: only -ERESTARTNOINTR calls, and
+//    restart_syscall when no handler runs (stop/continue); not the case here.
+//
 // libunwind (libunwind.so.8, nongnu) is dlopen'ed RTLD_LOCAL at Init instead of being linked:
 // it defines _Unwind_RaiseException & co., and as a dependency of an LD_PRELOAD library it would
 // come before libgcc_s in the global scope of a C program (python3) and take over every C++

@@ -229,7 +229,7 @@ TEST(CaptureThreads, ThreadsExitingDuringDumps) {
   std::atomic<long> created{0};
   std::vector<std::thread> spawners;
   for (int s = 0; s < 4; ++s) {
-    spawners.emplace_back([&] {
+    spawners.emplace_back([&, s] {
       std::mt19937 rng(s);
       while (!stop.load()) {
         std::vector<std::thread> batch;
@@ -276,7 +276,7 @@ TEST(CaptureThreads, DumpSignalWhileThreadsHammerMalloc) {
       while (!stop.load(std::memory_order_relaxed)) {
         size_t k = rng() % live.size();
         free(live[k]);
-        live[k] = malloc(1 + rng() % 65536);
+        live[k] = malloc(16 + rng() % 65536);
         memset(live[k], 1, 16);
         progress[h].fetch_add(1, std::memory_order_relaxed);
       }
@@ -425,6 +425,39 @@ TEST(CaptureThreads, ThreadBlockingTheCaptureSignalIsListedNotCaptured) {
   blocker.join();
   ASSERT_TRUE(Dumper::Instance().DumpAndWait(Reason::kRequest, 30, &st));  // and dumps still work
   EXPECT_EQ(st.captured, st.threads);
+}
+
+// SA_ONSTACK: on a thread with an alternate signal stack (Python's faulthandler gives the main
+// thread one of ~16 KB) the handler runs there, so it must fit. Measures what it uses.
+TEST(CaptureThreads, HandlerFitsOnASmallAlternateSignalStack) {
+  std::string dir = StartDumper("altstack");
+  constexpr size_t kSize = 64 * 1024;
+  std::vector<unsigned char> stack(kSize, 0xA5);
+  std::atomic<bool> stop{false};
+  std::thread t([&] {
+    pthread_setname_np(pthread_self(), "altstack");
+    stack_t ss{};
+    ss.ss_sp = stack.data();
+    ss.ss_size = kSize;
+    ASSERT_EQ(sigaltstack(&ss, nullptr), 0);
+    while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ss.ss_flags = SS_DISABLE;
+    sigaltstack(&ss, nullptr);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  DumpStats st;
+  ASSERT_TRUE(Dumper::Instance().DumpAndWait(Reason::kRequest, 30, &st));
+  EXPECT_EQ(st.captured, st.threads);
+  stop.store(true);
+  t.join();
+  size_t untouched = 0;
+  while (untouched < kSize && stack[untouched] == 0xA5) ++untouched;  // the stack grows down
+  size_t used = kSize - untouched;
+  std::printf("capture handler used %zu bytes of the alternate signal stack\n", used);
+  EXPECT_GT(used, 0u) << "the handler did not run on the alternate stack";
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  EXPECT_LT(used, 16u * 1024) << "the handler needs more than a 16 KB alternate stack";
+#endif
 }
 
 }  // namespace
