@@ -87,6 +87,26 @@ uint32_t FrameTable::Intern(const NativeFrame& f) {
   return Insert(k, ClassifyNativeFrame(f.function, f.module), f.module);
 }
 
+// The same identity as KeyOf, compared field by field against the stored frame (whose fields are
+// the key's, see Insert; only module is kept beside the key when the file names the frame).
+bool FrameTable::Is(uint32_t id, const PythonFrame& f) const {
+  if (id >= frames_.size()) return false;
+  const FrameInfo& s = frames_[id];
+  return s.origin == FrameInfo::Origin::kPython && s.function == f.function && s.file == f.file &&
+         (f.file.empty() || s.line == f.line);
+}
+
+bool FrameTable::Is(uint32_t id, const NativeFrame& f) const {
+  if (id >= frames_.size()) return false;
+  const FrameInfo& s = frames_[id];
+  if (s.origin != FrameInfo::Origin::kNative || s.function != f.function || s.file != f.file) return false;
+  if (!f.function.empty() || s.offset == f.offset) {
+    if (!f.file.empty()) return s.line == f.line;
+    return s.module == f.module;
+  }
+  return false;
+}
+
 uint32_t FrameTable::InternSynthetic(std::string_view name, std::string_view source) {
   Key k = KeyOf(FrameInfo::Origin::kSynthetic, name, source, 0, {}, {});
   auto it = index_.find(k);

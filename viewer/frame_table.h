@@ -49,6 +49,12 @@ class FrameTable {
   // Adds a copy of a frame of another table; returns its id here.
   uint32_t InternCopy(const FrameInfo& f);
 
+  // Whether id is the frame Intern(f) would return, without hashing: a caller that remembers the
+  // id of the frame it met at the same place before (same thread, same depth, previous rank) checks
+  // it with one comparison. Ranks of one job mostly repeat each other's stacks.
+  bool Is(uint32_t id, const PythonFrame& f) const;
+  bool Is(uint32_t id, const NativeFrame& f) const;
+
   const FrameInfo& operator[](uint32_t id) const { return frames_[id]; }
   size_t size() const { return frames_.size(); }
 

@@ -70,10 +70,28 @@ bool StackMerger::Add(const StackFile& file, std::string_view source, std::strin
   }
 
   const StackThread* main = file.MainThread();
-  for (const StackThread& t : file.threads) {
+  // Threads beyond this many do not get a memo (a hostile file may list millions).
+  constexpr size_t kMemoThreads = 4096;
+  if (last_python_.size() < std::min(file.threads.size(), kMemoThreads)) {
+    last_python_.resize(std::min(file.threads.size(), kMemoThreads));
+    last_native_.resize(last_python_.size());
+  }
+  // memo: the ids met last at this thread index, by depth; nullptr for none.
+  auto intern = [&](const auto& f, std::vector<uint32_t>* memo, size_t depth) {
+    if (memo == nullptr) return frames.Intern(f);
+    if (depth < memo->size() && frames.Is((*memo)[depth], f)) return (*memo)[depth];
+    uint32_t id = frames.Intern(f);
+    if (depth < memo->size()) (*memo)[depth] = id;
+    else memo->push_back(id);
+    return id;
+  };
+  for (size_t ti = 0; ti < file.threads.size(); ++ti) {
+    const StackThread& t = file.threads[ti];
     bool is_main = &t == main;
+    std::vector<uint32_t>* memo_py = ti < last_python_.size() ? &last_python_[ti] : nullptr;
+    std::vector<uint32_t>* memo_native = ti < last_native_.size() ? &last_native_[ti] : nullptr;
     path_.clear();
-    for (const PythonFrame& f : t.python) path_.push_back(frames.Intern(f));
+    for (const PythonFrame& f : t.python) path_.push_back(intern(f, memo_py, path_.size()));
     if (is_main) s.main_python = path_;
     // Which thread holds the GIL matters when one rank is stuck in a C call holding it.
     if (!path_.empty() && t.holds_gil.value_or(false))
@@ -81,7 +99,7 @@ bool StackMerger::Add(const StackFile& file, std::string_view source, std::strin
     out_.python.AddPath(path_, file.rank, is_main);
 
     path_.clear();
-    for (const NativeFrame& f : t.native) path_.push_back(frames.Intern(f));
+    for (const NativeFrame& f : t.native) path_.push_back(intern(f, memo_native, path_.size()));
     if (is_main) s.main_native = path_;
     // The thread state ends the native stack: R (spinning) and D (stuck in the kernel) stand out.
     if (!path_.empty() && !t.state.empty())

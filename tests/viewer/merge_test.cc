@@ -110,6 +110,41 @@ TEST(Merge, UnsymbolisedFramesMergeByModuleAndOffset) {
             "[S: sleeping]@thread state@2|0-1/3 1\n");
 }
 
+TEST(FrameTable, IsAgreesWithIntern) {
+  // FrameTable::Is is the merger's shortcut; it must say yes exactly where Intern gives the id.
+  FrameTable t;
+  std::vector<NativeFrame> native = {
+      Native("f", "/lib/a.so", "a.cc", 10), Native("f", "/lib/b.so", "a.cc", 10),  // same: file names it
+      Native("f", "/lib/a.so", "a.cc", 11), Native("f", "/lib/a.so"), Native("f", "/lib/b.so"),
+      Native("", "/lib/a.so"), Native("", "/lib/b.so"), Native("g", "/lib/a.so", "a.cc", 10)};
+  native[1].offset = "0x99";  // symbolised: the offset does not matter
+  NativeFrame raw = Native("", "/lib/a.so");
+  raw.offset = "0x2000";
+  native.push_back(raw);
+  native.push_back(Native("", "/lib/a.so", "a.cc", 10));  // a file but no function: the offset counts
+  native.push_back(native.back());
+  native.back().offset = "0x3000";
+  native.push_back(Native("", "/lib/a.so", "", 10));  // no file: the line does not count
+  std::vector<PythonFrame> python = {Py("f", "a.cc", 10), Py("f", "a.cc", 11), Py("g", "a.cc", 10), Py("f", "", 3)};
+  std::vector<uint32_t> ids;
+  for (const NativeFrame& f : native) ids.push_back(t.Intern(f));
+  for (const PythonFrame& f : python) ids.push_back(t.Intern(f));
+  for (size_t i = 0; i < native.size(); ++i)
+    for (uint32_t id : ids) EXPECT_EQ(t.Is(id, native[i]), id == ids[i]) << "native " << i << " id " << id;
+  for (size_t i = 0; i < python.size(); ++i)
+    for (uint32_t id : ids) EXPECT_EQ(t.Is(id, python[i]), id == ids[native.size() + i]) << "python " << i;
+  // Frames that differ only where identity ignores them.
+  NativeFrame no_file_other_line = native[11];
+  no_file_other_line.line = 99;
+  EXPECT_TRUE(t.Is(ids[11], no_file_other_line));
+  PythonFrame py_no_file_other_line = python[3];
+  py_no_file_other_line.line = 4;
+  EXPECT_TRUE(t.Is(ids[native.size() + 3], py_no_file_other_line));
+  EXPECT_EQ(t.Intern(py_no_file_other_line), ids[native.size() + 3]);
+  EXPECT_EQ(ids[0], ids[1]);
+  EXPECT_FALSE(t.Is(12345, python[0]));
+}
+
 TEST(Merge, RefusesDuplicateRanksAndOtherWorldSizes) {
   StackMerger m;
   std::string error;

@@ -2,6 +2,7 @@
 // when accepted, the whole pipeline (merge, verdict, folded, flame graph, DOT text). Built with libFuzzer when the compiler
 // is clang and XTIMER_FUZZ is on; the same file with corpus_replay_main.cc replays the kept corpus
 // (tests/viewer/corpus) as an ordinary test under any compiler.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -41,6 +42,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   merger.Add(file, "fuzz", &error);
   // The same rank twice must be refused without harm.
   merger.Add(file, "fuzz-again", &error);
+  // Another rank with the threads in the opposite order and one frame fewer: the merger's
+  // per-thread memo of the previous rank's frames meets stacks that differ.
+  if (file.world_size >= 2) {
+    xtimer::StackFile other = file;
+    other.rank = (file.rank + 1) % file.world_size;
+    std::reverse(other.threads.begin(), other.threads.end());
+    for (xtimer::StackThread& t : other.threads) {
+      if (!t.native.empty()) t.native.pop_back();
+      if (!t.python.empty()) t.python.erase(t.python.begin());
+    }
+    merger.Add(other, "fuzz-other", &error);
+  }
   xtimer::MergedStacks merged = std::move(merger).Finish();
   xtimer::Verdict verdict = xtimer::ComputeVerdict(merged);
   (void)xtimer::VerdictToJson(verdict);
