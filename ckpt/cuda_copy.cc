@@ -89,10 +89,21 @@ struct DeviceStaging {
 };
 
 std::mutex g_staging_mu;
-std::vector<DeviceStaging*> g_staging;
+// Kept for the life of the process (pinned memory is slow to allocate); never destroyed, so it
+// is still valid in atexit handlers and reachable for leak checkers.
+std::vector<DeviceStaging*>& Staging() {
+  static auto* all = new std::vector<DeviceStaging*>;
+  return *all;
+}
+
+void FreeStaging(const CudaRt& rt, DeviceStaging* s) {
+  if (s->stream != nullptr) rt.StreamSynchronize(s->stream);
+  for (void* b : s->buffers) rt.FreeHost(b);
+  delete s;  // streams and events are left to the runtime (no destroy calls needed elsewhere)
+}
 
 Status GetStaging(const CudaRt& rt, int device, const StagingConfig& cfg, DeviceStaging** out) {
-  for (DeviceStaging* s : g_staging)
+  for (DeviceStaging* s : Staging())
     if (s->device == device && s->chunk == cfg.chunk_bytes && static_cast<int>(s->buffers.size()) == cfg.buffers) {
       *out = s;
       return Status::Ok();
@@ -100,21 +111,25 @@ Status GetStaging(const CudaRt& rt, int device, const StagingConfig& cfg, Device
   auto* s = new DeviceStaging;
   s->device = device;
   s->chunk = cfg.chunk_bytes;
+  auto fail = [&](std::string msg) {
+    FreeStaging(rt, s);
+    return Status::Error(std::move(msg));
+  };
   int rc = rt.StreamCreate(&s->stream);
-  if (rc != 0) return Status::Error("cudaStreamCreate on device " + std::to_string(device) + ": " + rt.Err(rc));
+  if (rc != 0) return fail("cudaStreamCreate on device " + std::to_string(device) + ": " + rt.Err(rc));
   for (int i = 0; i < cfg.buffers; ++i) {
     void* buf = nullptr;
     void* ev = nullptr;
     rc = rt.HostAlloc(&buf, cfg.chunk_bytes, 0);
     if (rc != 0)
-      return Status::Error("cudaHostAlloc of a " + std::to_string(cfg.chunk_bytes) +
-                           "-byte pinned staging buffer: " + rt.Err(rc));
-    rc = rt.EventCreate(&ev);
-    if (rc != 0) return Status::Error("cudaEventCreate: " + rt.Err(rc));
+      return fail("cudaHostAlloc of a " + std::to_string(cfg.chunk_bytes) + "-byte pinned staging buffer: " +
+                  rt.Err(rc));
     s->buffers.push_back(buf);
+    rc = rt.EventCreate(&ev);
+    if (rc != 0) return fail("cudaEventCreate: " + rt.Err(rc));
     s->events.push_back(ev);
   }
-  g_staging.push_back(s);
+  Staging().push_back(s);
   *out = s;
   return Status::Ok();
 }
