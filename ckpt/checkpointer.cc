@@ -25,6 +25,12 @@ Status RankCheckpointer::Create(const CheckpointerOptions& options, std::unique_
 RankCheckpointer::~RankCheckpointer() = default;
 
 Status RankCheckpointer::Prepare() {
+  if (seg_->Unlinked()) {
+    // The saver removed the segment (it had nothing worth keeping) while we were not its owner
+    // yet: start a new one rather than write into files nobody can see.
+    XT_RETURN_IF_ERROR(Segment::Create(opt_.shm_dir, opt_.ckpt_dir, opt_.rank, &seg_));
+    claimed_ = false;
+  }
   if (!claimed_) {
     XT_RETURN_IF_ERROR(seg_->Claim(static_cast<uint32_t>(std::max(0, opt_.keep)), opt_.persist_on_failure != 0));
     claimed_ = true;

@@ -526,6 +526,11 @@ Status Segment::Save(const SaveArgs& args, SaveResult* result, std::string* skip
   return Status::Ok();
 }
 
+bool Segment::Unlinked() const {
+  struct stat st;
+  return fstat(ctl_fd_, &st) != 0 || st.st_nlink == 0;
+}
+
 Status Segment::Remove() {
   FileLock lock(ctl_fd_);
   uint64_t owner = A(ctl_->owner).load();

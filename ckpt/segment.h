@@ -167,6 +167,8 @@ class Segment {
   int CurrentSlot() const;
   int64_t SlotStep(int slot) const;
 
+  // True if the control file was removed (by the saver, or by hand) since it was opened.
+  bool Unlinked() const;
   // Removes the three files; only when no live process owns the segment and no slot is in use.
   Status Remove();
 

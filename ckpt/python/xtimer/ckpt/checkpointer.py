@@ -235,6 +235,7 @@ class Checkpointer:
                         core.copy_memory_into([_ptr(v) for v in leaves], self._threads)
                         mem_step, mem = step, (index, leaves)
             except CheckpointError as e:
+                core.release_memory()
                 log.warning("xtimer.ckpt: the in-memory snapshot is not usable (%s); loading from disk", e)
                 mem_step, mem = -1, None
             disk = [s for s in _ckpt.scan_disk(self.checkpoint_dir) if s[2] and s[1] == world]
