@@ -180,6 +180,17 @@ def check_no_cuda(args):
         check(os.listdir(out) == [], "no CUDA call: nothing started, nothing written")
 
 
+def check_bad_output(args):
+    with tempfile.TemporaryDirectory() as out:
+        env = base_env(args, "/proc/xtimer-cannot-write-here")
+        env["XTIMER_REPORT_INTERVAL"] = "0.2"  # several attempts, still one line
+        p = run([args.launch, args.workload, "kernels"], env)
+        check(p.returncode == 0 and "5050" in p.stdout, "an unwritable XTIMER_TIMELINE_PATH does not hurt the job")
+        lines = [l for l in p.stderr.splitlines() if "cannot write reports" in l]
+        check(len(lines) == 1, f"... and is said once, naming the variable: {lines}")
+        check(bool(lines) and "XTIMER_TIMELINE_PATH" in lines[0], "... the line says what to set")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("check")
@@ -189,7 +200,7 @@ def main():
     args = ap.parse_args()
     args.launch = os.path.join(args.bin, "xtimer_launch")
     {"kernels": check_kernels, "gemm": check_gemm, "nccl": check_nccl, "same-results": check_same_results,
-     "no-cuda": check_no_cuda}[args.check](args)
+     "no-cuda": check_no_cuda, "bad-output": check_bad_output}[args.check](args)
     if failures:
         print(f"{len(failures)} check(s) failed")
         sys.exit(1)

@@ -26,6 +26,7 @@ def all_reduce_grads(lib, rank, step):
 
 def train_step(lib, rank, step, args):
     batch = load_batch(rank, step, args)
+    time.sleep(args.step_time)
     all_reduce_grads(lib, rank, step)
     return sum(batch)
 
@@ -40,6 +41,7 @@ def main():
     ap.add_argument("--stuck-step", type=int, default=3)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--sleep", type=float, default=30)
+    ap.add_argument("--step-time", type=float, default=0, help="seconds of (host) work per step")
     args = ap.parse_args()
     lib = ctypes.CDLL(args.lib)  # releases the GIL during calls, like torch's C++ code
     if lib.pyccl_init(args.rank, args.world, args.idfile.encode(), 16) != 0:

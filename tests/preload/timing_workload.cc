@@ -15,6 +15,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <simgpu/kernel.h>
 #include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,15 +38,9 @@
 
 namespace {
 
-void SleepMs(double ms) {
-  timespec deadline;
-  clock_gettime(CLOCK_MONOTONIC, &deadline);
-  long ns = deadline.tv_nsec + static_cast<long>(ms * 1e6);
-  deadline.tv_sec += ns / 1000000000L;
-  deadline.tv_nsec = ns % 1000000000L;
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, nullptr) != 0) {
-  }
-}
+// Device time: the simulated runtime stamps events on a device clock that a loaded host's
+// wake-up latency does not stretch (tests/simgpu/include/simgpu/kernel.h).
+void SleepMs(double ms) { simgpu_sleep_ns(static_cast<int64_t>(ms * 1e6)); }
 
 }  // namespace
 
