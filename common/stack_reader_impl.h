@@ -1,5 +1,5 @@
 // Internal to the stack reader: what its two JSON back ends share. simdjson (when the build finds
-// it) reads ~15x faster than nlohmann-json, which a 4,096-rank merge needs; nlohmann-json is the
+// it) reads ~6x faster than nlohmann-json, which a 4,096-rank merge needs; nlohmann-json is the
 // fallback and the reference the tests compare simdjson against. Both fill StackFile in place,
 // reusing its buffers, and leave the checks that need the whole document to FinishParse.
 #pragma once
