@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "ckpt/copier.h"
@@ -149,14 +150,20 @@ Status WriteImageFile(const unsigned char* image, const Index& index, const std:
   if (int rc = posix_fallocate(fd, 0, static_cast<off_t>(len)); rc == ENOSPC || rc == EDQUOT || rc == EFBIG)
     return fail(Status::NoSpace("no room for " + std::to_string(len) + " bytes in " + dir + ": " + ErrnoText(rc)));
 
+  // The checksums are verified on another thread while this one writes (the slot cannot change
+  // under the caller's lease); the file is renamed into place only if they all match.
   std::vector<Fletcher> sums(index.entries.size());
-  size_t next = 0;
+  std::thread verifier([&] {
+    size_t next = 0;
+    for (uint64_t pos = 0; pos < len; pos += kWriteChunk)
+      ChecksumRange(image, index, pos, std::min(kWriteChunk, len - pos), &next, &sums);
+  });
+  Status written;
   uint64_t synced = 0;
-  for (uint64_t pos = 0; pos < len; pos += kWriteChunk) {
+  for (uint64_t pos = 0; pos < len && written.ok(); pos += kWriteChunk) {
     uint64_t n = std::min(kWriteChunk, len - pos);
-    ChecksumRange(image, index, pos, n, &next, &sums);
-    Status ws = WriteAll(fd, image + pos, n, tmp);
-    if (!ws.ok()) return fail(ws);
+    written = WriteAll(fd, image + pos, n, tmp);
+    if (!written.ok()) break;
     // Start writeback of each finished window and wait for the one before it: the disk streams
     // while we write, and dirty pages stay bounded.
     uint64_t done = pos + n;
@@ -169,6 +176,8 @@ Status WriteImageFile(const unsigned char* image, const Index& index, const std:
     }
     if (progress) progress(done, len);
   }
+  verifier.join();
+  if (!written.ok()) return fail(written);
   for (size_t i = 0; i < index.entries.size(); ++i)
     if (sums[i].Finish() != index.entries[i].sum)
       return fail(Status::Corrupt("the in-memory snapshot is corrupt (entry " + index.entries[i].name +
