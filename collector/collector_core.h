@@ -1,0 +1,131 @@
+// The collector core: what xtimer_collector does for a whole job, without sockets. The gRPC
+// service (collector_service.h) is a thin adapter over it, and the node agent embeds one for a
+// single node (launcher/embedded_collector_link.cc). collector/README.md, "The core", has the
+// behaviour in full; in short:
+//
+//   - agents register (a session each) with a way to reach them (SendDump), and report ranks;
+//   - the first RANK_STATE_HUNG of a hang episode starts a dump round: every session's SendDump
+//     is called with a new dump_id, uploads for it (and the stacks a rank dumped on its own,
+//     dump_id "", around that time) are validated, merged as they come and written to
+//     out_dir/<hang time>/<rank:05d>-<world:05d>.stacktrace;
+//   - when every rank of the world has uploaded, or dump_wait_s has passed, Tick() finishes the
+//     round with the viewer's merge (xtimer_merge): folded stacks, flame graphs, call graphs and
+//     verdict.json (missing ranks named) in the same folder.
+//
+// Thread-safe: every method may be called from any thread. Callbacks (SendDump) are called
+// without the core's locks held, from the thread that called Report(), Tick() or Register().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "collector.pb.h"
+#include "common/prometheus_text.h"
+
+namespace xtimer::collector {
+
+struct CoreOptions {
+  std::string out_dir;                   // dump rounds go to out_dir/<hang time>/
+  double dump_wait_s = 30;               // XTIMER_DUMP_WAIT: how long a round waits for stacks
+  size_t max_stack_bytes = 16 << 20;     // a larger upload is refused
+  // Which of the viewer's outputs a round writes (viewer/merge_output.h, OutputFormat bits);
+  // 0 = all of them (folded, flame graph SVG, DOT + its SVG, speedscope).
+  unsigned output_formats = 0;
+  // A rank whose last report is older than this no longer counts as hung (its agent is gone).
+  double stale_after_s = 60;
+  // A session that has no command stream and made no call for this long is forgotten.
+  double session_idle_s = 300;
+  // Test hooks: a monotonic clock and a wall clock. Empty: the real ones.
+  std::function<double()> monotonic_s;
+  std::function<int64_t()> wall_ms;
+};
+
+// One finished (or running) dump round, for the page, the tests and the agent.
+struct RoundInfo {
+  std::string name;     // folder under out_dir, e.g. 20261122T101530Z (also the page's link)
+  std::string dir;      // out_dir/name
+  std::string dump_id;
+  std::string trigger;  // "rank 5: <its trigger>", the report that started it
+  int64_t hang_unix_ms = 0;
+  int32_t world_size = 0;
+  bool finished = false;
+  bool timed_out = false;                 // finished at the deadline, not by completeness
+  std::string ranks_reported, ranks_missing;  // folded ("0-3/5")
+  size_t reported_count = 0, missing_count = 0;
+  std::vector<std::string> summary;       // the verdict's terminal lines
+  std::vector<std::pair<int32_t, std::string>> suspects;  // rank, reason
+  std::vector<std::string> files;         // names written into dir (stack files excluded)
+  std::string error;                      // why nothing (or not everything) was written
+};
+
+// Totals since the core started (the collector's own /metrics).
+struct CoreCounters {
+  uint64_t registrations = 0, registrations_refused = 0;
+  uint64_t report_calls = 0, rank_reports = 0, reports_unknown_session = 0, rank_reports_invalid = 0;
+  uint64_t uploads_accepted = 0, uploads_duplicate = 0, uploads_refused = 0;
+  uint64_t hang_episodes = 0, dump_rounds = 0, dump_rounds_timed_out = 0;
+  uint64_t dump_commands_sent = 0;
+};
+
+class CollectorCore {
+ public:
+  using SendDump = std::function<void(const std::string& dump_id)>;  // reach one agent
+
+  explicit CollectorCore(CoreOptions options);
+  ~CollectorCore();
+  CollectorCore(const CollectorCore&) = delete;
+  CollectorCore& operator=(const CollectorCore&) = delete;
+
+  // A new session for an agent. "" (and *error, one line) when refused: protocol version, or
+  // too many sessions. An agent_id that already has a session replaces it (a reconnect).
+  std::string Register(const v1::RegisterRequest& request, SendDump send_dump, std::string* error = nullptr);
+  // The session's command stream closed: it gets no more DUMP commands; it is forgotten once
+  // idle (options.session_idle_s). Unknown sessions are ignored.
+  void Disconnect(const std::string& session);
+  bool HasSession(const std::string& session) const;
+
+  // false: unknown session (a restarted collector); the agent registers again. Rank reports
+  // that make no sense (rank outside [0, world), world beyond 2^20) are dropped and counted.
+  bool Report(const v1::ReportRequest& request);
+  // Validates one rank's stack file (docs/formats.md) and adds it to its dump round; refused
+  // (accepted=false, one-line reason, logged) when too large, unparsable, of another
+  // format/version, for another rank, for an unknown or finished round, or from an unknown
+  // session.
+  v1::UploadReply Upload(const v1::StackUpload& upload);
+
+  // Deadlines: finishes dump rounds that are complete or out of time (the merge runs in the
+  // calling thread), ends hang episodes, forgets idle sessions. Call about 10 times a second.
+  void Tick();
+  // Finishes every open round now with what it has (at shutdown).
+  void FinishRounds();
+
+  // The whole job in Prometheus text: every rank (common/rank_metrics.h) and the collector's
+  // own counters (collector/README.md, "Metrics").
+  std::string MetricsText() const;
+  void AppendMetrics(PrometheusText* out) const;
+  // Ranks with state and last report, counters, rounds (newest first): the page's data.
+  std::string StatusJson() const;
+  // The page: a self-contained HTML document (no script, no outside resource) over StatusJson.
+  // `round_link_prefix` goes before "<round>/<file>" in links to the rounds' files.
+  std::string StatusPageHtml(std::string_view round_link_prefix = "rounds/") const;
+
+  // Rounds, newest first (the last 50 are kept).
+  std::vector<RoundInfo> Rounds() const;
+  // The path of `file` of round `name` if this core wrote it (a merge output of a finished
+  // round); nullopt otherwise. The HTTP front end serves nothing else.
+  std::optional<std::string> RoundFile(std::string_view name, std::string_view file) const;
+  CoreCounters Counters() const;
+  size_t SessionsConnected() const;  // sessions with an open command stream (or embedded)
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace xtimer::collector

@@ -1,0 +1,614 @@
+// Unit tests of the collector core (collector/collector_core.h): dump rounds started by a hang,
+// completed by uploads or by the deadline, restarts, episodes, refusals, what gets written.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "collector/collector_core.h"
+#include "tests/viewer/stack_json.h"
+
+namespace xtimer::collector {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Collective;
+using testing::MakeRank;
+using testing::Native;
+using testing::Py;
+using testing::StackFileToJson;
+
+// A fresh folder under the build tree's temp area, removed at the end.
+class TempDir {
+ public:
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "xtimer-collector-test-XXXXXX").string();
+    path_ = mkdtemp(t.data());
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// The job of the issue: 8 ranks on 2 nodes; rank 5 stalls in Python (load_batch), the others wait
+// in ncclAllReduce #1234.
+StackFile RankOf8(int32_t r, int32_t world = 8) {
+  StackFile f;
+  if (r == 5) {
+    f = MakeRank(r, world, {Py("<module>", "/job/train.py", 160), Py("train_step", "/job/train.py", 140), Py("load_batch", "/job/train.py", 88)},
+                 {Native("_start", "/usr/bin/python3.11"), Native("clock_nanosleep", "/usr/lib/x86_64-linux-gnu/libc.so.6")});
+  } else {
+    f = MakeRank(r, world, {Py("<module>", "/job/train.py", 160), Py("train_step", "/job/train.py", 142), Py("all_reduce", "/job/c10d.py", 2050)},
+                 {Native("_start", "/usr/bin/python3.11"), Native("ncclAllReduce", "/usr/lib/libnccl.so.2")},
+                 {Collective("3a9f0c12", 1234, world)});
+  }
+  f.host = r < 4 ? "node-a" : "node-b";
+  return f;
+}
+
+std::string StackJson(int32_t r, int32_t world = 8) { return StackFileToJson(RankOf8(r, world)); }
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::set<std::string> Listing(const std::string& dir) {
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
+  return names;
+}
+
+// Two agents of 4 ranks each, a fake clock, and a record of the DUMP commands each got.
+class CoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { MakeCore(); }
+
+  void MakeCore(double dump_wait_s = 30) {
+    CoreOptions o;
+    o.out_dir = dir_.path() + "/out";
+    o.dump_wait_s = dump_wait_s;
+    o.monotonic_s = [this] { return now_; };
+    o.wall_ms = [this] { return wall_ms_ + static_cast<int64_t>(now_ * 1000); };
+    o.output_formats = 1 | 2;  // svg + folded: Graphviz is slow and not what these tests check
+    core_ = std::make_unique<CollectorCore>(o);
+  }
+
+  std::string Register(const std::string& node, const std::string& agent_id, int first_rank) {
+    v1::RegisterRequest req;
+    req.set_protocol_version(1);
+    req.set_node(node);
+    req.set_agent_id(agent_id);
+    for (int r = first_rank; r < first_rank + 4; ++r) *req.add_ranks() = RankMsg(r);
+    std::string error;
+    std::string s = core_->Register(req, [this, node](const std::string& id) {
+      std::lock_guard<std::mutex> lock(mu_);
+      dumps_[node].push_back(id);
+    }, &error);
+    EXPECT_FALSE(s.empty()) << error;
+    return s;
+  }
+
+  static v1::Rank RankMsg(int r, int world = 8) {
+    v1::Rank m;
+    m.set_rank(r);
+    m.set_local_rank(r % 4);
+    m.set_world_size(world);
+    m.set_host(r < 4 ? "node-a" : "node-b");
+    m.set_pid(1000 + r);
+    return m;
+  }
+
+  // Reports ranks [first, first+4) of a session; `hung` ranks say RANK_STATE_HUNG.
+  bool Report(const std::string& session, int first, std::set<int> hung = {}) {
+    v1::ReportRequest req;
+    req.set_session(session);
+    for (int r = first; r < first + 4; ++r) {
+      v1::RankReport* rr = req.add_reports();
+      *rr->mutable_rank() = RankMsg(r);
+      rr->set_time_unix_ms(wall_ms_ + static_cast<int64_t>(now_ * 1000));
+      rr->set_state(hung.contains(r) ? v1::RANK_STATE_HUNG : v1::RANK_STATE_RUNNING);
+      if (hung.contains(r)) rr->set_trigger("ncclAllReduce #1234 on comm 3a9f0c12 running for 302.1 s");
+      v1::OpStat* op = rr->add_ops();
+      op->set_name("ncclAllReduce");
+      op->set_kind("collective");
+      op->set_count(100);
+      op->set_p50_us(900);
+      op->set_p99_us(2000);
+      op->set_total_ms(95);
+      op->set_busbw_gbps(80);
+      op->set_bytes(1 << 20);
+      op->set_comm("3a9f0c12");
+    }
+    return core_->Report(req);
+  }
+
+  v1::UploadReply Upload(const std::string& session, const std::string& dump_id, int32_t rank, std::string json) {
+    v1::StackUpload u;
+    u.set_session(session);
+    u.set_dump_id(dump_id);
+    u.set_rank(rank);
+    u.set_stack_json(std::move(json));
+    return core_->Upload(u);
+  }
+
+  std::vector<std::string> DumpsOf(const std::string& node) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return dumps_[node];
+  }
+
+  // Registers both agents, reports everything running, then rank 5 hung. Returns the dump id.
+  std::string StartHang() {
+    a_ = Register("node-a", "agent-a", 0);
+    b_ = Register("node-b", "agent-b", 4);
+    EXPECT_TRUE(Report(a_, 0));
+    EXPECT_TRUE(Report(b_, 4));
+    EXPECT_TRUE(DumpsOf("node-a").empty());
+    EXPECT_TRUE(Report(a_, 0, {0, 1, 2, 3}));  // the waiting ranks' watchdogs fire
+    auto da = DumpsOf("node-a"), db = DumpsOf("node-b");
+    EXPECT_EQ(da.size(), 1u);
+    EXPECT_EQ(db.size(), 1u);
+    if (da.empty() || db.empty()) return "";
+    EXPECT_EQ(da[0], db[0]);
+    return da[0];
+  }
+
+  void UploadAll(const std::string& id, std::set<int> skip = {}) {
+    for (int r = 0; r < 8; ++r) {
+      if (skip.contains(r)) continue;
+      v1::UploadReply rep = Upload(r < 4 ? a_ : b_, id, r, StackJson(r));
+      EXPECT_TRUE(rep.accepted()) << "rank " << r << ": " << rep.reason();
+    }
+  }
+
+  nlohmann::json Verdict(const RoundInfo& r) { return nlohmann::json::parse(ReadFile(r.dir + "/verdict.json")); }
+
+  TempDir dir_;
+  double now_ = 1000;
+  int64_t wall_ms_ = 1795341530000;  // + now_ (1000 s) = 2026-11-22T10:15:30Z
+  std::unique_ptr<CollectorCore> core_;
+  std::mutex mu_;
+  std::map<std::string, std::vector<std::string>> dumps_;
+  std::string a_, b_;
+};
+
+TEST_F(CoreTest, HungReportStartsOneRoundAndAsksEveryAgent) {
+  std::string id = StartHang();
+  ASSERT_FALSE(id.empty());
+  // More hung reports of the same episode start nothing new.
+  now_ += 1;
+  EXPECT_TRUE(Report(b_, 4, {4, 6, 7}));
+  EXPECT_EQ(DumpsOf("node-a").size(), 1u);
+  EXPECT_EQ(DumpsOf("node-b").size(), 1u);
+  auto rounds = core_->Rounds();
+  ASSERT_EQ(rounds.size(), 1u);
+  EXPECT_FALSE(rounds[0].finished);
+  EXPECT_EQ(rounds[0].dump_id, id);
+  EXPECT_EQ(rounds[0].world_size, 8);
+  EXPECT_NE(rounds[0].trigger.find("rank 0"), std::string::npos) << rounds[0].trigger;
+  EXPECT_EQ(core_->Counters().dump_rounds, 1u);
+  EXPECT_EQ(core_->Counters().hang_episodes, 1u);
+}
+
+TEST_F(CoreTest, RoundCompletesWhenEveryRankUploaded) {
+  std::string id = StartHang();
+  UploadAll(id, {7});
+  core_->Tick();
+  EXPECT_FALSE(core_->Rounds()[0].finished) << "7 of 8 ranks: the round waits";
+  ASSERT_TRUE(Upload(b_, id, 7, StackJson(7)).accepted());
+  core_->Tick();  // no time has passed: complete, not timed out
+  RoundInfo r = core_->Rounds()[0];
+  ASSERT_TRUE(r.finished);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_TRUE(r.error.empty()) << r.error;
+  EXPECT_EQ(r.name, "20261122T101530Z");  // the hung report's time
+  EXPECT_EQ(r.dir, dir_.path() + "/out/20261122T101530Z");
+  EXPECT_EQ(r.ranks_reported, "0-7");
+  EXPECT_EQ(r.ranks_missing, "");
+  std::set<std::string> want = {"py_stack.folded", "cpp_stack.folded", "py_stack.svg", "cpp_stack.svg", "verdict.json"};
+  for (int k = 0; k < 8; ++k) {
+    char n[64];
+    std::snprintf(n, sizeof n, "%05d-00008.stacktrace", k);
+    want.insert(n);
+  }
+  EXPECT_EQ(Listing(r.dir), want);
+  // The stack file on disk is exactly what was uploaded.
+  EXPECT_EQ(ReadFile(r.dir + "/00005-00008.stacktrace"), StackJson(5));
+  nlohmann::json v = Verdict(r);
+  EXPECT_EQ(v["world_size"], 8);
+  ASSERT_GE(v["suspects"].size(), 1u) << v.dump(1);
+  EXPECT_EQ(v["suspects"][0]["rank"], 5) << v.dump(1);
+  EXPECT_NE(v["suspects"][0].dump().find("load_batch"), std::string::npos) << v.dump(1);
+  EXPECT_NE(ReadFile(r.dir + "/py_stack.folded").find("load_batch"), std::string::npos);
+  ASSERT_FALSE(r.suspects.empty());
+  EXPECT_EQ(r.suspects[0].first, 5);
+  // Only finished merge outputs are served, never the stack files or other names.
+  EXPECT_EQ(core_->RoundFile(r.name, "py_stack.svg"), r.dir + "/py_stack.svg");
+  EXPECT_FALSE(core_->RoundFile(r.name, "00005-00008.stacktrace"));
+  EXPECT_FALSE(core_->RoundFile(r.name, "../out"));
+  EXPECT_FALSE(core_->RoundFile("..", "verdict.json"));
+  // A late upload for the merged round is refused with a reason.
+  v1::UploadReply late = Upload(a_, id, 1, StackJson(1));
+  EXPECT_FALSE(late.accepted());
+  EXPECT_NE(late.reason().find("already merged"), std::string::npos) << late.reason();
+}
+
+TEST_F(CoreTest, DeadlineNamesMissingRanks) {
+  std::string id = StartHang();
+  UploadAll(id, {3, 6});
+  now_ += 29;
+  core_->Tick();
+  EXPECT_FALSE(core_->Rounds()[0].finished);
+  now_ += 1.5;
+  core_->Tick();
+  RoundInfo r = core_->Rounds()[0];
+  ASSERT_TRUE(r.finished);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(r.ranks_missing, "3/6");
+  EXPECT_EQ(r.missing_count, 2u);
+  nlohmann::json v = Verdict(r);
+  EXPECT_EQ(v["ranks_missing"].dump(), "[3,6]") << v.dump(1);
+  std::set<int> suspects;
+  for (const auto& s : v["suspects"]) suspects.insert(s["rank"].get<int>());
+  EXPECT_TRUE(suspects.contains(3) && suspects.contains(6)) << v.dump(1);
+  EXPECT_EQ(core_->Counters().dump_rounds_timed_out, 1u);
+  EXPECT_NE(core_->MetricsText().find("xtimer_collector_last_round_ranks_missing 2\n"), std::string::npos);
+}
+
+TEST_F(CoreTest, RoundWithNoUploadAtAllStillNamesEveryRankMissing) {
+  StartHang();
+  now_ += 31;
+  core_->Tick();
+  RoundInfo r = core_->Rounds()[0];
+  ASSERT_TRUE(r.finished);
+  EXPECT_EQ(r.ranks_missing, "0-7");
+  EXPECT_EQ(r.reported_count, 0u);
+}
+
+TEST_F(CoreTest, RestartedCoreAnswersUnknownAndLearnsRanksAgain) {
+  std::string id = StartHang();
+  std::string old_a = a_;
+  MakeCore();  // the collector restarted
+  EXPECT_FALSE(Report(old_a, 0));
+  EXPECT_FALSE(core_->HasSession(old_a));
+  v1::UploadReply u = Upload(old_a, id, 0, StackJson(0));
+  EXPECT_FALSE(u.accepted());
+  EXPECT_NE(u.reason().find("register again"), std::string::npos) << u.reason();
+  EXPECT_EQ(nlohmann::json::parse(core_->StatusJson())["ranks"].size(), 0u) << "reports of unknown sessions teach nothing";
+  // The agent registers again; its next reports are learned, and the hang (still on) is merged.
+  a_ = Register("node-a", "agent-a", 0);
+  b_ = Register("node-b", "agent-b", 4);
+  EXPECT_TRUE(Report(b_, 4));
+  nlohmann::json st = nlohmann::json::parse(core_->StatusJson());
+  EXPECT_EQ(st["world_size"], 8);
+  EXPECT_EQ(st["ranks"].size(), 8u);  // 4 reported, 4 known from the registration
+  EXPECT_EQ(st["states"]["running"]["ranks"], "4-7") << st.dump(1);
+  EXPECT_TRUE(Report(a_, 0, {0, 1, 2, 3}));
+  ASSERT_EQ(core_->Rounds().size(), 1u);
+  EXPECT_NE(core_->Rounds()[0].dump_id, id);
+}
+
+TEST_F(CoreTest, TwoEpisodesMakeTwoRounds) {
+  std::string id1 = StartHang();
+  UploadAll(id1);
+  core_->Tick();
+  // Every rank runs again: the episode ends (checked once a second).
+  now_ += 2;
+  Report(a_, 0);
+  Report(b_, 4);
+  core_->Tick();
+  now_ += 0.5;
+  Report(b_, 4, {5});
+  auto da = DumpsOf("node-a");
+  ASSERT_EQ(da.size(), 2u);
+  ASSERT_NE(da[1], id1);
+  UploadAll(da[1]);
+  core_->Tick();
+  auto rounds = core_->Rounds();
+  ASSERT_EQ(rounds.size(), 2u);
+  EXPECT_TRUE(rounds[0].finished && rounds[1].finished);
+  EXPECT_NE(rounds[0].dir, rounds[1].dir);
+  EXPECT_EQ(rounds[1].name, "20261122T101530Z");
+  EXPECT_EQ(rounds[0].name, "20261122T101532Z");
+  EXPECT_TRUE(fs::exists(rounds[0].dir + "/verdict.json"));
+  EXPECT_TRUE(fs::exists(rounds[1].dir + "/verdict.json"));
+  EXPECT_EQ(core_->Counters().hang_episodes, 2u);
+}
+
+TEST_F(CoreTest, TwoRoundsInOneSecondGetTwoFolders) {
+  std::string id1 = StartHang();
+  now_ += 1.2;
+  Report(a_, 0);
+  Report(b_, 4);
+  core_->Tick();  // episode over, first round still collecting
+  wall_ms_ -= 1200;  // same wall second as the first hang
+  Report(b_, 4, {6});
+  auto rounds = core_->Rounds();
+  ASSERT_EQ(rounds.size(), 2u);
+  EXPECT_EQ(rounds[1].name, "20261122T101530Z");
+  EXPECT_EQ(rounds[0].name, "20261122T101530Z-2");
+  EXPECT_TRUE(fs::is_directory(rounds[0].dir));
+}
+
+TEST_F(CoreTest, BadUploadsAreRefusedWithAReason) {
+  std::string id = StartHang();
+  auto refused = [&](const std::string& session, const std::string& dump, int rank, const std::string& json,
+                     const std::string& why) {
+    v1::UploadReply r = Upload(session, dump, rank, json);
+    EXPECT_FALSE(r.accepted()) << why;
+    EXPECT_NE(r.reason().find(why), std::string::npos) << "want '" << why << "' in: " << r.reason();
+    EXPECT_EQ(r.reason().find('\n'), std::string::npos) << "one line";
+  };
+  refused(a_, id, 0, "{not json", "not a usable stack file");
+  refused(a_, id, 0, "", "not a usable stack file");
+  std::string other_format = StackJson(0);
+  other_format.replace(other_format.find("xtimer-stacktrace"), 17, "something-else");
+  refused(a_, id, 0, other_format, "not a usable stack file");
+  std::string newer = StackJson(0);
+  newer.replace(newer.find("\"version\":1"), 11, "\"version\":99");
+  refused(a_, id, 0, newer, "not a usable stack file");
+  refused(a_, id, 1, StackJson(0), "the stack file is rank 0's, the upload says rank 1");
+  refused(a_, id, -3, StackJson(0), "outside");
+  refused(a_, id, 0, StackJson(0, 16), "world size 16");
+  refused(a_, "deadbeef", 0, StackJson(0), "unknown dump round");
+  refused("no-such-session", id, 0, StackJson(0), "unknown session");
+  {
+    CoreOptions o;
+    o.out_dir = dir_.path() + "/small";
+    o.max_stack_bytes = 100;
+    CollectorCore small(o);
+    v1::RegisterRequest rr;
+    rr.set_protocol_version(1);
+    std::string s = small.Register(rr, nullptr);
+    v1::StackUpload u;
+    u.set_session(s);
+    u.set_rank(0);
+    u.set_stack_json(StackJson(0));
+    v1::UploadReply r = small.Upload(u);
+    EXPECT_FALSE(r.accepted());
+    EXPECT_NE(r.reason().find("larger than the limit of 100"), std::string::npos) << r.reason();
+  }
+  // The good uploads still make a complete round, with the refused rank-0 attempts listed.
+  UploadAll(id);
+  core_->Tick();
+  RoundInfo r = core_->Rounds()[0];
+  ASSERT_TRUE(r.finished);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.ranks_missing, "");
+  nlohmann::json v = Verdict(r);
+  EXPECT_GE(v["skipped"].size(), 3u) << v.dump(1);
+  EXPECT_GE(core_->Counters().uploads_refused, 9u);
+  std::string m = core_->MetricsText();
+  EXPECT_NE(m.find("xtimer_collector_uploads_refused_total{reason=\"parse\"} 4\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("xtimer_collector_uploads_refused_total{reason=\"rank_mismatch\"} 1\n"), std::string::npos);
+  EXPECT_NE(m.find("xtimer_collector_uploads_refused_total{reason=\"unknown_round\"} 1\n"), std::string::npos);
+}
+
+TEST_F(CoreTest, DuplicateUploadKeepsTheFirst) {
+  std::string id = StartHang();
+  ASSERT_TRUE(Upload(b_, id, 5, StackJson(5)).accepted());
+  v1::UploadReply again = Upload(b_, id, 5, StackJson(4).replace(StackJson(4).find("\"rank\":4"), 8, "\"rank\":5"));
+  EXPECT_TRUE(again.accepted());
+  EXPECT_NE(again.reason().find("kept the first"), std::string::npos) << again.reason();
+  UploadAll(id, {5});
+  core_->Tick();
+  RoundInfo r = core_->Rounds()[0];
+  ASSERT_TRUE(r.finished);
+  EXPECT_EQ(ReadFile(r.dir + "/00005-00008.stacktrace"), StackJson(5));
+  EXPECT_EQ(core_->Counters().uploads_duplicate, 1u);
+}
+
+TEST_F(CoreTest, OwnDumpsJoinTheRound) {
+  a_ = Register("node-a", "agent-a", 0);
+  b_ = Register("node-b", "agent-b", 4);
+  Report(a_, 0);
+  Report(b_, 4);
+  // Rank 0's watchdog fired: its own dump arrives before its hang report.
+  v1::UploadReply own = Upload(a_, "", 0, StackJson(0));
+  EXPECT_TRUE(own.accepted()) << own.reason();
+  now_ += 2;
+  Report(a_, 0, {0});
+  std::string id = DumpsOf("node-a").at(0);
+  // And one that arrives during the round.
+  EXPECT_TRUE(Upload(a_, "", 1, StackJson(1)).accepted());
+  core_->Tick();  // takes in rank 0's dump
+  for (int r = 2; r < 8; ++r) ASSERT_TRUE(Upload(r < 4 ? a_ : b_, id, r, StackJson(r)).accepted());
+  core_->Tick();
+  RoundInfo r = core_->Rounds()[0];
+  ASSERT_TRUE(r.finished);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.ranks_reported, "0-7");
+}
+
+TEST_F(CoreTest, OldOwnDumpsDoNotJoin) {
+  a_ = Register("node-a", "agent-a", 0);
+  b_ = Register("node-b", "agent-b", 4);
+  Report(a_, 0);
+  Report(b_, 4);
+  EXPECT_TRUE(Upload(a_, "", 0, StackJson(0)).accepted());
+  now_ += 100;  // long before the hang
+  core_->Tick();
+  Report(a_, 0, {1});
+  now_ += 31;
+  core_->Tick();
+  core_->Tick();
+  EXPECT_EQ(core_->Rounds()[0].ranks_missing, "0-7");
+}
+
+TEST_F(CoreTest, AgentRegisteringDuringARoundIsAsked) {
+  std::string id = StartHang();
+  // node-b's agent reconnects (same agent id): its new session gets the DUMP at once.
+  std::string b2 = Register("node-b", "agent-b", 4);
+  auto db = DumpsOf("node-b");
+  ASSERT_EQ(db.size(), 2u);
+  EXPECT_EQ(db[1], id);
+  EXPECT_FALSE(core_->HasSession(b_)) << "the reconnect replaced the old session";
+  EXPECT_TRUE(core_->HasSession(b2));
+}
+
+TEST_F(CoreTest, DisconnectedAgentsAreNotAskedAndAreForgottenWhenIdle) {
+  a_ = Register("node-a", "agent-a", 0);
+  b_ = Register("node-b", "agent-b", 4);
+  core_->Disconnect(b_);
+  EXPECT_EQ(core_->SessionsConnected(), 1u);
+  Report(a_, 0, {2});
+  EXPECT_EQ(DumpsOf("node-a").size(), 1u);
+  EXPECT_EQ(DumpsOf("node-b").size(), 0u);
+  EXPECT_TRUE(core_->HasSession(b_)) << "uploads in flight still count";
+  now_ += 301;
+  core_->Tick();
+  EXPECT_FALSE(core_->HasSession(b_));
+  EXPECT_TRUE(core_->HasSession(a_)) << "a connected session never expires";
+}
+
+TEST_F(CoreTest, NonsenseReportsAndRegistrationsAreDropped) {
+  v1::RegisterRequest bad;
+  bad.set_protocol_version(2);
+  std::string error;
+  EXPECT_EQ(core_->Register(bad, nullptr, &error), "");
+  EXPECT_NE(error.find("protocol version 2"), std::string::npos) << error;
+  a_ = Register("node-a", "agent-a", 0);
+  v1::ReportRequest req;
+  req.set_session(a_);
+  auto add = [&](int rank, int world) {
+    v1::RankReport* r = req.add_reports();
+    r->mutable_rank()->set_rank(rank);
+    r->mutable_rank()->set_world_size(world);
+    r->set_state(v1::RANK_STATE_HUNG);
+  };
+  add(8, 8);
+  add(-1, 8);
+  add(0, (1 << 20) + 1);
+  add(0, 0);
+  EXPECT_TRUE(core_->Report(req));
+  EXPECT_TRUE(core_->Rounds().empty()) << "no valid report, no round";
+  EXPECT_EQ(core_->Counters().rank_reports_invalid, 4u);
+}
+
+TEST_F(CoreTest, StateOnlyReportKeepsOpStatistics) {
+  a_ = Register("node-a", "agent-a", 0);
+  Report(a_, 0);
+  v1::ReportRequest req;
+  req.set_session(a_);
+  v1::RankReport* r = req.add_reports();
+  *r->mutable_rank() = RankMsg(2);
+  r->set_state(v1::RANK_STATE_HUNG);
+  r->set_oldest_inflight_s(301.5);
+  r->set_oldest_inflight_op("ncclAllReduce");
+  ASSERT_TRUE(core_->Report(req));
+  std::string m = core_->MetricsText();
+  EXPECT_NE(m.find("xtimer_rank_hung{rank=\"2\",host=\"node-a\"} 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("xtimer_rank_inflight_oldest_seconds{rank=\"2\",host=\"node-a\"} 301.5\n"), std::string::npos);
+  EXPECT_NE(m.find("xtimer_op_latency_seconds_count{rank=\"2\",kind=\"collective\",op=\"ncclAllReduce\""), std::string::npos)
+      << "the ops of the last full report stay";
+}
+
+TEST_F(CoreTest, MetricsCoverRanksAndTheCollector) {
+  std::string id = StartHang();
+  UploadAll(id);
+  core_->Tick();
+  std::string m = core_->MetricsText();
+  for (const char* want : {
+           "# TYPE xtimer_op_latency_seconds summary\n",
+           "xtimer_op_latency_seconds{rank=\"5\",kind=\"collective\",op=\"ncclAllReduce\",detail=\"1048576B comm 3a9f0c12\",quantile=\"0.99\"} 0.002\n",
+           "xtimer_op_busbw_gbps{rank=\"7\",",
+           "xtimer_rank_hung{rank=\"0\",host=\"node-a\"} 1\n",
+           "xtimer_rank_hung{rank=\"5\",host=\"node-b\"} 0\n",
+           "xtimer_rank_report_age_seconds{rank=\"7\",host=\"node-b\"} 0\n",
+           "xtimer_collector_agents_connected 2\n",
+           "xtimer_collector_world_size 8\n",
+           "xtimer_collector_rank_reports_total{result=\"ok\"} 12\n",
+           "xtimer_collector_uploads_total{result=\"accepted\"} 8\n",
+           "xtimer_collector_dump_rounds_total 1\n",
+           "xtimer_collector_hang_active 1\n",
+       })
+    EXPECT_NE(m.find(want), std::string::npos) << "missing: " << want << "\n" << m;
+}
+
+TEST_F(CoreTest, FilesAreNamedByTheCollectorNeverByClients) {
+  std::string id = StartHang();
+  for (int r = 0; r < 8; ++r) {
+    StackFile f = RankOf8(r);
+    f.host = "../../../../tmp/evil";
+    f.reason = "../x";
+    ASSERT_TRUE(Upload(r < 4 ? a_ : b_, id, r, StackFileToJson(f)).accepted());
+  }
+  core_->Tick();
+  RoundInfo r = core_->Rounds()[0];
+  for (const auto& e : fs::recursive_directory_iterator(dir_.path())) {
+    std::string rel = fs::relative(e.path(), dir_.path()).string();
+    EXPECT_EQ(rel.find("evil"), std::string::npos) << rel;
+    EXPECT_TRUE(rel == "out" || rel.rfind("out/20261122T101530Z", 0) == 0) << rel;
+  }
+}
+
+TEST_F(CoreTest, PageEscapesAgentStrings) {
+  v1::RegisterRequest req;
+  req.set_protocol_version(1);
+  req.set_node("<b>node</b>");
+  std::string s = core_->Register(req, nullptr);
+  v1::ReportRequest rep;
+  rep.set_session(s);
+  v1::RankReport* r = rep.add_reports();
+  r->mutable_rank()->set_rank(0);
+  r->mutable_rank()->set_world_size(1);
+  r->mutable_rank()->set_host("<script>alert(1)</script>");
+  r->set_state(v1::RANK_STATE_HUNG);
+  r->set_trigger("x\" onmouseover=\"alert(2)");
+  ASSERT_TRUE(core_->Report(rep));
+  std::string html = core_->StatusPageHtml();
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_NE(html.find("&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);
+  EXPECT_EQ(html.find("\" onmouseover"), std::string::npos);
+  EXPECT_NE(html.find("data-rank=\"0\""), std::string::npos);
+  // Not UTF-8 either: the JSON still comes out.
+  r->mutable_rank()->set_host(std::string("\xff\xfe", 2));
+  ASSERT_TRUE(core_->Report(rep));
+  EXPECT_NO_THROW(nlohmann::json::parse(core_->StatusJson()));
+}
+
+TEST_F(CoreTest, FinishRoundsMergesWhatIsThere) {
+  std::string id = StartHang();
+  UploadAll(id, {1});
+  core_->FinishRounds();
+  RoundInfo r = core_->Rounds()[0];
+  ASSERT_TRUE(r.finished);
+  EXPECT_EQ(r.ranks_missing, "1");
+}
+
+// Many threads at once: reports, uploads, ticks and readers (TSan runs this).
+TEST_F(CoreTest, ConcurrentCallers) {
+  std::string id = StartHang();
+  std::vector<std::thread> threads;
+  std::atomic<int> accepted{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        Report(t % 2 ? b_ : a_, t % 2 ? 4 : 0, {});
+        if (i % 10 == 0) (void)core_->MetricsText(), (void)core_->StatusJson(), (void)core_->StatusPageHtml();
+      }
+      for (int r = t; r < 8; r += 4)
+        if (Upload(r < 4 ? a_ : b_, id, r, StackJson(r)).accepted()) ++accepted;
+    });
+  threads.emplace_back([&] {
+    for (int i = 0; i < 100; ++i) core_->Tick();
+  });
+  for (auto& th : threads) th.join();
+  core_->Tick();
+  EXPECT_EQ(accepted, 8);
+  RoundInfo r = core_->Rounds()[0];
+  ASSERT_TRUE(r.finished);
+  EXPECT_EQ(r.ranks_reported, "0-7");
+}
+
+}  // namespace
+}  // namespace xtimer::collector
