@@ -432,9 +432,9 @@ struct CollectorCore::Impl {
     for (auto& [id, s] : sessions)
       if (s.connected && s.send) senders->push_back(s.send);
     counters.dump_commands_sent += senders->size();
-    Log(LogLevel::kWarn, "collector: %s reports a hang; dump round %s asks %zu agents for every rank's stacks "
-        "(waiting up to %g s), output %s", info.trigger.c_str(), round->dump_id.c_str(), senders->size(),
-        opt.dump_wait_s, round->dir.empty() ? "(none)" : round->dir.c_str());
+    Log(LogLevel::kWarn, "collector: rank %d reports a hang (%s); dump round %s asks %zu agents for every rank's "
+        "stacks (waiting up to %g s), output %s", hang.rank().rank(), Printable(hang.trigger(), 200).c_str(),
+        round->dump_id.c_str(), senders->size(), opt.dump_wait_s, round->dir.empty() ? "(none)" : round->dir.c_str());
     return round->dump_id;
   }
 
@@ -509,7 +509,9 @@ struct CollectorCore::Impl {
     }
   }
 
-  v1::UploadReply AddToRound(Round* round, const StackFile& file, const std::string& bytes, const std::string& source) {
+  // `count`: false for dumps taken in from `pending` (counted when they came).
+  v1::UploadReply AddToRound(Round* round, const StackFile& file, const std::string& bytes, const std::string& source,
+                             bool count = true) {
     std::string path;
     {
       std::lock_guard<std::mutex> lock(round->mu);
@@ -533,7 +535,7 @@ struct CollectorCore::Impl {
         path = round->dir + name;
       }
     }
-    ++uploads_accepted;
+    if (count) ++uploads_accepted;
     if (!path.empty()) WriteNewFile(path, bytes);
     v1::UploadReply r;
     r.set_accepted(true);
@@ -606,7 +608,7 @@ struct CollectorCore::Impl {
         if (round->have.contains(rank)) continue;
       }
       if (!ParseStackFile(p.bytes, &file, &error)) continue;  // checked when it came; cannot fail
-      AddToRound(round.get(), file, p.bytes, p.source);
+      AddToRound(round.get(), file, p.bytes, p.source, /*count=*/false);
     }
   }
 

@@ -176,7 +176,10 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "xtimer_collector: listening on %s:%d (gRPC%s%s)%s; dump rounds go to %s/<hang time>/ "
                "(waiting up to %g s for every rank)\n", host.c_str(), server->port(),
                server_options.tls_cert_pem.empty() ? "" : ", TLS", server_options.token.empty() ? "" : ", token required",
-               http ? (", http://" + flags["--http"] + "/").c_str() : "", out.c_str(), core_options.dump_wait_s);
+               http ? (", http://" + flags["--http"].substr(0, flags["--http"].rfind(':')) + ":" +
+                       std::to_string(http->port()) + "/").c_str()
+                    : "",
+               out.c_str(), core_options.dump_wait_s);
 
   for (;;) {
     timespec tick = {0, 100 * 1000 * 1000};
