@@ -19,7 +19,11 @@ bool Fail(std::string* error, const std::string& what, const std::string& path, 
 
 bool WriteFileAtomically(const std::string& path, std::string_view content, std::string* error) {
   std::string tmp = path + ".tmp." + std::to_string(getpid());
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // O_EXCL|O_NOFOLLOW: a symlink planted at the temp name cannot redirect the write elsewhere.
+  // A leftover temp file (of a process that died, with our pid reused) is removed once.
+  const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = open(tmp.c_str(), flags, 0644);
+  if (fd < 0 && errno == EEXIST && unlink(tmp.c_str()) == 0) fd = open(tmp.c_str(), flags, 0644);
   if (fd < 0) return Fail(error, "cannot create", tmp, errno);
   const char* p = content.data();
   size_t left = content.size();

@@ -37,6 +37,7 @@ constexpr Var kVars[] = {
     {"XTIMER_METRICS_PORT", "18889", "Port of the node agent's Prometheus /metrics; 0 = off."},
     {"XTIMER_COLLECTOR", "", "host:port of xtimer_collector; empty = the agent runs an embedded collector for its node."},
     {"XTIMER_COLLECTOR_TOKEN_FILE", "", "File holding the token the agent presents to the collector."},
+    {"XTIMER_COLLECTOR_CA", "", "PEM file of the CA that signed a TLS collector's certificate; set = the agent uses TLS."},
     {"XTIMER_DUMP_WAIT", "30", "Seconds the collector waits for every rank's stacks after a hang before merging."},
     // --- network check
     {"XTIMER_NETPROBE_TIMEOUT", "30", "Deadline in seconds for every connect, send and wait of xtimer_netprobe."},

@@ -1,7 +1,10 @@
 // xtimer_launch COMMAND [ARGS...]: runs COMMAND with libxtimer_preload.so preloaded, so every
-// process it starts (python, torchrun and its ranks, deepspeed) is timed. Exit status and
-// signals are those of COMMAND (it replaces this process).
+// process it starts (python, torchrun and its ranks, deepspeed) is timed. xtimer_launch stays
+// as COMMAND's parent and runs the node agent (launcher/node_agent.h) beside it; exit status and
+// signals are passed through. Below another xtimer_launch (XTIMER_AGENT_SOCKET already set) it
+// just runs COMMAND, which reports to the agent above.
 #include <limits.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,8 +12,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "common/env.h"
+#include "common/log.h"
+#ifdef XTIMER_WITH_AGENT
+#include "launcher/child_process.h"
+#include "launcher/node_agent.h"
+#endif
 
 namespace {
 
@@ -77,6 +86,29 @@ int main(int argc, char** argv) {
   }
   setenv("LD_PRELOAD", preload.c_str(), 1);
 
+#ifdef XTIMER_WITH_AGENT
+  if (xtimer::env::String("XTIMER_AGENT_SOCKET").empty()) {
+    xtimer::ChildProcess::BlockSignals();  // before any thread exists
+    xtimer::NodeAgent agent(xtimer::AgentConfig::FromEnv());
+    std::string error;
+    if (agent.Start(&error)) {
+      xtimer::ChildProcess child;
+      int code = 0;
+      if (!child.Spawn(std::vector<std::string>(argv + first, argv + argc), &error, &code)) {
+        agent.Stop();
+        std::fprintf(stderr, "xtimer_launch: %s\n", error.c_str());
+        return code;
+      }
+      int status = child.Wait([&] { agent.Tick(); });
+      agent.Stop();
+      xtimer::ExitLike(status);
+    }
+    xtimer::Log(xtimer::LogLevel::kWarn, "agent: %s; running the command without a node agent", error.c_str());
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_UNBLOCK, &all, nullptr);
+  }
+#endif
   execvp(argv[first], argv + first);
   int err = errno;
   std::fprintf(stderr, "xtimer_launch: cannot run %s: %s\n", argv[first], std::strerror(err));

@@ -4,6 +4,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "preload/agent_link.h"
 #include "preload/capture_mode.h"
 #include "preload/internal_thread.h"
 #include "preload/op_names.h"
@@ -11,6 +12,11 @@
 #include "preload/tracker.h"
 
 namespace xtimer {
+namespace {
+constexpr size_t kAgentSummaryOps = 200;  // keeps a summary message well under the socket's limit
+constexpr uint64_t kAgentSummaryEveryNs = 2000000000ull;
+}  // namespace
+
 Poller::Poller(Tracker& tracker) : tracker_(tracker) {
   trace_.Configure(static_cast<size_t>(tracker.config().trace_ops));
 }
@@ -38,6 +44,11 @@ void Poller::Loop() {
       if (now >= next_report_ns_) {
         WriteReports(false);
         next_report_ns_ = now + static_cast<uint64_t>(interval * 1e9);
+      }
+      // The node agent's metrics want fresher statistics than the files: every 2 s.
+      if (tracker_.agent().active() && now >= next_agent_summary_ns_) {
+        tracker_.agent().OfferSummary(SummaryJson(tracker_, false, kAgentSummaryOps));
+        next_agent_summary_ns_ = now + kAgentSummaryEveryNs;
       }
     }
     tracker_.pools().Grow();
@@ -98,7 +109,13 @@ void Poller::Account(const Pending& p, double ms) {
   }
 }
 
-void Poller::WriteReports(bool final) { WriteReportFiles(tracker_, trace_, final); }
+void Poller::WriteReports(bool final) {
+  WriteReportFiles(tracker_, trace_, final);
+  if (final) {
+    tracker_.agent().OfferSummary(SummaryJson(tracker_, true, kAgentSummaryOps));
+    tracker_.agent().Flush(200);  // at exit: give the link thread a moment to send it
+  }
+}
 
 void Poller::Stop() {
   if (stopped_.exchange(true)) return;

@@ -60,6 +60,7 @@ class Poller {
   std::atomic<bool> stop_{false};
   std::atomic<bool> stopped_{false};
   uint64_t next_report_ns_ = 0;
+  uint64_t next_agent_summary_ns_ = 0;
   std::atomic<uint64_t> heartbeat_ns_{0};
 };
 

@@ -78,7 +78,7 @@ void WriteOp(JsonWriter& w, Tracker& t, OpClass& c) {
 
 }  // namespace
 
-std::string SummaryJson(Tracker& t, bool final) {
+std::string SummaryJson(Tracker& t, bool final, size_t max_ops) {
   JsonWriter w;
   w.BeginObject();
   WriteRankHeader(w, t, "xtimer-summary");
@@ -90,6 +90,7 @@ std::string SummaryJson(Tracker& t, bool final) {
   std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) {
     return t.classes().at(a).hist->sum_ns() > t.classes().at(b).hist->sum_ns();
   });
+  if (ids.size() > max_ops) ids.resize(max_ops);
   w.Key("ops").BeginArray();
   for (uint32_t id : ids) WriteOp(w, t, t.classes().at(id));
   w.EndArray();

@@ -2,6 +2,7 @@
 // (<rank>-<world>.trace.json) files; formats in docs/formats.md. Poller thread only.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -11,7 +12,8 @@ namespace xtimer {
 
 class Tracker;
 
-std::string SummaryJson(Tracker& t, bool final);
+// At most `max_ops` op classes (the busiest).
+std::string SummaryJson(Tracker& t, bool final, size_t max_ops = SIZE_MAX);
 std::string TraceJson(Tracker& t, const std::vector<TraceEntry>& entries);
 // "<timeline>/<rank:05d>-<world:05d>.<suffix>"
 std::string RankFilePath(Tracker& t, const char* suffix);

@@ -7,6 +7,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "preload/agent_link.h"
 #include "preload/poller.h"
 #include "preload/watchdog.h"
 
@@ -53,6 +54,7 @@ Tracker::Tracker(const PreloadConfig& config)
   env_local_rank_ = EnvInt("LOCAL_RANK");
   poller_ = new Poller(*this);
   watchdog_ = new Watchdog(*this);
+  agent_ = new AgentLink(*this);
 }
 
 Tracker* Tracker::Instance() {
@@ -75,6 +77,7 @@ Tracker* Tracker::Instance() {
   }
   t = new Tracker(config);  // lives until exit; never freed (threads may still read it)
   g_tracker.store(t, std::memory_order_release);
+  t->agent_->Start();  // before the watchdog: the dumper then leaves symbolising to the agent
   t->poller_->Start();
   t->watchdog_->Start();
   Log(LogLevel::kDebug, "started: output in %s", config.timeline_path.c_str());

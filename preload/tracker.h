@@ -17,6 +17,7 @@
 
 namespace xtimer {
 
+class AgentLink;
 class Poller;
 class Watchdog;
 
@@ -49,6 +50,7 @@ class Tracker {
   MpmcQueue<OpRecord>& queue() { return queue_; }
   UntimedCounters& untimed() { return untimed_; }
   Poller& poller() { return *poller_; }
+  AgentLink& agent() { return *agent_; }
 
   // Launch path.
   uint32_t Intern(const OpKey& key) {
@@ -86,6 +88,7 @@ class Tracker {
   UntimedCounters untimed_;
   Poller* poller_ = nullptr;
   Watchdog* watchdog_ = nullptr;
+  AgentLink* agent_ = nullptr;
   int env_rank_ = -1, env_world_ = -1, env_local_rank_ = -1;
 };
 

@@ -7,6 +7,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "preload/agent_link.h"
 #include "preload/blocked_threads.h"
 #include "preload/internal_thread.h"
 #include "preload/poller.h"
@@ -37,7 +38,10 @@ std::string Describe(const InflightOp& op) {
 Watchdog::Watchdog(Tracker& tracker) : tracker_(tracker) {}
 
 void Watchdog::Start() {
-  capture::Dumper::Instance().Start(this);
+  capture::DumperOptions options;
+  // With a node agent the agent symbolises (principle 2: interpretation outside the process).
+  if (tracker_.agent().active()) options.symbolizer = "none";
+  capture::Dumper::Instance().Start(this, options);
   thread_ = StartInternalThread("xtimer-watchdog", [this] { Loop(); });
   thread_.detach();  // runs until the process ends; holds no lock across a check
 }
@@ -111,6 +115,7 @@ void Watchdog::Loop() {
     std::this_thread::sleep_for(std::chrono::duration<double>(period));
     std::string what = FindHang();
     if (what.empty()) {
+      if (hang_reported_) tracker_.agent().SetHang(false, "");
       hang_reported_ = false;  // the hang (if any) resolved: a new one is reported again
       continue;
     }
@@ -125,6 +130,7 @@ void Watchdog::Act(const std::string& what) {
     std::lock_guard<std::mutex> lock(trigger_mu_);
     trigger_ = what;
   }
+  tracker_.agent().SetHang(true, what);
   const PreloadConfig& config = tracker_.config();
   RankInfo r = tracker_.rank_info();
   switch (config.hang_action) {

@@ -1,0 +1,39 @@
+// How the node agent reaches a collector: over gRPC to xtimer_collector (XTIMER_COLLECTOR), or
+// in-process to an embedded collector core for this node alone. Calls never block the agent:
+// reports and uploads are queued and sent by the link's own thread. A link that loses its
+// collector keeps trying with backoff; a restarted collector learns the node again.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collector.pb.h"
+
+namespace xtimer {
+
+class CollectorLink {
+ public:
+  using OnDump = std::function<void(const std::string& dump_id)>;
+  virtual ~CollectorLink() = default;
+  // `on_dump` is called (from the link's thread) when the collector wants every local rank's stacks.
+  virtual void Start(OnDump on_dump) = 0;
+  // The node's ranks now; `urgent` sends them at once (a hang), else with the next period.
+  virtual void Report(std::vector<v1::RankReport> reports, bool urgent) = 0;
+  // A rank's (symbolised) stack file for the dump round `dump_id` ("" for a dump of its own).
+  virtual void Upload(int rank, const std::string& dump_id, std::string stack_json) = 0;
+  // Sends what is queued for at most `ms` milliseconds, then stops.
+  virtual void Stop(int ms) = 0;
+  virtual bool connected() const = 0;
+};
+
+// XTIMER_COLLECTOR=host:port. `token_file` (may be empty) holds the bearer token; `ca_file`
+// (may be empty) the PEM roots for a TLS collector. nullptr with *error on a bad setting.
+std::unique_ptr<CollectorLink> ConnectToCollector(const std::string& address, const std::string& token_file,
+                                                  const std::string& ca_file, std::string* error);
+
+// A collector core in this process for this node alone, writing merged dumps under `out_dir`.
+std::unique_ptr<CollectorLink> EmbeddedCollector(const std::string& out_dir, double dump_wait_s);
+
+}  // namespace xtimer

@@ -1,0 +1,295 @@
+// CollectorLink over gRPC (common/proto/collector.proto).
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "collector.grpc.pb.h"
+#include "common/log.h"
+#include "launcher/collector_link.h"
+
+namespace xtimer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kReportPeriod = std::chrono::seconds(10);
+constexpr auto kCallDeadline = std::chrono::seconds(5);
+constexpr auto kUploadDeadline = std::chrono::seconds(30);
+constexpr size_t kMaxQueuedUploads = 256;
+
+std::string RandomId() {
+  std::random_device rd;
+  std::ostringstream s;
+  s << std::hex << rd() << rd();
+  return s.str();
+}
+
+class GrpcCollectorLink : public CollectorLink {
+ public:
+  GrpcCollectorLink(std::string address, std::string token, std::shared_ptr<grpc::ChannelCredentials> creds)
+      : address_(std::move(address)), token_(std::move(token)), agent_id_(RandomId()) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(16 << 20);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 500);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 10000);
+    stub_ = v1::Collector::NewStub(grpc::CreateCustomChannel(address_, creds, args));
+  }
+
+  ~GrpcCollectorLink() override { Stop(0); }
+
+  void Start(OnDump on_dump) override {
+    on_dump_ = std::move(on_dump);
+    worker_ = std::thread([this] { Loop(); });
+  }
+
+  void Report(std::vector<v1::RankReport> reports, bool urgent) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    reports_ = std::move(reports);
+    have_reports_ = true;
+    urgent_ |= urgent;
+    cv_.notify_all();
+  }
+
+  void Upload(int rank, const std::string& dump_id, std::string stack_json) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (uploads_.size() >= kMaxQueuedUploads) {
+      Log(LogLevel::kWarn, "agent: %zu stack uploads waiting for the collector; dropping the oldest", uploads_.size());
+      uploads_.pop_front();
+    }
+    v1::StackUpload u;
+    u.set_rank(rank);
+    u.set_dump_id(dump_id);
+    u.set_stack_json(std::move(stack_json));
+    uploads_.push_back(std::move(u));
+    cv_.notify_all();
+  }
+
+  void Stop(int ms) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (stopping_) return;
+      // Let the worker send what is queued, up to `ms`.
+      cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return uploads_.empty() && !have_reports_; });
+      stopping_ = true;
+      cv_.notify_all();
+    }
+    CancelCommands();
+    if (worker_.joinable()) worker_.join();
+    if (reader_.joinable()) reader_.join();
+  }
+
+  bool connected() const override { return registered_.load(); }
+
+ private:
+  void AddToken(grpc::ClientContext* ctx) {
+    if (!token_.empty()) ctx->AddMetadata("authorization", "Bearer " + token_);
+  }
+
+  bool Register() {
+    v1::RegisterRequest req;
+    req.set_protocol_version(1);
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    req.set_node(host);
+    req.set_agent_id(agent_id_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& r : reports_) *req.add_ranks() = r.rank();
+    }
+    grpc::ClientContext ctx;
+    AddToken(&ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + kCallDeadline);
+    v1::RegisterReply reply;
+    grpc::Status st = stub_->Register(&ctx, req, &reply);
+    if (!st.ok()) {
+      LogFailure("register with", st);
+      return false;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      session_ = reply.session();
+      have_reports_ = have_reports_ || !reports_.empty();  // a new collector needs our state now
+      urgent_ = true;
+    }
+    Log(LogLevel::kInfo, "agent: connected to the collector at %s", address_.c_str());
+    failures_logged_ = 0;
+    registered_ = true;
+    StartCommands();
+    return true;
+  }
+
+  // One line per kind of trouble, not one per retry.
+  void LogFailure(const char* what, const grpc::Status& st) {
+    if (failures_logged_++ == 0 || st.error_code() == grpc::StatusCode::UNAUTHENTICATED)
+      Log(LogLevel::kWarn, "agent: cannot %s the collector at %s: %s (the job goes on; retrying)", what,
+          address_.c_str(), st.error_message().c_str());
+  }
+
+  void StartCommands() {
+    CancelCommands();
+    if (reader_.joinable()) reader_.join();
+    std::lock_guard<std::mutex> lock(mu_);
+    commands_ctx_ = std::make_unique<grpc::ClientContext>();
+    AddToken(commands_ctx_.get());
+    v1::CommandsRequest req;
+    req.set_session(session_);
+    grpc::ClientContext* ctx = commands_ctx_.get();
+    reader_ = std::thread([this, ctx, req] {
+      auto stream = stub_->Commands(ctx, req);
+      v1::Command cmd;
+      while (stream->Read(&cmd))
+        if (cmd.kind() == v1::Command::DUMP && on_dump_) on_dump_(cmd.dump_id());
+      grpc::Status st = stream->Finish();
+      if (!stopping_) {
+        LogFailure("keep the command stream with", st);
+        registered_ = false;  // the collector went away: register again
+        cv_.notify_all();
+      }
+    });
+  }
+
+  void CancelCommands() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (commands_ctx_) commands_ctx_->TryCancel();
+  }
+
+  void SendReports() {
+    v1::ReportRequest req;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      req.set_session(session_);
+      for (const auto& r : reports_) *req.add_reports() = r;
+      have_reports_ = false;
+      urgent_ = false;
+    }
+    grpc::ClientContext ctx;
+    AddToken(&ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + kCallDeadline);
+    v1::ReportReply reply;
+    grpc::Status st = stub_->Report(&ctx, req, &reply);
+    if (!st.ok() || !reply.known()) {
+      if (!st.ok()) LogFailure("report to", st);
+      if (st.ok()) Log(LogLevel::kInfo, "agent: the collector does not know us (restarted?); registering again");
+      registered_ = false;
+      std::lock_guard<std::mutex> lock(mu_);
+      have_reports_ = true;  // resend after registering
+    }
+  }
+
+  void SendOneUpload() {
+    v1::StackUpload u;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (uploads_.empty()) return;
+      u = uploads_.front();
+      u.set_session(session_);
+    }
+    grpc::ClientContext ctx;
+    AddToken(&ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + kUploadDeadline);
+    v1::UploadReply reply;
+    grpc::Status st = stub_->UploadStacks(&ctx, u, &reply);
+    if (!st.ok()) {
+      LogFailure("upload stacks to", st);
+      registered_ = false;
+      return;  // kept; retried after registering again
+    }
+    if (!reply.accepted())
+      Log(LogLevel::kWarn, "agent: the collector refused rank %d's stacks: %s", u.rank(), reply.reason().c_str());
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!uploads_.empty()) uploads_.pop_front();
+  }
+
+  void Loop() {
+    auto backoff = std::chrono::milliseconds(500);
+    auto next_report = Clock::now();
+    while (!stopping_) {
+      if (!registered_) {
+        if (!Register()) {
+          std::unique_lock<std::mutex> lock(mu_);
+          cv_.wait_for(lock, backoff, [this] { return stopping_.load(); });
+          backoff = std::min(backoff * 2, std::chrono::milliseconds(30000));
+          continue;
+        }
+        backoff = std::chrono::milliseconds(500);
+      }
+      bool send_reports, send_upload;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_until(lock, next_report, [this] {
+          return stopping_ || !registered_ || urgent_ || !uploads_.empty();
+        });
+        send_reports = have_reports_ && (urgent_ || Clock::now() >= next_report || stopping_);
+        send_upload = !uploads_.empty();
+      }
+      if (send_reports && registered_) {
+        SendReports();
+        next_report = Clock::now() + kReportPeriod;
+      } else if (Clock::now() >= next_report) {
+        next_report = Clock::now() + kReportPeriod;
+      }
+      if (send_upload && registered_) SendOneUpload();
+      cv_.notify_all();  // Stop() waits for the queues to drain
+    }
+  }
+
+  std::string address_, token_, agent_id_;
+  std::unique_ptr<v1::Collector::Stub> stub_;
+  OnDump on_dump_;
+  std::thread worker_, reader_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> registered_{false};
+  std::atomic<int> failures_logged_{0};
+
+  std::mutex mu_;  // guards what follows
+  std::condition_variable cv_;
+  std::string session_;
+  std::vector<v1::RankReport> reports_;
+  bool have_reports_ = false;
+  bool urgent_ = false;
+  std::deque<v1::StackUpload> uploads_;
+  std::unique_ptr<grpc::ClientContext> commands_ctx_;
+};
+
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream in(path);
+  if (!in) return false;
+  std::stringstream s;
+  s << in.rdbuf();
+  *out = s.str();
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<CollectorLink> ConnectToCollector(const std::string& address, const std::string& token_file,
+                                                  const std::string& ca_file, std::string* error) {
+  std::string token;
+  if (!token_file.empty()) {
+    if (!ReadFile(token_file, &token)) {
+      *error = "cannot read the collector token file " + token_file + " (XTIMER_COLLECTOR_TOKEN_FILE)";
+      return nullptr;
+    }
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) token.pop_back();
+  }
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (!ca_file.empty()) {
+    grpc::SslCredentialsOptions opts;
+    if (!ReadFile(ca_file, &opts.pem_root_certs)) {
+      *error = "cannot read the collector CA file " + ca_file + " (XTIMER_COLLECTOR_CA)";
+      return nullptr;
+    }
+    creds = grpc::SslCredentials(opts);
+  }
+  return std::make_unique<GrpcCollectorLink>(address, token, creds);
+}
+
+}  // namespace xtimer

@@ -1,0 +1,169 @@
+#include "launcher/node_agent.h"
+
+#include <httplib.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/env.h"
+#include "common/log.h"
+#include "common/prometheus_text.h"
+#include "common/rank_metrics.h"
+#include "common/stack_symbolize.h"
+#include "common/symbolizer.h"
+
+namespace xtimer {
+
+AgentConfig AgentConfig::FromEnv() {
+  AgentConfig c;
+  c.timeline_path = env::String("XTIMER_TIMELINE_PATH");
+  c.metrics_port = static_cast<int>(env::Int("XTIMER_METRICS_PORT"));
+  c.collector = env::String("XTIMER_COLLECTOR");
+  c.token_file = env::String("XTIMER_COLLECTOR_TOKEN_FILE");
+  c.ca_file = env::String("XTIMER_COLLECTOR_CA");
+  c.dump_wait_s = env::Double("XTIMER_DUMP_WAIT");
+  return c;
+}
+
+NodeAgent::NodeAgent(AgentConfig config) : config_(std::move(config)) {}
+
+NodeAgent::~NodeAgent() { Stop(); }
+
+bool NodeAgent::Start(std::string* error) {
+  char dir[] = "/tmp/xtimer-agent-XXXXXX";
+  if (mkdtemp(dir) == nullptr) {
+    *error = "cannot create a folder for the agent socket in /tmp";
+    return false;
+  }
+  socket_dir_ = dir;
+  std::string path = socket_dir_ + "/agent.sock";
+  if (!channel_.Listen(path, error)) return false;
+  setenv("XTIMER_AGENT_SOCKET", path.c_str(), 1);
+
+  if (config_.collector.empty()) {
+    link_ = EmbeddedCollector(config_.timeline_path, config_.dump_wait_s);
+  } else {
+    std::string link_error;
+    link_ = ConnectToCollector(config_.collector, config_.token_file, config_.ca_file, &link_error);
+    if (!link_) Log(LogLevel::kError, "agent: %s; not reporting to a collector", link_error.c_str());
+  }
+  if (link_) link_->Start([this](const std::string& id) { OnDumpRequest(id); });
+
+  channel_.Start([this](int conn, const nlohmann::json& msg) { OnRankMessage(conn, msg); },
+                 [this](int conn) { registry_.OnClose(conn); });
+  symbolize_thread_ = std::thread([this] { SymbolizeLoop(); });
+  StartMetrics();
+  return true;
+}
+
+void NodeAgent::OnRankMessage(int conn, const nlohmann::json& msg) {
+  registry_.OnMessage(conn, msg);
+  if (msg.value("type", "") == "dump_written") {
+    std::lock_guard<std::mutex> lock(mu_);
+    dumps_.push_back(Dump{msg.value("path", ""), msg.value("rank", -1), msg.value("request_id", "")});
+    cv_.notify_all();
+  }
+}
+
+// The collector wants every rank's stacks: ask each local rank; its dump_written answer
+// carries the request id back.
+void NodeAgent::OnDumpRequest(const std::string& dump_id) {
+  std::string msg = nlohmann::json{{"type", "dump"}, {"request_id", dump_id}}.dump();
+  int asked = 0;
+  for (int conn : registry_.LiveConnections()) asked += channel_.Send(conn, msg);
+  Log(LogLevel::kInfo, "agent: dump %s requested by the collector; asked %d local rank(s)", dump_id.c_str(), asked);
+}
+
+// Symbolising reads debug information of every module: seconds for a large process, so it
+// runs here, one dump at a time, never in the training process.
+void NodeAgent::SymbolizeLoop() {
+  Symbolizer symbolizer;
+  for (;;) {
+    Dump d;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !dumps_.empty(); });
+      if (dumps_.empty()) return;
+      d = dumps_.front();
+      dumps_.pop_front();
+    }
+    std::string error;
+    SymbolizeSummary summary;
+    if (!SymbolizeStackFile(d.path, symbolizer, &summary, &error))
+      Log(LogLevel::kWarn, "agent: %s (the stack file stays unsymbolised)", error.c_str());
+    std::ifstream in(d.path);
+    if (!in) {
+      Log(LogLevel::kWarn, "agent: cannot read rank %d's stack file %s", d.rank, d.path.c_str());
+      continue;
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    if (link_) link_->Upload(d.rank, d.request_id, text.str());
+  }
+}
+
+void NodeAgent::StartMetrics() {
+  if (config_.metrics_port <= 0) return;
+  http_ = std::make_unique<httplib::Server>();
+  // SO_REUSEADDR only: rebinding after a restart works, and a second agent on the same port
+  // fails loudly (httplib's default SO_REUSEPORT would let both bind and share the scrapes).
+  http_->set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(MetricsText(), PrometheusText::kContentType);
+  });
+  // Prometheus scrapes nodes from elsewhere: all interfaces, like any exporter.
+  if (!http_->bind_to_port("0.0.0.0", config_.metrics_port)) {
+    Log(LogLevel::kWarn, "agent: cannot serve /metrics on port %d (in use?); set XTIMER_METRICS_PORT to a free port or 0",
+        config_.metrics_port);
+    http_.reset();
+    return;
+  }
+  http_thread_ = std::thread([this] { http_->listen_after_bind(); });
+}
+
+std::string NodeAgent::MetricsText() {
+  PrometheusText text;
+  std::vector<v1::RankReport> reports = registry_.Reports(true);
+  AppendRankMetrics(reports, &text);
+  text.Family("xtimer_agent_collector_connected", "gauge", "1 when the agent is registered with its collector");
+  text.Add("xtimer_agent_collector_connected", {}, link_ && link_->connected() ? 1 : 0);
+  return text.Text();
+}
+
+void NodeAgent::Tick() {
+  if (!link_) return;
+  bool changed = registry_.TakeStateChange();
+  link_->Report(registry_.Reports(true), changed);
+}
+
+void NodeAgent::Stop() {
+  if (socket_dir_.empty()) return;
+  // The command ended: finish the dumps in hand, then the last words to the collector (the
+  // ranks that said goodbye are EXITED).
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (symbolize_thread_.joinable()) symbolize_thread_.join();
+  if (link_) {
+    link_->Report(registry_.Reports(true), true);
+    link_->Stop(3000);
+  }
+  if (http_) http_->stop();
+  if (http_thread_.joinable()) http_thread_.join();
+  channel_.Stop();
+  std::error_code ec;
+  std::filesystem::remove_all(socket_dir_, ec);
+  socket_dir_.clear();
+}
+
+}  // namespace xtimer

@@ -1,0 +1,75 @@
+// The node agent: what xtimer_launch runs beside the command. It serves the local channel the
+// ranks below it connect to, symbolises their stack dumps (elfutils, outside the training
+// processes), serves their metrics for Prometheus, and relays everything to a collector (or to
+// a collector core embedded here, for a single node). Nothing it does can stop the job: every
+// failure is one log line and the command runs on.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "launcher/collector_link.h"
+#include "launcher/rank_channel.h"
+#include "launcher/rank_registry.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace xtimer {
+
+struct AgentConfig {
+  std::string timeline_path;    // XTIMER_TIMELINE_PATH: also where an embedded collector writes
+  int metrics_port = 18889;     // XTIMER_METRICS_PORT, 0 = off
+  std::string collector;        // XTIMER_COLLECTOR, "" = embedded
+  std::string token_file;       // XTIMER_COLLECTOR_TOKEN_FILE
+  std::string ca_file;          // XTIMER_COLLECTOR_CA
+  double dump_wait_s = 30;      // XTIMER_DUMP_WAIT
+  static AgentConfig FromEnv();
+};
+
+class NodeAgent {
+ public:
+  explicit NodeAgent(AgentConfig config);
+  ~NodeAgent();
+  // Creates the socket and sets XTIMER_AGENT_SOCKET for the command; starts the threads.
+  // False only if the local channel cannot exist (the command then runs without an agent).
+  bool Start(std::string* error);
+  // Called by the main thread every ~200 ms while the command runs.
+  void Tick();
+  // The command ended: last reports, then everything stops.
+  void Stop();
+
+ private:
+  void OnRankMessage(int conn, const nlohmann::json& msg);
+  void OnDumpRequest(const std::string& dump_id);
+  void StartMetrics();
+  std::string MetricsText();
+  void SymbolizeLoop();
+
+  struct Dump {
+    std::string path;
+    int rank;
+    std::string request_id;
+  };
+
+  AgentConfig config_;
+  std::string socket_dir_;
+  RankChannel channel_;
+  RankRegistry registry_;
+  std::unique_ptr<CollectorLink> link_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread http_thread_, symbolize_thread_;
+
+  std::mutex mu_;  // guards the dump queue
+  std::condition_variable cv_;
+  std::deque<Dump> dumps_;
+  bool stopping_ = false;
+};
+
+}  // namespace xtimer

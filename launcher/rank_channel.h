@@ -1,0 +1,44 @@
+// The node agent's end of the local channel: a Unix SOCK_SEQPACKET socket that every rank
+// process below xtimer_launch connects to (XTIMER_AGENT_SOCKET). Each message is one JSON
+// object (docs/formats.md, "Agent channel"). A malformed, truncated or oversized message is
+// dropped with one log line; it never affects other ranks.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+namespace xtimer {
+
+class RankChannel {
+ public:
+  using OnMessage = std::function<void(int conn, const nlohmann::json& msg)>;
+  using OnClose = std::function<void(int conn)>;
+
+  ~RankChannel();
+  // Creates the socket at `path` (its folder must exist and be ours).
+  bool Listen(const std::string& path, std::string* error);
+  // Serves connections on a thread until Stop().
+  void Start(OnMessage on_message, OnClose on_close);
+  // Sends without blocking; false if the rank is gone or its queue is full.
+  bool Send(int conn, const std::string& msg);
+  void Stop();
+
+  static constexpr size_t kMaxMessage = 256 * 1024;
+
+ private:
+  void Loop();
+
+  int listen_fd_ = -1;
+  int stop_fd_ = -1;  // eventfd that ends Loop
+  OnMessage on_message_;
+  OnClose on_close_;
+  std::thread thread_;
+  std::mutex mu_;              // guards conns_
+  std::map<int, int> conns_;   // connection id -> fd
+};
+
+}  // namespace xtimer

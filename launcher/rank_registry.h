@@ -1,0 +1,46 @@
+// What the node agent knows of each rank process below it, from the messages on the local
+// channel: who it is, its state, its latest op statistics. Keyed by pid (a rank that
+// reconnects keeps its entry). Thread-safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "collector.pb.h"
+
+namespace xtimer {
+
+class RankRegistry {
+ public:
+  // hello, status, summary and dump_written messages; returns the rank's pid (or -1).
+  pid_t OnMessage(int conn, const nlohmann::json& msg);
+  // The connection closed: the process exited (or will not talk to us again).
+  void OnClose(int conn);
+
+  // One report per rank known; `with_ops` adds the op statistics.
+  std::vector<v1::RankReport> Reports(bool with_ops) const;
+  // Connections of ranks still running.
+  std::vector<int> LiveConnections() const;
+  // Whether a rank's state changed (a hang found or resolved, an exit) since the last call.
+  bool TakeStateChange();
+
+ private:
+  struct Entry {
+    int conn = -1;
+    v1::RankReport report;  // ops are the latest summary's
+  };
+  Entry* Find(int conn);
+
+  mutable std::mutex mu_;
+  std::map<pid_t, Entry> ranks_;
+  bool changed_ = false;
+};
+
+// The op classes of a summary file (docs/formats.md, "Summary") as protocol messages.
+std::vector<v1::OpStat> OpStatsOfSummary(const nlohmann::json& summary);
+
+}  // namespace xtimer

@@ -1,0 +1,232 @@
+#include "preload/agent_link.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "common/clock.h"
+#include "common/env.h"
+#include "common/json_writer.h"
+#include "common/log.h"
+#include "preload/capture/dumper.h"
+#include "preload/internal_thread.h"
+#include "preload/poller.h"
+#include "preload/tracker.h"
+
+namespace xtimer {
+namespace {
+
+constexpr size_t kMaxMessage = 200 * 1024;  // below the default SOCK_SEQPACKET limit
+constexpr int kReconnectEveryS = 2;
+
+// The value of "key":"value" in a flat JSON object we wrote ourselves (the agent's commands);
+// "" if absent.
+std::string StringField(const std::string& json, const char* key) {
+  std::string needle = std::string("\"") + key + "\":\"";
+  size_t at = json.find(needle);
+  if (at == std::string::npos) return {};
+  at += needle.size();
+  size_t end = json.find('"', at);
+  if (end == std::string::npos || end - at > 256) return {};
+  return json.substr(at, end - at);
+}
+
+}  // namespace
+
+AgentLink::AgentLink(Tracker& tracker) : tracker_(tracker) {}
+
+bool AgentLink::Start() {
+  path_ = env::String("XTIMER_AGENT_SOCKET");
+  if (path_.empty()) return false;
+  if (path_.size() >= sizeof(sockaddr_un::sun_path)) {
+    Log(LogLevel::kWarn, "XTIMER_AGENT_SOCKET is longer than a Unix socket path may be; no node agent");
+    return false;
+  }
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  active_ = true;
+  thread_ = StartInternalThread("xtimer-agent", [this] { Loop(); });
+  thread_.detach();
+  return true;
+}
+
+void AgentLink::Wake() {
+  uint64_t one = 1;
+  if (wake_fd_ >= 0 && write(wake_fd_, &one, sizeof one) < 0) {
+    // the counter is full: a wake-up is pending anyway
+  }
+}
+
+void AgentLink::OfferSummary(std::string summary_json) {
+  if (!active_) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    summary_ = std::move(summary_json);
+  }
+  Wake();
+}
+
+void AgentLink::Flush(int ms) {
+  if (!active_) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  sent_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return summary_.empty(); });
+}
+
+void AgentLink::SetHang(bool hung, const std::string& trigger) {
+  if (!active_) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  hung_ = hung;
+  hang_trigger_ = trigger;
+  state_changed_ = true;
+  Wake();
+}
+
+bool AgentLink::Connect() {
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path_.c_str(), sizeof addr.sun_path - 1);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return false;
+  }
+  fd_ = fd;
+  Log(LogLevel::kDebug, "connected to the node agent at %s", path_.c_str());
+  return true;
+}
+
+bool AgentLink::Send(const std::string& msg) {
+  if (fd_ < 0) return false;
+  if (msg.size() > kMaxMessage) {
+    Log(LogLevel::kDebug, "agent message of %zu bytes dropped (limit %zu)", msg.size(), kMaxMessage);
+    return false;
+  }
+  // Non-blocking: a slow agent costs us messages, never time.
+  ssize_t n = send(fd_, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n == static_cast<ssize_t>(msg.size())) return true;
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+  close(fd_);  // the agent went away
+  fd_ = -1;
+  return false;
+}
+
+void AgentLink::WriteRankFields(JsonWriter& w) {
+  RankInfo r = tracker_.rank_info();
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  w.Field("rank", r.rank).Field("world_size", r.world_size).Field("local_rank", r.local_rank);
+  w.Field("host", host).Field("pid", static_cast<int>(getpid()));
+}
+
+void AgentLink::SendStatus() {
+  std::string trigger;
+  bool hung;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hung = hung_;
+    trigger = hang_trigger_;
+  }
+  // The oldest op in flight; the poller's lock is not waited for long.
+  InflightOps ops;
+  double oldest = 0;
+  std::string oldest_name;
+  if (tracker_.poller().Snapshot(&ops, 20)) {
+    for (const InflightOp& op : ops)
+      if (op.in_flight_s > oldest) {
+        oldest = op.in_flight_s;
+        oldest_name = op.name;
+      }
+  }
+  JsonWriter w;
+  w.BeginObject().Field("type", "status");
+  WriteRankFields(w);
+  w.Field("state", hung ? "hung" : "running").Field("trigger", trigger);
+  w.Field("oldest_inflight_s", oldest).Field("oldest_inflight_op", oldest_name);
+  w.Field("dumps", static_cast<unsigned long long>(capture::Dumper::Instance().LastStats().dumps));
+  Send(w.EndObject().Take());
+}
+
+void AgentLink::ReceiveCommands() {
+  char buf[4096];
+  for (;;) {
+    ssize_t n = recv(fd_, buf, sizeof buf - 1, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      close(fd_);
+      fd_ = -1;
+      return;
+    }
+    if (n < 0) return;
+    std::string msg(buf, static_cast<size_t>(n));
+    if (StringField(msg, "type") == "dump") {
+      pending_request_ = StringField(msg, "request_id");
+      capture::Dumper::Instance().RequestDump(capture::Reason::kRequest);
+    }
+  }
+}
+
+// A dump finished since we last looked (ours, the watchdog's or the dump signal's): tell the
+// agent where the file is, so it can symbolise and forward it.
+void AgentLink::ReportFinishedDumps() {
+  capture::DumpStats st = capture::Dumper::Instance().LastStats();
+  if (st.dumps == dumps_seen_) return;
+  dumps_seen_ = st.dumps;
+  if (st.path.empty()) return;
+  JsonWriter w;
+  w.BeginObject().Field("type", "dump_written").Field("path", st.path).Field("request_id", pending_request_);
+  WriteRankFields(w);
+  if (Send(w.EndObject().Take())) pending_request_.clear();
+}
+
+void AgentLink::Loop() {
+  uint64_t next_connect = 0, next_status = 0;
+  for (;;) {
+    uint64_t now = MonotonicNs();
+    if (fd_ < 0 && now >= next_connect) {
+      next_connect = now + kReconnectEveryS * 1000000000ull;
+      if (Connect()) {
+        next_status = 0;
+        // Before the agent: send the hello right away so it knows who we are.
+        JsonWriter w;
+        w.BeginObject().Field("type", "hello");
+        WriteRankFields(w);
+        Send(w.EndObject().Take());
+      }
+    }
+    if (fd_ >= 0) {
+      ReceiveCommands();
+      bool changed;
+      std::string summary;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        changed = state_changed_;
+        state_changed_ = false;
+        summary.swap(summary_);
+      }
+      if (fd_ >= 0 && (now >= next_status || changed)) {
+        SendStatus();
+        next_status = now + 1000000000ull;
+      }
+      if (fd_ >= 0 && !summary.empty()) Send("{\"type\":\"summary\",\"summary\":" + summary + "}");
+      if (fd_ >= 0) ReportFinishedDumps();
+    } else {
+      std::lock_guard<std::mutex> lock(mu_);
+      summary_.clear();  // no agent: nobody to give it to
+    }
+    sent_.notify_all();
+    // Sleep until the next tick, a command from the agent, or something to send.
+    pollfd p[2] = {{wake_fd_, POLLIN, 0}, {fd_, POLLIN, 0}};
+    if (poll(p, fd_ >= 0 ? 2 : 1, 100) > 0 && (p[0].revents & POLLIN)) {
+      uint64_t n;
+      if (read(wake_fd_, &n, sizeof n) < 0) {
+        // nothing to read after all
+      }
+    }
+  }
+}
+
+}  // namespace xtimer

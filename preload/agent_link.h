@@ -1,0 +1,63 @@
+// The rank's side of the local channel to the node agent (xtimer_launch), when
+// XTIMER_AGENT_SOCKET names one. One thread ("xtimer-agent") connects to the Unix
+// SOCK_SEQPACKET socket and, every second, sends the rank's state; it forwards summaries the
+// poller hands it, notices finished stack dumps, and carries out the agent's dump requests.
+// Training threads never touch the socket. If there is no agent, or it goes away, the library
+// keeps working: messages are dropped and the thread retries the connection now and then.
+// Message formats: docs/formats.md, "Agent channel".
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace xtimer {
+
+class Tracker;
+
+class AgentLink {
+ public:
+  explicit AgentLink(Tracker& tracker);
+  // Starts the thread if XTIMER_AGENT_SOCKET is set; returns whether it did.
+  bool Start();
+  bool active() const { return active_; }
+
+  // Poller: the latest summary JSON (sent with the next tick).
+  void OfferSummary(std::string summary_json);
+  // Watchdog: a hang was found (hung, with what), or the hang resolved. Sent at once.
+  void SetHang(bool hung, const std::string& trigger);
+  // At exit: waits (at most `ms`) until the offered summary has been sent.
+  void Flush(int ms);
+
+ private:
+  void Loop();
+  bool Connect();
+  bool Send(const std::string& msg);
+  void SendStatus();
+  void ReceiveCommands();
+  void ReportFinishedDumps();
+  void WriteRankFields(class JsonWriter& w);
+
+  Tracker& tracker_;
+  std::string path_;
+  bool active_ = false;
+  int fd_ = -1;    // link thread only
+  int wake_fd_ = -1;  // eventfd: something to send now
+  std::thread thread_;
+
+  void Wake();
+
+  std::mutex mu_;  // guards what follows
+  std::condition_variable sent_;
+  std::string summary_;
+  std::string hang_trigger_;
+  bool hung_ = false;
+  bool state_changed_ = false;
+
+  uint64_t dumps_seen_ = 0;      // link thread only
+  std::string pending_request_;  // id of the agent's dump request being served
+};
+
+}  // namespace xtimer

@@ -1,0 +1,303 @@
+#!/usr/bin/env python3
+"""End-to-end checks of xtimer_launch as node agent, with and without xtimer_collector, on the
+simulated runtime (issue 5).
+
+  check_agent.py CHECK --bin BUILD/bin --lib libpyccl.so --simgpu DIR
+  CHECK: passthrough | embedded | two-agents | collector-restart | no-collector
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pred, timeout, step=0.1):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return pred()
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def http_get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.read().decode()
+    except OSError:
+        return None
+
+
+def promtool_ok(text, what):
+    """promtool parses the exposition strictly and lints names (e.g. counters end in _total)."""
+    p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+    check(p.returncode == 0, f"{what}: promtool check metrics accepts it {(p.stdout + p.stderr).strip()[:300]}")
+
+
+class Job:
+    """Agents (xtimer_launch) each running node_ranks.py for one simulated node."""
+
+    def __init__(self, args, out, nodes, nproc, extra_env, rank_args, name="agent"):
+        self.procs = []
+        self.ports = []
+        world = nodes * nproc
+        for node in range(nodes):
+            port = free_port()
+            self.ports.append(port)
+            env = dict(os.environ, LD_LIBRARY_PATH=args.simgpu, XTIMER_TIMELINE_PATH=os.path.join(out, f"node{node}"),
+                       XTIMER_METRICS_PORT=str(port), **extra_env)
+            for k in ("LD_PRELOAD", "XTIMER_AGENT_SOCKET", "RANK", "WORLD_SIZE"):
+                env.pop(k, None)
+            cmd = [os.path.join(args.bin, "xtimer_launch"), sys.executable, os.path.join(HERE, "node_ranks.py"),
+                   "--nproc", str(nproc), "--node-rank", str(node), "--world", str(world), "--lib", args.lib,
+                   "--idfile", os.path.join(out, "nccl.id"), "--"] + rank_args
+            log = open(os.path.join(out, f"{name}{node}.log"), "w")
+            self.procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                               start_new_session=True))
+
+    def wait(self, timeout):
+        return [p.wait(timeout=timeout) for p in self.procs]
+
+    def kill(self):
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+
+
+class Collector:
+    def __init__(self, args, out, port=None, http=None):
+        self.port = port or free_port()
+        self.http = http or free_port()
+        self.out = out
+        self.args = args
+        self.start()
+
+    def start(self):
+        self.log = open(os.path.join(self.out, "collector.log"), "a")
+        self.proc = subprocess.Popen([os.path.join(self.args.bin, "xtimer_collector"), "--listen",
+                                      f"127.0.0.1:{self.port}", "--out", os.path.join(self.out, "collected"),
+                                      "--http", f"127.0.0.1:{self.http}"], stdout=self.log, stderr=subprocess.STDOUT)
+        wait_for(lambda: http_get(f"http://127.0.0.1:{self.http}/metrics") is not None, 10)
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    def rounds(self):
+        return sorted(glob.glob(os.path.join(self.out, "collected", "*", "verdict.json")))
+
+
+def verdict_names(verdict, rank, function):
+    for s in verdict.get("suspects", []):
+        if s.get("rank") == rank and any(function in str(f) for f in s.get("frames", [])):
+            return True
+    return False
+
+
+def hang_began(out, nodes, step, stuck):
+    """When the last rank other than `stuck` entered the allreduce of `step` (wall clock)."""
+    times = []
+    for n in range(nodes):
+        for line in open(os.path.join(out, f"agent{n}.log")):
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if msg.get("step") == step and msg.get("rank") != stuck:
+                times.append(msg["allreduce_at"])
+    return max(times) if times else None
+
+
+def check_passthrough(args):
+    launch = os.path.join(args.bin, "xtimer_launch")
+    env = dict(os.environ, XTIMER_METRICS_PORT="0")
+    env.pop("XTIMER_AGENT_SOCKET", None)
+    before = set(glob.glob("/tmp/xtimer-agent-*"))
+    p = subprocess.run([launch, "sh", "-c", "exit 7"], env=env)
+    check(p.returncode == 7, "exit status passed through (7)")
+    p = subprocess.run([launch, "sh", "-c", "kill -TERM $$"], env=env)
+    check(p.returncode == -signal.SIGTERM, f"death by signal passed through ({p.returncode})")
+    p = subprocess.Popen([launch, "sh", "-c", "trap 'exit 42' TERM; sleep 30 & wait"], env=env)
+    time.sleep(1)
+    p.send_signal(signal.SIGTERM)
+    check(p.wait(timeout=10) == 42, "SIGTERM sent to xtimer_launch reaches the command")
+    p = subprocess.run([launch, launch, "sh", "-c", "echo $XTIMER_AGENT_SOCKET; ls -d /tmp/xtimer-agent-*"], env=env,
+                       capture_output=True, text=True)
+    lines = p.stdout.split()
+    check(p.returncode == 0 and lines and lines[0].startswith("/tmp/xtimer-agent-"),
+          "the command finds its agent through XTIMER_AGENT_SOCKET")
+    check(len(set(lines[1:]) - before) == 1, "a nested xtimer_launch starts no second agent")
+    p = subprocess.run([launch, "no-such-command"], env=env, capture_output=True, text=True)
+    check(p.returncode == 127 and "cannot run no-such-command" in p.stderr, "a missing command: 127 and one line")
+    check(set(glob.glob("/tmp/xtimer-agent-*")) == before, "the agent removes its socket folder")
+
+
+def check_embedded(args):
+    out = tempfile.mkdtemp(prefix="xtimer-agent-embedded-")
+    job = Job(args, out, 1, 4, {"XTIMER_HANG_TIMEOUT": "2", "XTIMER_DUMP_WAIT": "20"},
+              ["--stuck-rank", "2", "--stuck-step", "3", "--sleep", "60"])
+    try:
+        timeline = os.path.join(out, "node0")
+        t0 = time.time()
+        verdicts = wait_for(lambda: glob.glob(os.path.join(timeline, "*", "verdict.json")), 30)
+        check(bool(verdicts), f"the embedded collector merged a round ({time.time() - t0:.1f} s after start)")
+        if verdicts:
+            v = load(verdicts[0])
+            rdir = os.path.dirname(verdicts[0])
+            check(verdict_names(v, 2, "load_batch"), f"verdict names rank 2 in load_batch: {v.get('suspects')}")
+            check(len(glob.glob(os.path.join(rdir, "*.stacktrace"))) == 4, "stacks of all 4 ranks, rank 2's included")
+            check(os.path.exists(os.path.join(rdir, "py_stack.svg")), "flame graphs written")
+        metrics = http_get(f"http://127.0.0.1:{job.ports[0]}/metrics")
+        check(metrics is not None, "the agent serves /metrics")
+        if metrics:
+            promtool_ok(metrics, "agent /metrics")
+            check('xtimer_rank_hung{rank="0"' in metrics and 'xtimer_op_latency_seconds' in metrics,
+                  "agent /metrics has the ranks' hang state and op latencies")
+    finally:
+        job.kill()
+    if not failures:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def check_two_agents(args):
+    out = tempfile.mkdtemp(prefix="xtimer-two-agents-")
+    col = Collector(args, out)
+    timeout = 2
+    job = Job(args, out, 2, 4, {"XTIMER_HANG_TIMEOUT": str(timeout), "XTIMER_DUMP_WAIT": "20",
+                                "XTIMER_COLLECTOR": f"127.0.0.1:{col.port}"},
+              ["--stuck-rank", "5", "--stuck-step", "3", "--sleep", "60"])
+    try:
+        stuck_at = None
+        rounds = wait_for(col.rounds, 40)
+        check(bool(rounds), "the collector merged a round")
+        if rounds:
+            v = load(rounds[0])
+            rdir = os.path.dirname(rounds[0])
+            check(verdict_names(v, 5, "load_batch"), f"verdict names rank 5 in load_batch: {v.get('suspects')}")
+            stacks = sorted(os.path.basename(f) for f in glob.glob(os.path.join(rdir, "*.stacktrace")))
+            check(stacks == [f"{r:05d}-00008.stacktrace" for r in range(8)], f"stacks of all 8 ranks: {stacks}")
+            five = load(os.path.join(rdir, "00005-00008.stacktrace")) or {}
+            check(five.get("reason") == "request", "rank 5 (never timed out itself) dumped on the collector's request")
+            # The hang began when the last of the other ranks entered step 3's allreduce (each
+            # rank prints when it does); the merged round must exist within timeout + 5 s.
+            entered = hang_began(out, 2, step=3, stuck=5)
+            done = os.path.getmtime(rounds[0])
+            check(entered is not None and done - entered <= timeout + 5,
+                  f"merged {done - (entered or 0):.1f} s after the hang began (limit {timeout + 5} s)")
+        for port, who in ((job.ports[0], "agent 0"), (job.ports[1], "agent 1"), (col.http, "collector")):
+            m = http_get(f"http://127.0.0.1:{port}/metrics")
+            check(m is not None, f"{who} serves /metrics")
+            if m:
+                promtool_ok(m, f"{who} /metrics")
+                want = 'xtimer_rank_hung{rank="0"' if who != "agent 1" else 'xtimer_rank_hung{rank="4"'
+                check(want in m and "xtimer_op_latency_seconds_count" in m, f"{who} /metrics has rank series")
+        m = http_get(f"http://127.0.0.1:{col.http}/metrics") or ""
+        check(all(f'xtimer_rank_up{{rank="{r}"' in m for r in range(8)), "collector /metrics covers all 8 ranks")
+    finally:
+        job.kill()
+        col.kill()
+    if not failures:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def check_collector_restart(args):
+    out = tempfile.mkdtemp(prefix="xtimer-restart-")
+    col = Collector(args, out)
+    env = {"XTIMER_HANG_TIMEOUT": "2", "XTIMER_DUMP_WAIT": "15", "XTIMER_COLLECTOR": f"127.0.0.1:{col.port}"}
+    # A healthy job: 40 steps of 0.25 s; the collector dies and comes back meanwhile.
+    job = Job(args, out, 2, 2, env, ["--steps", "40", "--step-time", "0.25"])
+    try:
+        time.sleep(3)
+        col.kill()
+        time.sleep(3)
+        col.start()
+        codes = job.wait(120)
+        check(codes == [0, 0], f"the job finished normally across a collector restart ({codes})")
+        logs = "".join(open(os.path.join(out, f"agent{n}.log")).read() for n in range(2))
+        check(logs.count("connected to the collector") >= 4, "both agents connected, and reconnected after the restart")
+        # A later hang is still merged by the restarted collector.
+        job2 = Job(args, out, 2, 2, dict(env), ["--stuck-rank", "3", "--stuck-step", "6", "--step-time", "0.25",
+                                                 "--sleep", "60"], name="second")
+        try:
+            time.sleep(1)
+            col.kill()
+            col.start()
+            rounds = wait_for(col.rounds, 40)
+            check(bool(rounds) and verdict_names(load(rounds[-1]), 3, "load_batch"),
+                  "a hang after the restart is merged and names rank 3")
+        finally:
+            job2.kill()
+    finally:
+        job.kill()
+        col.kill()
+    if not failures:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def check_no_collector(args):
+    out = tempfile.mkdtemp(prefix="xtimer-nocollector-")
+    env = {"XTIMER_COLLECTOR": f"127.0.0.1:{free_port()}"}  # nothing listens there
+    t0 = time.time()
+    job = Job(args, out, 1, 2, env, ["--steps", "10"])
+    try:
+        codes = job.wait(60)
+        check(codes == [0], f"no collector: the job is unaffected ({codes}, {time.time() - t0:.1f} s)")
+        log = open(os.path.join(out, "agent0.log")).read()
+        check(log.count("cannot register with") == 1, "one line says the collector cannot be reached")
+    finally:
+        job.kill()
+    if not failures:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("check")
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--simgpu", required=True)
+    args = ap.parse_args()
+    {"passthrough": check_passthrough, "embedded": check_embedded, "two-agents": check_two_agents,
+     "collector-restart": check_collector_restart, "no-collector": check_no_collector}[args.check](args)
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
