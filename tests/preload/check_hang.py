@@ -10,6 +10,7 @@ frames hold the NCCL wait; rank 2, asked by the dump signal, must write one hold
 """
 import argparse
 import datetime
+import re
 import json
 import os
 import signal
@@ -136,6 +137,24 @@ def main():
             natives = [f.get("function", "") for t in sym["threads"] for f in t["native"]]
             check(any("simnccl_wait_for_peers" in f for f in natives), "native frames hold the NCCL wait")
             check(any("cudaStreamSynchronize" in f for f in natives), "native frames hold cudaStreamSynchronize")
+
+        # The viewer merges these real stack files (issue 4, end to end).
+        merged = os.path.join(out, "merged")
+        p = subprocess.run([os.path.join(args.bin, "xtimer_stacktrace_viewer"), "--path", timeline, "--out", merged],
+                           capture_output=True, text=True, timeout=120)
+        check(p.returncode == 0, f"xtimer_stacktrace_viewer merged the 4 stack files: {p.stdout.strip()[:400]}")
+        verdict = load(os.path.join(merged, "verdict.json")) or {}
+        check(any(x.get("rank") == STUCK and any("load_batch" in f for f in x.get("frames", []))
+                  for x in verdict.get("suspects", [])), f"verdict.json names rank {STUCK} in load_batch")
+        check(verdict.get("ranks_missing") == [] or verdict.get("ranks_missing") == "", "no rank missing")
+        for name in ("py_stack.folded", "cpp_stack.folded"):
+            lines = open(os.path.join(merged, name)).read().splitlines()
+            # flamegraph.pl reads each line with ^(.*)\s+?(\d+(?:\.\d*)?)$ and splits frames on ';'.
+            ok = bool(lines) and all(re.match(r"^(\S.*\S) ([1-9]\d*)$", l) and ";;" not in l for l in lines)
+            check(ok, f"{name}: every line is 'frame;frame;... N' as flamegraph.pl reads it")
+        py = open(os.path.join(merged, "py_stack.folded")).read()
+        check(re.search(r"load_batch@[^;]*hang_rank\.py:\d+@2\|0-1/3", py) is not None,
+              "py_stack.folded labels load_batch with stuck rank 2 and leak ranks 0-1/3")
     finally:
         for p in procs:
             try:
