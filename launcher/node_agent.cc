@@ -58,7 +58,39 @@ bool NodeAgent::Start(std::string* error) {
                  [this](int conn) { registry_.OnClose(conn); });
   symbolize_thread_ = std::thread([this] { SymbolizeLoop(); });
   StartMetrics();
+  StartSaver();
   return true;
+}
+
+// The node's checkpoint saver runs here, so in-memory checkpoints are persisted behind the
+// job and, when a rank dies, its newest snapshot is written before the agent exits. If a
+// saver already holds the node's lock (another job's agent, a standalone saver), that one serves.
+void NodeAgent::StartSaver() {
+  ckpt::SaverOptions options;
+  options.shm_dir = env::String("XTIMER_CKPT_SHM_DIR");
+  options.idle_exit_s = -1;  // as long as the agent runs
+  options.progress = isatty(STDERR_FILENO) != 0;
+  saver_ = std::make_unique<ckpt::Saver>(options);
+  std::string why;
+  if (!saver_->AcquireNodeLock(&why)) {
+    Log(LogLevel::kDebug, "agent: not the checkpoint saver: %s", why.c_str());
+    saver_.reset();
+    return;
+  }
+  saver_->WritePid();
+  saver_thread_ = std::thread([this] { saver_->Run(&saver_stop_); });
+}
+
+// The command ended: write what is still pending (a dead rank's newest snapshot included)
+// before we exit, so nothing saved in memory is lost with the node.
+void NodeAgent::FinishSaver() {
+  if (!saver_) return;
+  saver_stop_ = true;
+  if (saver_thread_.joinable()) saver_thread_.join();
+  for (int i = 0; i < 6000 && saver_->PollOnce(); ++i) usleep(100 * 1000);  // at most 10 minutes
+  saver_->RemoveFinishedSegments(true);
+  saver_->ReleaseNodeLock();
+  saver_.reset();
 }
 
 void NodeAgent::OnRankMessage(int conn, const nlohmann::json& msg) {
@@ -154,6 +186,7 @@ void NodeAgent::Stop() {
     cv_.notify_all();
   }
   if (symbolize_thread_.joinable()) symbolize_thread_.join();
+  FinishSaver();
   if (link_) {
     link_->Report(registry_.Reports(true), true);
     link_->Stop(3000);

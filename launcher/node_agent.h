@@ -1,7 +1,8 @@
 // The node agent: what xtimer_launch runs beside the command. It serves the local channel the
 // ranks below it connect to, symbolises their stack dumps (elfutils, outside the training
-// processes), serves their metrics for Prometheus, and relays everything to a collector (or to
-// a collector core embedded here, for a single node). Nothing it does can stop the job: every
+// processes), serves their metrics for Prometheus, relays everything to a collector (or to a
+// collector core embedded here, for a single node), and is the node's flash-checkpoint saver
+// (ckpt/saver.h) unless another one already runs. Nothing it does can stop the job: every
 // failure is one log line and the command runs on.
 #pragma once
 
@@ -13,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "ckpt/saver.h"
 #include "launcher/collector_link.h"
 #include "launcher/rank_channel.h"
 #include "launcher/rank_registry.h"
@@ -51,6 +53,8 @@ class NodeAgent {
   void StartMetrics();
   std::string MetricsText();
   void SymbolizeLoop();
+  void StartSaver();
+  void FinishSaver();
 
   struct Dump {
     std::string path;
@@ -64,7 +68,9 @@ class NodeAgent {
   RankRegistry registry_;
   std::unique_ptr<CollectorLink> link_;
   std::unique_ptr<httplib::Server> http_;
-  std::thread http_thread_, symbolize_thread_;
+  std::thread http_thread_, symbolize_thread_, saver_thread_;
+  std::unique_ptr<ckpt::Saver> saver_;
+  std::atomic<bool> saver_stop_{false};
 
   std::mutex mu_;  // guards the dump queue
   std::condition_variable cv_;

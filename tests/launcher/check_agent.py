@@ -3,7 +3,7 @@
 simulated runtime (issue 5).
 
   check_agent.py CHECK --bin BUILD/bin --lib libpyccl.so --simgpu DIR
-  CHECK: passthrough | embedded | two-agents | collector-restart | no-collector
+  CHECK: passthrough | embedded | two-agents | collector-restart | no-collector | ckpt-saver
 """
 import argparse
 import glob
@@ -285,6 +285,36 @@ def check_no_collector(args):
         shutil.rmtree(out, ignore_errors=True)
 
 
+def check_ckpt_saver(args):
+    """The agent is the node's checkpoint saver: a rank killed right after a memory save still
+    gets its snapshot on disk, written by the agent, and no standalone saver is started."""
+    out = tempfile.mkdtemp(prefix="xtimer-agent-ckpt-")
+    shm = os.path.join(out, "shm")
+    os.makedirs(shm)
+    script = f"""
+import os, signal, torch
+from xtimer.ckpt import Checkpointer, StorageType
+ck = Checkpointer({os.path.join(out, "ckpt")!r})
+state = {{"w": torch.arange(1000, dtype=torch.float32), "step": 7}}
+ck.save_checkpoint(7, state, storage_type=StorageType.MEMORY)
+os.kill(os.getpid(), signal.SIGKILL)  # dies before any persist
+"""
+    env = dict(os.environ, XTIMER_CKPT_SHM_DIR=shm, XTIMER_METRICS_PORT="0", RANK="0", WORLD_SIZE="1",
+               PYTHONPATH=os.path.join(os.path.dirname(args.bin), "lib", "python"))
+    env.pop("XTIMER_AGENT_SOCKET", None)
+    p = subprocess.run([os.path.join(args.bin, "xtimer_launch"), "/usr/bin/python3", "-c", script], env=env,
+                       capture_output=True, text=True, timeout=120)
+    check(p.returncode == -signal.SIGKILL, f"the rank died of SIGKILL and xtimer_launch says so ({p.returncode})")
+    xtc = os.path.join(out, "ckpt", "7", "rank_0.xtc")
+    check(os.path.exists(xtc), "the agent persisted the dead rank's in-memory snapshot before exiting")
+    inspect = subprocess.run([os.path.join(args.bin, "xtimer_ckpt"), "inspect", os.path.join(out, "ckpt")],
+                             capture_output=True, text=True)
+    check(inspect.returncode == 0, f"xtimer_ckpt inspect verifies it: {inspect.stdout.strip()[-200:]}")
+    check(not os.path.exists(os.path.join(shm, "xtimer-ckpt-saver.log")), "no standalone saver was started")
+    if not failures:
+        shutil.rmtree(out, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("check")
@@ -293,7 +323,8 @@ def main():
     ap.add_argument("--simgpu", required=True)
     args = ap.parse_args()
     {"passthrough": check_passthrough, "embedded": check_embedded, "two-agents": check_two_agents,
-     "collector-restart": check_collector_restart, "no-collector": check_no_collector}[args.check](args)
+     "collector-restart": check_collector_restart, "no-collector": check_no_collector,
+     "ckpt-saver": check_ckpt_saver}[args.check](args)
     if failures:
         print(f"{len(failures)} check(s) failed")
         sys.exit(1)
