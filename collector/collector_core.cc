@@ -1,6 +1,7 @@
 #include "collector/collector_core.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -8,6 +9,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -15,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -38,6 +42,7 @@ constexpr size_t kMaxFinishedIds = 1000;
 constexpr size_t kMaxOpsPerRank = 512;
 constexpr size_t kMaxSkippedPerRound = 1000;
 constexpr size_t kMaxPendingBytes = size_t{512} << 20;  // self dumps waiting for a round
+constexpr size_t kMaxWriteQueueBytes = size_t{128} << 20;  // stack files waiting for the writer thread
 
 double RealMonotonic() {
   timespec ts;
@@ -136,6 +141,7 @@ struct Round {
 
   std::atomic<bool> complete{false};
   std::atomic<bool> needs_import{true};
+  int pending_writes = 0;  // stack files queued for the writer thread (under the core's write_mu)
 
   // Under mu.
   std::mutex mu;
@@ -204,6 +210,69 @@ struct CollectorCore::Impl {
   std::atomic<uint64_t> refusals[static_cast<int>(Refusal::kCount)] = {};
   int32_t last_round_missing = 0;
   std::mutex finish_mu;  // one merge at a time
+
+  // Stack files are written by one thread, off the upload's path (creating thousands of files
+  // costs the kernel more than parsing them). A full queue makes the upload write itself.
+  std::mutex write_mu;
+  std::condition_variable write_cv, write_done_cv;
+  struct WriteJob {
+    std::string path, bytes;
+    std::shared_ptr<Round> round;
+  };
+  std::deque<WriteJob> write_queue;
+  size_t write_queue_bytes = 0;
+  bool writer_stop = false;
+  std::thread writer;
+
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> lock(write_mu);
+      writer_stop = true;
+    }
+    write_cv.notify_all();
+    if (writer.joinable()) writer.join();
+  }
+
+  void QueueWrite(std::string path, const std::string& bytes, const std::shared_ptr<Round>& round) {
+    {
+      std::lock_guard<std::mutex> lock(write_mu);
+      if (write_queue_bytes + bytes.size() <= kMaxWriteQueueBytes) {
+        if (!writer.joinable()) writer = std::thread([this] { WriterLoop(); });
+        ++round->pending_writes;
+        write_queue_bytes += bytes.size();
+        write_queue.push_back(WriteJob{std::move(path), bytes, round});
+        write_cv.notify_one();
+        return;
+      }
+    }
+    WriteNewFile(path, bytes);
+  }
+
+  void WriterLoop() {
+    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);  // bulk work: after calls and merges
+    std::unique_lock<std::mutex> lock(write_mu);
+    for (;;) {
+      write_cv.wait(lock, [&] { return writer_stop || !write_queue.empty(); });
+      if (write_queue.empty()) return;  // stopping, and everything is written
+      WriteJob job = std::move(write_queue.front());
+      write_queue.pop_front();
+      lock.unlock();
+      WriteNewFile(job.path, job.bytes);
+      lock.lock();
+      write_queue_bytes -= job.bytes.size();
+      --job.round->pending_writes;
+      write_done_cv.notify_all();
+    }
+  }
+
+  // A round's stack files are on disk before its merge is (a reader that sees verdict.json
+  // finds every stack file beside it).
+  void WaitForWrites(Round* round) {
+    std::unique_lock<std::mutex> lock(write_mu);
+    if (!write_done_cv.wait_for(lock, std::chrono::seconds(120), [&] { return round->pending_writes == 0; }))
+      Log(LogLevel::kError, "collector: %d stack files of dump round %s are still not written after 120 s",
+          round->pending_writes, round->dump_id.c_str());
+  }
   LogLimiter refusal_log, report_log;
 
   double Now() const { return opt.monotonic_s(); }
@@ -459,6 +528,20 @@ struct CollectorCore::Impl {
         for (auto& r : active)
           if (r->dump_id == u.dump_id()) round = r;
         if (!round) {
+          // A round merged a moment ago: stacks it already has are a duplicate, not an error.
+          for (auto& r : rounds)
+            if (r->dump_id == u.dump_id()) {
+              std::lock_guard<std::mutex> rl(r->mu);
+              if (r->have.contains(rank)) {
+                lock.unlock();
+                ++uploads_duplicate;
+                v1::UploadReply reply;
+                reply.set_accepted(true);
+                reply.set_reason("dump round " + r->dump_id + " is merged and has rank " + std::to_string(rank) +
+                                 "'s stacks");
+                return reply;
+              }
+            }
           bool finished = std::find(finished_ids.begin(), finished_ids.end(), u.dump_id()) != finished_ids.end();
           lock.unlock();
           return Refuse(Refusal::kUnknownRound, source,
@@ -490,7 +573,7 @@ struct CollectorCore::Impl {
       return Refuse(Refusal::kRankMismatch, source,
                     "the stack file is rank " + std::to_string(file.rank) + "'s, the upload says rank " + std::to_string(rank));
     if (!round) return KeepPending(rank, u.stack_json(), source, now);
-    return AddToRound(round.get(), file, u.stack_json(), source);
+    return AddToRound(round, file, u.stack_json(), source);
   }
 
   v1::UploadReply Duplicate(const Round& round, int32_t rank) {
@@ -510,7 +593,7 @@ struct CollectorCore::Impl {
   }
 
   // `count`: false for dumps taken in from `pending` (counted when they came).
-  v1::UploadReply AddToRound(Round* round, const StackFile& file, const std::string& bytes, const std::string& source,
+  v1::UploadReply AddToRound(const std::shared_ptr<Round>& round, const StackFile& file, const std::string& bytes, const std::string& source,
                              bool count = true) {
     std::string path;
     {
@@ -536,7 +619,7 @@ struct CollectorCore::Impl {
       }
     }
     if (count) ++uploads_accepted;
-    if (!path.empty()) WriteNewFile(path, bytes);
+    if (!path.empty()) QueueWrite(std::move(path), bytes, round);
     v1::UploadReply r;
     r.set_accepted(true);
     return r;
@@ -608,7 +691,7 @@ struct CollectorCore::Impl {
         if (round->have.contains(rank)) continue;
       }
       if (!ParseStackFile(p.bytes, &file, &error)) continue;  // checked when it came; cannot fail
-      AddToRound(round.get(), file, p.bytes, p.source, /*count=*/false);
+      AddToRound(round, file, p.bytes, p.source, /*count=*/false);
     }
   }
 
@@ -706,6 +789,7 @@ struct CollectorCore::Impl {
     }
     std::set<std::string> files;
     if (round->dir_ok) {
+      WaitForWrites(round.get());
       OutputOptions out;
       if (opt.output_formats != 0) out.formats = opt.output_formats;
       OutputResult result;

@@ -6,12 +6,17 @@
 #include <grpcpp/security/server_credentials.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
+#include <thread>
+#include <vector>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -117,8 +122,58 @@ struct CollectorServer::Impl final : public v1::Collector::CallbackService {
   std::unordered_map<std::string, std::weak_ptr<AgentChannel>> channels;  // by session
   size_t registrations_since_sweep = 0;
   std::unordered_map<std::string, double> auth_logged;  // peer address -> when
-  std::atomic<uint64_t> unauthenticated{0}, unknown_session_calls{0};
+  std::atomic<uint64_t> unauthenticated{0}, unknown_session_calls{0}, uploads_busy{0};
   std::atomic<size_t> streams_open{0};
+
+  // Uploads are validated and merged by a few worker threads, not by gRPC's own: a storm of
+  // stack files then cannot hold up Report calls (the hang events) behind them. The queue is
+  // bounded in bytes; beyond it an upload is answered RESOURCE_EXHAUSTED and the agent retries.
+  struct UploadJob {
+    grpc::ServerUnaryReactor* reactor;
+    const v1::StackUpload* request;
+    v1::UploadReply* reply;
+  };
+  static constexpr size_t kMaxQueuedUploadBytes = size_t{512} << 20;
+  static constexpr int kUploadNice = 10;
+  std::mutex upload_mu;
+  std::condition_variable upload_cv;
+  std::deque<UploadJob> upload_queue;
+  size_t upload_queue_bytes = 0;
+  bool upload_stop = false;
+  std::vector<std::thread> upload_workers;
+
+  void StartUploadWorkers() {
+    unsigned n = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+    for (unsigned i = 0; i < n; ++i) upload_workers.emplace_back([this] { UploadWorker(); });
+  }
+
+  void StopUploadWorkers() {
+    {
+      std::lock_guard<std::mutex> lock(upload_mu);
+      upload_stop = true;
+    }
+    upload_cv.notify_all();
+    for (auto& t : upload_workers) t.join();
+    upload_workers.clear();
+  }
+
+  void UploadWorker() {
+    // Below the gRPC threads: under a storm of stacks the CPU goes to Report calls first.
+    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kUploadNice);
+    std::unique_lock<std::mutex> lock(upload_mu);
+    for (;;) {
+      upload_cv.wait(lock, [&] { return upload_stop || !upload_queue.empty(); });
+      if (upload_queue.empty()) return;  // stopping, and every queued call is answered
+      UploadJob job = upload_queue.front();
+      upload_queue.pop_front();
+      lock.unlock();
+      *job.reply = core->Upload(*job.request);
+      size_t bytes = job.request->stack_json().size();
+      job.reactor->Finish(Status::OK);  // the request is not touched after this
+      lock.lock();
+      upload_queue_bytes -= bytes;
+    }
+  }
 
   // ---- authentication ----
 
@@ -220,8 +275,18 @@ struct CollectorServer::Impl final : public v1::Collector::CallbackService {
       r->Finish(UnknownSession());
       return r;
     }
-    *reply = core->Upload(*req);
-    r->Finish(Status::OK);
+    {
+      std::lock_guard<std::mutex> lock(upload_mu);
+      if (upload_queue_bytes + req->stack_json().size() > kMaxQueuedUploadBytes && !upload_queue.empty()) {
+        ++uploads_busy;
+        r->Finish(Status(StatusCode::RESOURCE_EXHAUSTED, "the collector has " + std::to_string(upload_queue_bytes >> 20) +
+                                                             " MiB of stacks to read; retry shortly"));
+        return r;
+      }
+      upload_queue_bytes += req->stack_json().size();
+      upload_queue.push_back(UploadJob{r, req, reply});
+    }
+    upload_cv.notify_one();
     return r;
   }
 
@@ -415,6 +480,7 @@ std::unique_ptr<CollectorServer> CollectorServer::Start(CollectorCore* core, con
              (creds && !options.tls_cert_pem.empty() ? " (is the TLS certificate/key a valid PEM pair?)" : "");
     return nullptr;
   }
+  impl->StartUploadWorkers();
   return std::unique_ptr<CollectorServer>(new CollectorServer(std::move(impl)));
 }
 
@@ -425,7 +491,8 @@ void CollectorServer::Shutdown(double grace_s) {
   impl_->shut_down = true;
   impl_->server->Shutdown(std::chrono::system_clock::now() +
                           std::chrono::milliseconds(static_cast<int64_t>(std::max(0.0, grace_s) * 1000)));
-  impl_->server->Wait();
+  impl_->server->Wait();  // the upload workers answer what is queued meanwhile
+  impl_->StopUploadWorkers();
 }
 
 void CollectorServer::AppendMetrics(PrometheusText* out) const {
@@ -434,6 +501,9 @@ void CollectorServer::AppendMetrics(PrometheusText* out) const {
   out->Family("xtimer_collector_unknown_session_calls_total", "counter",
               "Upload and Commands calls with a session the collector does not know (agents register again)");
   out->Add("xtimer_collector_unknown_session_calls_total", {}, static_cast<double>(impl_->unknown_session_calls.load()));
+  out->Family("xtimer_collector_uploads_busy_total", "counter",
+              "Uploads answered RESOURCE_EXHAUSTED because too many stack bytes were waiting to be read");
+  out->Add("xtimer_collector_uploads_busy_total", {}, static_cast<double>(impl_->uploads_busy.load()));
   out->Family("xtimer_collector_command_streams_open", "gauge", "Open Commands streams (one per connected agent)");
   out->Add("xtimer_collector_command_streams_open", {}, static_cast<double>(impl_->streams_open.load()));
 }

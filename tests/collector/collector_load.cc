@@ -2,6 +2,7 @@
 //
 //   collector_load --target 127.0.0.1:18890 --agents 1250 --ranks-per-agent 8 --processes 8
 //                  [--period 10] [--steady 30] [--storm] [--own-dumps] [--stack-kb 75] [--culprit R]
+//                  [--agents-per-connection 1]
 //                  [--token-file F] [--collector-pid PID] [--out DIR] [--metrics HOST:PORT] [--wait 120]
 //
 // Each process drives its share of the agents with gRPC's callback API: one Commands stream per
@@ -14,6 +15,7 @@
 // the collector's peak RSS (--collector-pid: VmHWM). Exit status 1 when anything was lost.
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,9 +47,9 @@ using json = nlohmann::json;
 struct Config {
   std::string target = "127.0.0.1:18890";
   std::string token;
-  int agents = 1250, ranks_per_agent = 8, processes = 8;
+  int agents = 1250, ranks_per_agent = 8, processes = 8, agents_per_connection = 1;
   double period_s = 10, steady_s = 30, wait_s = 120;
-  bool storm = false, own_dumps = false;
+  bool storm = false, own_dumps = false, no_uploads = false;
   int stack_kb = 75;
   int culprit = -1;
   int collector_pid = 0;
@@ -149,7 +151,7 @@ class StackMaker {
 
 struct Stats {
   std::mutex mu;
-  std::vector<float> register_ms, report_ms, upload_ms;
+  std::vector<float> register_ms, report_ms, report_storm_ms, upload_ms;  // report_ms: before the storm
   uint64_t reports_ok = 0, reports_unknown = 0, reports_failed = 0, rank_reports_ok = 0;
   uint64_t uploads_accepted = 0, uploads_duplicate = 0, uploads_refused = 0, uploads_failed = 0;
   uint64_t registrations_failed = 0, dumps_received = 0, streams_ended_early = 0;
@@ -211,7 +213,8 @@ class CommandReader : public grpc::ClientReadReactor<xtimer::v1::Command> {
 class Child {
  public:
   Child(const Config& c, int first_agent, int end_agent) : c_(c), maker_(c) {
-    int n_channels = std::max(1, (end_agent - first_agent + 31) / 32);
+    int per = c.agents_per_connection;
+    int n_channels = std::max(1, (end_agent - first_agent + per - 1) / per);
     for (int i = 0; i < n_channels; ++i) {
       grpc::ChannelArguments args;
       args.SetInt("xtimer.load.channel", i);  // own connection per channel
@@ -223,11 +226,12 @@ class Child {
       agents_.push_back(std::make_unique<Agent>(this, a, a * c.ranks_per_agent));
   }
 
-  xtimer::v1::Collector::Stub* Stub(int agent) { return stubs_[agent % stubs_.size()].get(); }
+  xtimer::v1::Collector::Stub* Stub(int agent) { return stubs_[agent % stubs_.size()].get(); }  // own connection per agent by default
   const Config& config() const { return c_; }
   const StackMaker& maker() const { return maker_; }
   Stats& stats() { return stats_; }
   bool storming() const { return storming_; }
+  double storm_at() const { return storm_at_; }
 
   bool Setup() {
     for (auto& a : agents_)
@@ -242,6 +246,7 @@ class Child {
     std::vector<double> next(n);
     for (size_t i = 0; i < n; ++i) next[i] = start + c_.period_s * (static_cast<double>(i) + 0.5) / n;
     double storm_at = start + c_.steady_s;
+    storm_at_ = c_.storm ? storm_at : 1e300;
     double end = c_.storm ? storm_at + c_.wait_s : storm_at;
     bool stormed = false;
     while (true) {
@@ -280,6 +285,7 @@ class Child {
   std::vector<std::unique_ptr<Agent>> agents_;
   Stats stats_;
   std::atomic<bool> storming_{false};
+  double storm_at_ = 1e300;
 };
 
 void Agent::Prepare(grpc::ClientContext* ctx, double deadline_s) {
@@ -402,7 +408,7 @@ void Agent::SendReport(bool hung) {
     {
       std::lock_guard<std::mutex> lock(child->stats().mu);
       Stats& s = child->stats();
-      s.report_ms.push_back(static_cast<float>(ms));
+      (call->t0 >= child->storm_at() ? s.report_storm_ms : s.report_ms).push_back(static_cast<float>(ms));
       if (!st.ok()) ++s.reports_failed, s.Error("report: " + st.error_message());
       else if (!call->reply.known()) ++s.reports_unknown;
       else ++s.reports_ok, s.rank_reports_ok += ranks;
@@ -425,7 +431,7 @@ void Agent::OnDump(const std::string& dump_id) {
     std::lock_guard<std::mutex> lock(mu_);
     got_dump_ = true;
   }
-  QueueUploads(dump_id);
+  if (!child_->config().no_uploads) QueueUploads(dump_id);
 }
 
 void Agent::QueueUploads(const std::string& dump_id) {
@@ -490,7 +496,8 @@ bool Agent::Done() {
 
 json StatsToJson(Stats& s) {
   std::lock_guard<std::mutex> lock(s.mu);
-  return {{"register_ms", s.register_ms}, {"report_ms", s.report_ms}, {"upload_ms", s.upload_ms},
+  return {{"register_ms", s.register_ms}, {"report_ms", s.report_ms}, {"report_storm_ms", s.report_storm_ms},
+          {"upload_ms", s.upload_ms},
           {"reports_ok", s.reports_ok}, {"reports_unknown", s.reports_unknown}, {"reports_failed", s.reports_failed},
           {"rank_reports_ok", s.rank_reports_ok}, {"uploads_accepted", s.uploads_accepted},
           {"uploads_duplicate", s.uploads_duplicate}, {"uploads_refused", s.uploads_refused},
@@ -511,6 +518,27 @@ double P99(std::vector<float> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(0.99 * v.size()))];
+}
+
+// utime + stime of a process, in seconds.
+double CpuSeconds(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  size_t close = text.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream rest(text.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; rest >> field; ++i)
+    if (i == 14 || i == 15) ticks += std::stod(field);
+  return ticks / sysconf(_SC_CLK_TCK);
+}
+
+std::string LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string a;
+  in >> a;
+  return a;
 }
 
 long VmHwmKiB(int pid) {
@@ -541,11 +569,13 @@ int main(int argc, char** argv) {
       else if (a == "--agents") c.agents = std::stoi(val());
       else if (a == "--ranks-per-agent") c.ranks_per_agent = std::stoi(val());
       else if (a == "--processes") c.processes = std::stoi(val());
+      else if (a == "--agents-per-connection") c.agents_per_connection = std::max(1, std::stoi(val()));
       else if (a == "--period") c.period_s = std::stod(val());
       else if (a == "--steady") c.steady_s = std::stod(val());
       else if (a == "--wait") c.wait_s = std::stod(val());
       else if (a == "--storm") c.storm = true;
       else if (a == "--own-dumps") c.own_dumps = true;
+      else if (a == "--no-uploads") c.no_uploads = true;  // the storm's reports alone (an experiment)
       else if (a == "--stack-kb") c.stack_kb = std::stoi(val());
       else if (a == "--culprit") c.culprit = std::stoi(val());
       else if (a == "--collector-pid") c.collector_pid = std::stoi(val());
@@ -599,17 +629,26 @@ int main(int argc, char** argv) {
     close(fd);
   }
   double setup_s = Now() - t_setup;
+  double collector_cpu0 = c.collector_pid > 0 ? CpuSeconds(c.collector_pid) : 0;
+  std::string load_before = LoadAverage();
   double start = Now() + 0.5;
   for (int fd : go_pipes) {
     (void)!write(fd, &start, sizeof start);
     close(fd);
   }
-  for (pid_t pid : pids) waitpid(pid, nullptr, 0);
+  double generator_cpu = 0;
+  for (pid_t pid : pids) {
+    rusage ru = {};
+    wait4(pid, nullptr, 0, &ru);
+    generator_cpu += ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  }
+  double run_s = Now() - start;
+  double collector_cpu = c.collector_pid > 0 ? CpuSeconds(c.collector_pid) - collector_cpu0 : 0;
   double storm_at = start + c.steady_s;
 
   // Gather.
   json all = {{"register_ms", json::array()}, {"report_ms", json::array()}, {"upload_ms", json::array()}};
-  std::vector<float> reg, rep, up;
+  std::vector<float> reg, rep, rep_storm, up;
   std::map<std::string, uint64_t> n;
   std::map<std::string, int> errors;
   for (int p = 0; p < c.processes; ++p) {
@@ -622,6 +661,7 @@ int main(int argc, char** argv) {
     }
     for (float v : j["register_ms"]) reg.push_back(v);
     for (float v : j["report_ms"]) rep.push_back(v);
+    for (float v : j["report_storm_ms"]) rep_storm.push_back(v);
     for (float v : j["upload_ms"]) up.push_back(v);
     for (auto& [k, v] : j.items())
       if (v.is_number_unsigned()) n[k] += v.get<uint64_t>();
@@ -629,6 +669,7 @@ int main(int argc, char** argv) {
   }
   fs::remove_all(tmp);
   std::vector<float> calls = rep;
+  calls.insert(calls.end(), rep_storm.begin(), rep_storm.end());
   calls.insert(calls.end(), up.begin(), up.end());
 
   StackMaker maker(c);
@@ -640,9 +681,11 @@ int main(int argc, char** argv) {
                       : "");
   std::printf("  setup (register + open streams): %.1f s, %d of %d processes ready\n", setup_s, ready_count, c.processes);
   std::printf("  register: %s\n", Percentiles(reg).c_str());
-  std::printf("  report:   %s; ok %lu, unknown session %lu, failed %lu\n", Percentiles(rep).c_str(),
-              (unsigned long)n["reports_ok"], (unsigned long)n["reports_unknown"], (unsigned long)n["reports_failed"]);
-  std::printf("  upload:   %s; accepted %lu, duplicate %lu, refused %lu, failed %lu\n", Percentiles(up).c_str(),
+  std::printf("  report, steady: %s\n", Percentiles(rep).c_str());
+  if (c.storm) std::printf("  report, storm:  %s\n", Percentiles(rep_storm).c_str());
+  std::printf("  reports: ok %lu, unknown session %lu, failed %lu\n", (unsigned long)n["reports_ok"],
+              (unsigned long)n["reports_unknown"], (unsigned long)n["reports_failed"]);
+  std::printf("  upload (storm): %s; accepted %lu, duplicate %lu, refused %lu, failed %lu\n", Percentiles(up).c_str(),
               (unsigned long)n["uploads_accepted"], (unsigned long)n["uploads_duplicate"],
               (unsigned long)n["uploads_refused"], (unsigned long)n["uploads_failed"]);
   std::printf("  all report+upload calls: %s\n", Percentiles(calls).c_str());
@@ -704,6 +747,9 @@ int main(int argc, char** argv) {
       std::printf("  /metrics of %s not read\n", c.metrics.c_str());
     }
   }
+  std::printf("  CPU over the %.1f s run: collector %.1f s, generator processes %.1f s (all cores: %.1f s); load average "
+              "before %s, after %s\n", run_s, collector_cpu, generator_cpu, sysconf(_SC_NPROCESSORS_ONLN) * run_s, load_before.c_str(),
+              LoadAverage().c_str());
   if (c.collector_pid > 0) {
     long kib = VmHwmKiB(c.collector_pid);
     std::printf("  collector peak RSS (VmHWM): %.1f MiB\n", kib / 1024.0);
