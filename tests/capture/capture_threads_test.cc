@@ -32,6 +32,17 @@ namespace {
 using nlohmann::json;
 using testing::HasNativeFunction;
 
+// TSan defers asynchronous signals to the thread's next intercepted call; a thread blocked in a
+// system call TSan does not treat as blocking (a raw futex syscall, read()) never runs the capture
+// handler while it blocks, and is listed as "no response". The capture cannot work there.
+// TSan also runs a background thread of its own that blocks every signal: listed, not captured.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kTsan = true;
+#else
+constexpr bool kTsan = false;
+#endif
+constexpr int kUncapturable = kTsan ? 1 : 0;
+
 class TestProvider : public DumpProvider {
  public:
   RankInfo GetRankInfo() override {
@@ -111,9 +122,55 @@ const json* FindThread(const json& j, const std::string& name) {
   return nullptr;
 }
 
+constexpr int kFutex = 80, kCondvar = 40, kPipe = 60, kSpin = 20;  // 200 threads + main + dumper
+
+// The 200-thread dump after xtimer_symbolize: every thread captured, the known functions named.
+void CheckSymbolizedFile(const std::string& path, const DumpStats& again) {
+  json j = testing::WaitSymbolized(path, 120);
+  if (j.is_discarded() || !j.value("symbolized", false)) {
+    ADD_FAILURE() << "no symbolised stack file (the symboliser did not finish)";
+    return;
+  }
+  EXPECT_EQ(j["reason"], "hang");
+  EXPECT_EQ(j["trigger"], "test trigger");
+  EXPECT_EQ(j["pid"], getpid());
+  EXPECT_EQ(j["inflight_ops"][0]["name"], "ncclAllReduce");
+  EXPECT_EQ(j["threads"].size(), static_cast<size_t>(again.threads));
+  int mains = 0;
+  for (const auto& t : j["threads"]) {
+    EXPECT_TRUE(t["captured"].get<bool>()) << t.dump();
+    EXPECT_FALSE(t["native"].empty()) << t.dump();
+    EXPECT_TRUE(t["holds_gil"].is_null());  // no Python here
+    if (t["main"].get<bool>()) ++mains;
+  }
+  EXPECT_EQ(mains, 1);
+  for (int i = 0; i < kFutex; i += 13) {
+    const json* t = FindThread(j, "fx-" + std::to_string(i));
+    if (t == nullptr) { ADD_FAILURE() << "thread missing"; continue; }
+    EXPECT_TRUE(HasNativeFunction(*t, "xtimer_test_futex_waiter")) << t->dump();
+    EXPECT_EQ((*t)["state"], "S");
+  }
+  for (int i = 0; i < kPipe; i += 11) {
+    const json* t = FindThread(j, "rd-" + std::to_string(i));
+    if (t == nullptr) { ADD_FAILURE() << "thread missing"; continue; }
+    EXPECT_TRUE(HasNativeFunction(*t, "xtimer_test_pipe_reader")) << t->dump();
+    // Root first: the reader function comes before (outside of) the read call.
+    const json& last = t->at("native").back();
+    EXPECT_FALSE(last.contains("function") && last["function"].get<std::string>().find("xtimer_test_pipe_reader") !=
+                                                  std::string::npos);
+  }
+  for (int i = 0; i < kSpin; i += 7) {
+    const json* t = FindThread(j, "sp-" + std::to_string(i));
+    if (t == nullptr) { ADD_FAILURE() << "thread missing"; continue; }
+    EXPECT_TRUE(HasNativeFunction(*t, "xtimer_test_spinner")) << t->dump();
+  }
+  const json* dumper = FindThread(j, "xtimer-dump");
+  if (dumper == nullptr) { ADD_FAILURE() << "no xtimer-dump thread"; return; }
+  EXPECT_TRUE(HasNativeFunction(*dumper, "xtimer::capture::"));
+}
+
 TEST(CaptureThreads, TwoHundredThreadsAllCapturedAndUnharmed) {
   std::string dir = StartDumper("threads200");
-  constexpr int kFutex = 80, kCondvar = 40, kPipe = 60, kSpin = 20;  // 200 threads + main + dumper
   std::vector<std::thread> threads;
   std::mutex mu;
   std::condition_variable cv;
@@ -144,58 +201,35 @@ TEST(CaptureThreads, TwoHundredThreadsAllCapturedAndUnharmed) {
   ASSERT_TRUE(Dumper::Instance().DumpAndWait(Reason::kRequest, 60, &stats));
   EXPECT_EQ(stats.error, "");
   EXPECT_GE(stats.threads, 202);
-  EXPECT_EQ(stats.captured, stats.threads) << "every thread has native frames";
+  if (!kTsan) {
+    EXPECT_EQ(stats.captured, stats.threads) << "every thread has native frames";
+  }
   std::printf("200 threads: capture %.2f ms, whole dump %.2f ms, longest stop %.1f us, longest round trip %.1f us\n",
               stats.capture_ms, stats.total_ms, stats.max_stop_us, stats.max_roundtrip_us);
 
   // A second dump right away works too (state is reset between dumps).
   DumpStats again;
   ASSERT_TRUE(Dumper::Instance().DumpAndWait(Reason::kHang, 60, &again));
-  EXPECT_EQ(again.captured, again.threads);
+  if (!kTsan) {
+    EXPECT_EQ(again.captured, again.threads);
+  }
   EXPECT_EQ(again.dumps, stats.dumps + 1);
+  if (kTsan) {
+    json j = testing::ReadJson(again.path);
+    ASSERT_FALSE(j.is_discarded());
+    for (const auto& t : j["threads"]) {
+      std::string name = t["name"];
+      bool deferred = name.starts_with("fx-") || name.starts_with("rd-") ||
+                      (t.contains("error") && t["error"] == "capture signal blocked by the thread");
+      if (!deferred) {
+        EXPECT_TRUE(t["captured"].get<bool>()) << t.dump();
+      }
+    }
+  }
 
   // The file, symbolised by xtimer_symbolize (found in ../bin next to this test).
   ASSERT_TRUE(again.symbolizer_started) << "xtimer_symbolize not found next to the test binary";
-  json j = testing::WaitSymbolized(stats.path, 120);
-  ASSERT_FALSE(j.is_discarded());
-  ASSERT_TRUE(j["symbolized"].get<bool>()) << "the symboliser did not finish";
-  EXPECT_EQ(j["reason"], "hang");
-  EXPECT_EQ(j["trigger"], "test trigger");
-  EXPECT_EQ(j["pid"], getpid());
-  EXPECT_EQ(j["inflight_ops"][0]["name"], "ncclAllReduce");
-  EXPECT_EQ(j["threads"].size(), static_cast<size_t>(again.threads));
-  int mains = 0;
-  for (const auto& t : j["threads"]) {
-    EXPECT_TRUE(t["captured"].get<bool>()) << t.dump();
-    EXPECT_FALSE(t["native"].empty()) << t.dump();
-    EXPECT_TRUE(t["holds_gil"].is_null());  // no Python here
-    if (t["main"].get<bool>()) ++mains;
-  }
-  EXPECT_EQ(mains, 1);
-  for (int i = 0; i < kFutex; i += 13) {
-    const json* t = FindThread(j, "fx-" + std::to_string(i));
-    ASSERT_NE(t, nullptr);
-    EXPECT_TRUE(HasNativeFunction(*t, "xtimer_test_futex_waiter")) << t->dump();
-    EXPECT_EQ((*t)["state"], "S");
-  }
-  for (int i = 0; i < kPipe; i += 11) {
-    const json* t = FindThread(j, "rd-" + std::to_string(i));
-    ASSERT_NE(t, nullptr);
-    EXPECT_TRUE(HasNativeFunction(*t, "xtimer_test_pipe_reader")) << t->dump();
-    // Root first: the reader function comes before (outside of) the read call.
-    const json& last = t->at("native").back();
-    EXPECT_FALSE(last.contains("function") && last["function"].get<std::string>().find("xtimer_test_pipe_reader") !=
-                                                  std::string::npos);
-  }
-  for (int i = 0; i < kSpin; i += 7) {
-    const json* t = FindThread(j, "sp-" + std::to_string(i));
-    ASSERT_NE(t, nullptr);
-    EXPECT_TRUE(HasNativeFunction(*t, "xtimer_test_spinner")) << t->dump();
-  }
-  const json* dumper = FindThread(j, "xtimer-dump");
-  ASSERT_NE(dumper, nullptr);
-  EXPECT_TRUE(HasNativeFunction(*dumper, "xtimer::capture::"));
-
+  if (!kTsan) CheckSymbolizedFile(stats.path, again);
   // Unharmed: blocked calls complete normally once released.
   long progress = g_spin_progress.load();
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -252,6 +286,7 @@ TEST(CaptureThreads, ThreadsExitingDuringDumps) {
     for (const auto& t : j["threads"]) {
       if (t["captured"].get<bool>()) continue;
       // The only acceptable reason here: the thread was gone before its handler ran.
+      if (kTsan && t["error"] == "capture signal blocked by the thread") continue;
       EXPECT_EQ(t["error"], "thread exited") << t.dump();
       ++exited_seen;
     }
@@ -290,14 +325,15 @@ TEST(CaptureThreads, DumpSignalWhileThreadsHammerMalloc) {
   }
   // Requests during a dump are merged: at least one dump, and the last one after the last signal.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  const uint64_t want = before + (kTsan ? 1 : 3);  // a dump takes long under TSan: more merging
   DumpStats st;
   do {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     st = Dumper::Instance().LastStats();
-  } while (st.dumps < before + 3 && std::chrono::steady_clock::now() < deadline);
-  EXPECT_GE(st.dumps, before + 3);
+  } while (st.dumps < want && std::chrono::steady_clock::now() < deadline);
+  EXPECT_GE(st.dumps, want);
   ASSERT_TRUE(Dumper::Instance().DumpAndWait(Reason::kRequest, 30, &st));
-  EXPECT_EQ(st.captured, st.threads);
+  EXPECT_EQ(st.captured, st.threads - kUncapturable);
   std::vector<long> seen(12);
   for (int h = 0; h < 12; ++h) seen[h] = progress[h].load();
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -340,13 +376,20 @@ TEST(CaptureThreads, ForkAfterInitDumpsInParentAndChild) {
     DumpStats cst;
     bool ok = Dumper::Instance().DumpAndWait(Reason::kRequest, 30, &cst);
     json j = testing::ReadJson(dir + "/00001-00002.stacktrace");
+    // This thread and the new dumper. (Under TSan this thread waits in pthread_cond_clockwait,
+    // which TSan does not treat as blocking: its signal is deferred and it is not captured.)
     bool good = ok && cst.error.empty() && !j.is_discarded() && j["pid"] == getpid() &&
-                j["threads"].size() == 2 /* this thread + the new dumper */ && cst.captured == 2;
+                cst.captured >= (kTsan ? 1 : 2) && cst.threads == 2;
+    if (!good)
+      std::fprintf(stderr, "child: ok=%d error='%s' threads=%d captured=%d file=%s\n", ok, cst.error.c_str(),
+                   cst.threads, cst.captured, j.is_discarded() ? "invalid" : "valid");
+    if (!good && !j.is_discarded())
+      for (const auto& t : j["threads"]) std::fprintf(stderr, "child thread: %s\n", t.dump().c_str());
     _exit(good ? 0 : 3);
   }
   // The parent keeps dumping while the child does.
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(Dumper::Instance().DumpAndWait(Reason::kRequest, 30, &st));
-  EXPECT_EQ(st.captured, st.threads);
+  EXPECT_EQ(st.captured, st.threads - kUncapturable);
   EXPECT_EQ(WaitChild(child, 60), 0) << "child dump failed (3) or hung (-1)";
   json parent = testing::ReadJson(dir + "/00000-00002.stacktrace");
   ASSERT_FALSE(parent.is_discarded());
@@ -415,7 +458,7 @@ TEST(CaptureThreads, ThreadBlockingTheCaptureSignalIsListedNotCaptured) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   DumpStats st;
   ASSERT_TRUE(Dumper::Instance().DumpAndWait(Reason::kRequest, 30, &st));
-  EXPECT_EQ(st.captured, st.threads - 1);
+  EXPECT_EQ(st.captured, st.threads - 1 - kUncapturable);
   json j = testing::ReadJson(st.path);
   const json* t = FindThread(j, "sig-blocked");
   ASSERT_NE(t, nullptr);
@@ -424,7 +467,7 @@ TEST(CaptureThreads, ThreadBlockingTheCaptureSignalIsListedNotCaptured) {
   stop.store(true);
   blocker.join();
   ASSERT_TRUE(Dumper::Instance().DumpAndWait(Reason::kRequest, 30, &st));  // and dumps still work
-  EXPECT_EQ(st.captured, st.threads);
+  EXPECT_EQ(st.captured, st.threads - kUncapturable);
 }
 
 // SA_ONSTACK: on a thread with an alternate signal stack (Python's faulthandler gives the main
@@ -447,7 +490,7 @@ TEST(CaptureThreads, HandlerFitsOnASmallAlternateSignalStack) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   DumpStats st;
   ASSERT_TRUE(Dumper::Instance().DumpAndWait(Reason::kRequest, 30, &st));
-  EXPECT_EQ(st.captured, st.threads);
+  EXPECT_EQ(st.captured, st.threads - kUncapturable);
   stop.store(true);
   t.join();
   size_t untouched = 0;
