@@ -883,49 +883,9 @@ struct CollectorCore::Impl {
     counter("xtimer_collector_dump_commands_total", "DUMP commands sent to agents", {}, c.dump_commands_sent);
   }
 
-  nlohmann::json Status() const {
+  // Under mu.
+  nlohmann::json RoundsJson(double now) const {
     using J = nlohmann::json;
-    const double now = Now();
-    J j;
-    std::lock_guard<std::mutex> lock(mu);
-    j["format"] = "xtimer-collector-status";
-    j["version"] = 1;
-    j["time"] = IsoUtcMs(opt.wall_ms());
-    j["world_size"] = world;
-    j["ranks_known"] = ranks.size();
-    size_t connected = 0;
-    for (const auto& [id, s] : sessions) connected += s.connected;
-    j["agents_connected"] = connected;
-    j["sessions"] = sessions.size();
-    j["hang_active"] = episode_active;
-    j["dump_wait_s"] = opt.dump_wait_s;
-    std::map<std::string, std::vector<int32_t>> by_state;
-    J rs = J::array();
-    for (const auto& [rank, e] : ranks) {
-      bool stale = !e.reported || now - e.last_seen_s > opt.stale_after_s;
-      std::string state = e.reported ? StateName(e.report.state()) : "registered";
-      by_state[stale && e.reported && e.report.state() != v1::RANK_STATE_EXITED ? "stale" : state].push_back(rank);
-      J r = {{"rank", rank},
-             {"host", e.report.rank().host()},
-             {"local_rank", e.report.rank().local_rank()},
-             {"pid", e.report.rank().pid()},
-             {"state", state},
-             {"stale", stale}};
-      if (e.reported) {
-        r["last_report"] = IsoUtcMs(e.last_seen_wall_ms);
-        r["last_report_age_s"] = std::round((now - e.last_seen_s) * 10) / 10;
-        r["oldest_inflight_s"] = e.report.oldest_inflight_s();
-        r["oldest_inflight_op"] = e.report.oldest_inflight_op();
-        r["trigger"] = e.report.trigger();
-        r["dumps"] = e.report.dumps();
-        if (e.report.state() == v1::RANK_STATE_EXITED) r["exit_code"] = e.report.exit_code();
-      }
-      rs.push_back(std::move(r));
-    }
-    J states = J::object();
-    for (auto& [state, list] : by_state) states[state] = {{"count", list.size()}, {"ranks", RankSet(list).Fold(32)}};
-    j["states"] = states;
-    j["ranks"] = std::move(rs);
     J rounds_j = J::array();
     for (const auto& r : rounds) {
       const RoundInfo& i = r->info;
@@ -954,7 +914,47 @@ struct CollectorCore::Impl {
       }
       rounds_j.push_back(std::move(x));
     }
-    j["rounds"] = std::move(rounds_j);
+    return rounds_j;
+  }
+
+  nlohmann::json Status() const {
+    using J = nlohmann::json;
+    const double now = Now();
+    J j;
+    std::unique_lock<std::mutex> lock(mu);
+    j["format"] = "xtimer-collector-status";
+    j["version"] = 1;
+    j["time"] = IsoUtcMs(opt.wall_ms());
+    j["world_size"] = world;
+    j["ranks_known"] = ranks.size();
+    size_t connected = 0;
+    for (const auto& [id, s] : sessions) connected += s.connected;
+    j["agents_connected"] = connected;
+    j["sessions"] = sessions.size();
+    j["hang_active"] = episode_active;
+    j["dump_wait_s"] = opt.dump_wait_s;
+    // The ranks are copied under the lock and turned into JSON after it (10,000 ranks would
+    // hold Report calls up for the whole build).
+    struct Row {
+      int32_t rank;
+      bool reported;
+      double age;
+      int64_t wall;
+      v1::RankReport report;  // without its ops
+    };
+    std::vector<Row> rows;
+    rows.reserve(ranks.size());
+    for (const auto& [rank, e] : ranks) {
+      Row& r = rows.emplace_back(Row{rank, e.reported, now - e.last_seen_s, e.last_seen_wall_ms, {}});
+      *r.report.mutable_rank() = e.report.rank();
+      r.report.set_state(e.report.state());
+      r.report.set_oldest_inflight_s(e.report.oldest_inflight_s());
+      r.report.set_oldest_inflight_op(e.report.oldest_inflight_op());
+      r.report.set_trigger(e.report.trigger());
+      r.report.set_dumps(e.report.dumps());
+      r.report.set_exit_code(e.report.exit_code());
+    }
+    j["rounds"] = RoundsJson(now);
     CoreCounters c = CountersLocked();
     j["counters"] = {{"report_calls", c.report_calls},
                      {"rank_reports", c.rank_reports},
@@ -963,6 +963,36 @@ struct CollectorCore::Impl {
                      {"uploads_refused", c.uploads_refused},
                      {"hang_episodes", c.hang_episodes},
                      {"dump_rounds", c.dump_rounds}};
+    lock.unlock();
+
+    std::map<std::string, std::vector<int32_t>> by_state;
+    J rs = J::array();
+    for (const Row& row : rows) {
+      const v1::RankReport& rep = row.report;
+      bool stale = !row.reported || row.age > opt.stale_after_s;
+      std::string state = row.reported ? StateName(rep.state()) : "registered";
+      by_state[stale && row.reported && rep.state() != v1::RANK_STATE_EXITED ? "stale" : state].push_back(row.rank);
+      J r = {{"rank", row.rank},
+             {"host", rep.rank().host()},
+             {"local_rank", rep.rank().local_rank()},
+             {"pid", rep.rank().pid()},
+             {"state", state},
+             {"stale", stale}};
+      if (row.reported) {
+        r["last_report"] = IsoUtcMs(row.wall);
+        r["last_report_age_s"] = std::round(row.age * 10) / 10;
+        r["oldest_inflight_s"] = rep.oldest_inflight_s();
+        r["oldest_inflight_op"] = rep.oldest_inflight_op();
+        r["trigger"] = rep.trigger();
+        r["dumps"] = rep.dumps();
+        if (rep.state() == v1::RANK_STATE_EXITED) r["exit_code"] = rep.exit_code();
+      }
+      rs.push_back(std::move(r));
+    }
+    J states = J::object();
+    for (auto& [state, list] : by_state) states[state] = {{"count", list.size()}, {"ranks", RankSet(list).Fold(32)}};
+    j["states"] = states;
+    j["ranks"] = std::move(rs);
     return j;
   }
 };

@@ -31,7 +31,7 @@
 namespace xtimer::collector {
 
 struct CoreOptions {
-  std::string out_dir;                   // dump rounds go to out_dir/<hang time>/
+  std::string out_dir{};                 // dump rounds go to out_dir/<hang time>/
   double dump_wait_s = 30;               // XTIMER_DUMP_WAIT: how long a round waits for stacks
   size_t max_stack_bytes = 16 << 20;     // a larger upload is refused
   // Which of the viewer's outputs a round writes (viewer/merge_output.h, OutputFormat bits);
@@ -42,8 +42,8 @@ struct CoreOptions {
   // A session that has no command stream and made no call for this long is forgotten.
   double session_idle_s = 300;
   // Test hooks: a monotonic clock and a wall clock. Empty: the real ones.
-  std::function<double()> monotonic_s;
-  std::function<int64_t()> wall_ms;
+  std::function<double()> monotonic_s{};
+  std::function<int64_t()> wall_ms{};
 };
 
 // One finished (or running) dump round, for the page, the tests and the agent.
