@@ -57,6 +57,7 @@ struct Dumper::State {
   uint64_t done_ticket = 0;
   DumpStats stats;
   pid_t symbolizer_pid = -1;
+  std::string symbolize_next;  // a file written while the symboliser was busy: run it again after
 };
 
 namespace {
@@ -144,16 +145,41 @@ pid_t SpawnSymbolizer(const std::string& exe, const std::string& file) {
   return pid;
 }
 
-void ReapSymbolizer(Dumper::State* s) {
-  std::lock_guard<std::mutex> lock(s->mu);
-  if (s->symbolizer_pid <= 0) return;
+// True while the last symboliser started is still running (reaps it otherwise).
+bool SymbolizerBusy(Dumper::State* s) {
+  if (s->symbolizer_pid <= 0) return false;
   int status = 0;
   pid_t r = waitpid(s->symbolizer_pid, &status, WNOHANG);
-  if (r == 0) return;  // still running
+  if (r == 0) return true;
   if (r == s->symbolizer_pid && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
     Log(LogLevel::kWarn, "xtimer_symbolize (pid %d) failed (status %d); the stack file stays unsymbolised",
         static_cast<int>(r), status);
   s->symbolizer_pid = -1;  // reaped, or reaped by the program (ECHILD)
+  return false;
+}
+
+// One symboliser at a time: a dump that lands while one runs (it rewrites the same file) is
+// symbolised once that one has finished. Called on the dumper thread only.
+bool StartSymbolizer(Dumper::State* s, const std::string& path) {
+  if (s->symbolizer.empty() || path.empty()) return false;
+  std::lock_guard<std::mutex> lock(s->mu);
+  if (SymbolizerBusy(s)) {
+    s->symbolize_next = path;
+    return true;
+  }
+  s->symbolize_next.clear();
+  s->symbolizer_pid = SpawnSymbolizer(s->symbolizer, path);
+  return s->symbolizer_pid > 0;
+}
+
+void ReapSymbolizer(Dumper::State* s) {
+  std::string next;
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (SymbolizerBusy(s) || s->symbolize_next.empty()) return;
+    next = s->symbolize_next;
+  }
+  StartSymbolizer(s, next);
 }
 
 std::string Hostname() {
@@ -178,7 +204,7 @@ DumpStats DoDump(Dumper::State* s, Reason reason) {
   for (size_t i = 0; i < tids.size(); ++i) states[i] = ThreadState(tids[i]);
   std::vector<NativeStack> native;
   if (s->native_ok) {
-    s->native.Capture(tids, s->options.thread_timeout_ms, &native);
+    s->native.Capture(tids, s->options.thread_timeout_ms, &native, states);
   } else {
     native.resize(tids.size());
     for (size_t i = 0; i < tids.size(); ++i) {
@@ -285,15 +311,7 @@ DumpStats DoDump(Dumper::State* s, Reason reason) {
     Log(LogLevel::kInfo, "stacks of %d threads (%d native, %d with Python frames) written to %s in %.1f ms",
         st.threads, st.captured, st.python_threads, path.c_str(), st.total_ms);
     // 6. Symbolise out of the process; the dump is complete whether or not this works.
-    if (!s->symbolizer.empty()) {
-      pid_t pid = SpawnSymbolizer(s->symbolizer, path);
-      if (pid > 0) {
-        std::lock_guard<std::mutex> lock(s->mu);
-        if (s->symbolizer_pid > 0) waitpid(s->symbolizer_pid, nullptr, WNOHANG);
-        s->symbolizer_pid = pid;
-        st.symbolizer_started = true;
-      }
-    }
+    st.symbolizer_started = StartSymbolizer(s, path);
   }
   return st;
 }
@@ -306,7 +324,11 @@ void* ThreadMain(void* arg) {
   for (;;) {
     timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += 1;  // wake now and then to reap the symboliser
+    deadline.tv_nsec += 200000000;  // wake now and then to reap (and maybe rerun) the symboliser
+    if (deadline.tv_nsec >= 1000000000) {
+      deadline.tv_sec += 1;
+      deadline.tv_nsec -= 1000000000;
+    }
     sem_timedwait(&s->sem, &deadline);
     ReapSymbolizer(s);
     // Tickets first, then the reasons: every ticket <= covered has its reason bit set already.
@@ -438,6 +460,7 @@ void DumperAtForkChild() {
   s->pending.store(0);
   s->done_ticket = s->requested.load();
   s->symbolizer_pid = -1;
+  s->symbolize_next.clear();
   s->stats = DumpStats();
   s->native.ResetAfterFork();
   s->python.ResetAfterFork();

@@ -52,7 +52,7 @@ struct DumpStats {
   double total_ms = 0;     // whole dump, file written
   double max_stop_us = 0;  // longest time one thread spent in the capture handler
   double max_roundtrip_us = 0;  // longest signal-sent-to-result time for one thread
-  bool symbolizer_started = false;
+  bool symbolizer_started = false;  // started, or queued behind the one still running
 };
 
 class Dumper {

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -251,7 +252,8 @@ void NativeCapture::ResetAfterFork() {
   g_slot.store(&g_slots[0]);
 }
 
-void NativeCapture::Capture(std::span<const pid_t> tids, int timeout_ms, std::vector<NativeStack>* out) {
+void NativeCapture::Capture(std::span<const pid_t> tids, int timeout_ms, std::vector<NativeStack>* out,
+                            std::span<const char> states) {
   out->clear();
   out->resize(tids.size());
   // Allocate before interrupting anyone, so the loop below does not allocate between threads.
@@ -278,7 +280,8 @@ void NativeCapture::Capture(std::span<const pid_t> tids, int timeout_ms, std::ve
     } else if (g_slot.load() == nullptr) {
       ns.error = "capture disabled: earlier capture handlers did not finish";
     } else {
-      CaptureOther(tids[i], timeout_ms, &ns);
+      const bool in_kernel = i < states.size() && states[i] == 'D';
+      CaptureOther(tids[i], in_kernel ? std::min(timeout_ms, 20) : timeout_ms, &ns);
     }
   }
 }
@@ -367,8 +370,18 @@ void NativeCapture::CaptureOther(pid_t tid, int timeout_ms, NativeStack* out) {
       out->error = "capture handler did not finish";
       return;
     }
+    if (w == Word(gen, kArmed) && syscall(SYS_tgkill, getpid(), tid, 0) != 0 && errno == ESRCH) {
+      // Gone (a thread exiting blocks all signals first, then its queued signal is dropped).
+      uint32_t expected = w;
+      if (s->word.compare_exchange_strong(expected, kIdle, std::memory_order_acq_rel)) {
+        out->error = "thread exited";
+        return;
+      }
+      continue;
+    }
     uint64_t until = (w == Word(gen, kArmed)) ? deadline : hard_deadline;
-    FutexWait(&s->word, w, until - now);
+    // Wake every 5 ms to notice a thread that exits without running the handler.
+    FutexWait(&s->word, w, std::min<uint64_t>(until - now, 5000000ull));
   }
   out->roundtrip_us = static_cast<double>(NowNs() - t0) / 1000.0;
   out->captured = true;

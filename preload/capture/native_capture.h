@@ -67,8 +67,11 @@ class NativeCapture {
   bool HandlerInstalled() const;
 
   // Captures `tids` one at a time (the calling thread directly, without a signal).
-  // `timeout_ms` bounds the wait for each thread.
-  void Capture(std::span<const pid_t> tids, int timeout_ms, std::vector<NativeStack>* out);
+  // `timeout_ms` bounds the wait for each thread; `states` (optional, one per tid, from
+  // /proc/.../stat) lets a thread in uninterruptible sleep ('D'), which cannot run the handler
+  // until it leaves the kernel, cost only a short wait.
+  void Capture(std::span<const pid_t> tids, int timeout_ms, std::vector<NativeStack>* out,
+               std::span<const char> states = {});
 
   // In a child after fork: forget any capture that was in progress in the parent.
   void ResetAfterFork();

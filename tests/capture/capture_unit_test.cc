@@ -182,7 +182,8 @@ TEST(ElfSymtab, FindsLocalSymbolsAndRejectsGarbage) {
             0);
   EXPECT_EQ(lm->l_addr + values[0], reinterpret_cast<uintptr_t>(&xtimer_test_local_symbol));
   EXPECT_EQ(values[1], 0u);
-  std::string dir = testing::MakeTempDir("elf");
+  testing::ScopedDir scoped("elf");
+  const std::string& dir = scoped.path();
   std::string bad = dir + "/bad.so";
   FILE* f = fopen(bad.c_str(), "w");
   fputs("\x7f" "ELF garbage that is not an object", f);
@@ -310,7 +311,8 @@ TEST(StackSymbolize, RejectsBadInputWithoutTouchingTheFile) {
       << error;
   EXPECT_EQ(json::parse(out)["threads"][0]["native"], json::parse(R"([1,"x",{"module":5}])"));
 
-  std::string dir = testing::MakeTempDir("symfile");
+  testing::ScopedDir scoped("symfile");
+  const std::string& dir = scoped.path();
   std::string path = dir + "/00000-00001.stacktrace";
   {
     FILE* f = fopen(path.c_str(), "w");

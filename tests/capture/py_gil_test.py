@@ -4,8 +4,10 @@ dump signal: its Python stack is captured all the same, the main thread is marke
 holder, the blocked read() is not failed, and the process finishes normally afterwards.
 
 usage: py_gil_test.py INTERPRETER LIBRARY [--symbolized]"""
+import atexit
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +18,7 @@ interp, lib = sys.argv[1], sys.argv[2]
 want_symbols = "--symbolized" in sys.argv
 here = os.path.dirname(os.path.abspath(__file__))
 out_dir = tempfile.mkdtemp(prefix="xtimer-py-", dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
+atexit.register(shutil.rmtree, out_dir, True)
 path = os.path.join(out_dir, "00000-00001.stacktrace")
 env = dict(os.environ)
 for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -21,6 +22,22 @@ inline std::string MakeTempDir(const char* tag) {
   char* dir = mkdtemp(tmpl.data());
   return dir != nullptr ? std::string(dir) : std::string();
 }
+
+// A temp folder removed (with what is in it) when the test ends.
+class ScopedDir {
+ public:
+  explicit ScopedDir(const char* tag) : path_(MakeTempDir(tag)) {}
+  ~ScopedDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  ScopedDir(const ScopedDir&) = delete;
+  ScopedDir& operator=(const ScopedDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 inline std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
