@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -171,5 +172,7 @@ int main(int argc, char** argv) {
   }
   for (auto& t : threads) t.join();
   for (int fd : pipes) close(fd);
+  std::error_code ec;
+  std::filesystem::remove_all(opt.timeline_path, ec);
   return 0;
 }
