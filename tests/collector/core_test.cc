@@ -328,6 +328,26 @@ TEST_F(CoreTest, TwoEpisodesMakeTwoRounds) {
   EXPECT_EQ(core_->Counters().hang_episodes, 2u);
 }
 
+TEST_F(CoreTest, SilentHungRanksEndTheEpisode) {
+  std::string id1 = StartHang();
+  UploadAll(id1);
+  core_->Tick();
+  // Nobody reports for a minute (the agents are gone): their hang no longer holds the episode.
+  now_ += 30;
+  core_->Tick();
+  Report(b_, 4);  // node-b's ranks run; node-a's (0-3, hung) go silent
+  EXPECT_EQ(DumpsOf("node-b").size(), 1u);
+  core_->Tick();
+  Report(b_, 4, {6});
+  EXPECT_EQ(DumpsOf("node-b").size(), 1u) << "30 s: ranks 0-3 still count as hung, same episode";
+  Report(b_, 4);
+  now_ += 31;
+  core_->Tick();
+  Report(b_, 4, {7});
+  EXPECT_EQ(DumpsOf("node-b").size(), 2u) << "ranks 0-3 silent for 61 s: a new episode";
+  EXPECT_EQ(core_->Counters().hang_episodes, 2u);
+}
+
 TEST_F(CoreTest, TwoRoundsInOneSecondGetTwoFolders) {
   std::string id1 = StartHang();
   now_ += 1.2;
