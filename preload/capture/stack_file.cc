@@ -131,7 +131,7 @@ std::string StackDumpToJson(const StackDump& d) {
     }
     w.Field("state", state).Field("captured", t.captured);
     if (!t.captured && !t.error.empty()) w.Field("error", t.error);
-    if (t.captured) w.Field("stop_us", t.stop_us);
+    if (t.captured && t.stop_us > 0) w.Field("stop_us", t.stop_us);
     if (t.native_truncated) w.Field("native_truncated", true);
     if (t.python_truncated) w.Field("python_truncated", true);
     w.Key("native").BeginArray();
