@@ -7,6 +7,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/http_port.h"
 #include "collector/collector_server.h"
 #include "common/log.h"
 
@@ -58,6 +59,7 @@ bool HttpFrontend::Start(const std::string& listen, std::string* error) {
   if (!CheckCanListen(host, port, error)) return false;
   Impl* d = impl_.get();
   httplib::Server& s = d->server;
+  UseExclusivePort(s);
   s.new_task_queue = [] { return new httplib::ThreadPool(4); };
   s.set_read_timeout(5, 0);
   s.set_write_timeout(10, 0);

@@ -28,7 +28,8 @@ constexpr Var kVars[] = {
      "Timed operations that may be in flight at once per process; beyond it launches go untimed (and are counted)."},
     // --- hang detection
     {"XTIMER_HANG_TIMEOUT", "300", "Seconds an operation (or a synchronising call) may run before it is a hang; fractions allowed."},
-    {"XTIMER_HANG_ACTION", "dump", "On a hang: dump (write stacks once), abort (dump, then abort the process), log (only log)."},
+    {"XTIMER_HANG_ACTION", "dump",
+     "On a hang: dump (write stacks once), abort (dump, then abort the process), log (only log; a collector may still ask for stacks)."},
     {"XTIMER_DUMP_SIGNAL", "SIGUSR2",
      "Signal that makes a rank dump its stacks (name or number; 'none' disables). Installed only if the program has no handler."},
     {"XTIMER_CAPTURE_SIGNAL", "SIGRTMIN+5", "Real-time signal used internally to interrupt each thread during a dump."},

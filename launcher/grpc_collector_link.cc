@@ -39,7 +39,7 @@ class GrpcCollectorLink : public CollectorLink {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(16 << 20);
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 500);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 10000);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);  // our own backoff (Loop) paces the retries
     stub_ = v1::Collector::NewStub(grpc::CreateCustomChannel(address_, creds, args));
   }
 
@@ -116,6 +116,7 @@ class GrpcCollectorLink : public CollectorLink {
     {
       std::lock_guard<std::mutex> lock(mu_);
       session_ = reply.session();
+      if (reply.max_message_bytes() > 0) max_message_bytes_ = reply.max_message_bytes();
       have_reports_ = have_reports_ || !reports_.empty();  // a new collector needs our state now
       urgent_ = true;
     }
@@ -191,12 +192,24 @@ class GrpcCollectorLink : public CollectorLink {
       if (uploads_.empty()) return;
       u = uploads_.front();
       u.set_session(session_);
+      if (u.ByteSizeLong() + 1024 > max_message_bytes_) {
+        Log(LogLevel::kWarn, "agent: rank %d's stack file (%zu bytes) is over the collector's limit of %u; not sent",
+            u.rank(), u.stack_json().size(), max_message_bytes_);
+        uploads_.pop_front();
+        return;
+      }
     }
     grpc::ClientContext ctx;
     AddToken(&ctx);
     ctx.set_deadline(std::chrono::system_clock::now() + kUploadDeadline);
     v1::UploadReply reply;
     grpc::Status st = stub_->UploadStacks(&ctx, u, &reply);
+    if (st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      // The collector is busy (a storm of uploads): keep it, retry shortly, same session.
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_.load(); });
+      return;
+    }
     if (!st.ok()) {
       LogFailure("upload stacks to", st);
       registered_ = false;
@@ -216,7 +229,7 @@ class GrpcCollectorLink : public CollectorLink {
         if (!Register()) {
           std::unique_lock<std::mutex> lock(mu_);
           cv_.wait_for(lock, backoff, [this] { return stopping_.load(); });
-          backoff = std::min(backoff * 2, std::chrono::milliseconds(30000));
+          backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
           continue;
         }
         backoff = std::chrono::milliseconds(500);
@@ -252,6 +265,7 @@ class GrpcCollectorLink : public CollectorLink {
   std::mutex mu_;  // guards what follows
   std::condition_variable cv_;
   std::string session_;
+  uint32_t max_message_bytes_ = 4 << 20;  // gRPC's default until the collector says
   std::vector<v1::RankReport> reports_;
   bool have_reports_ = false;
   bool urgent_ = false;

@@ -2,7 +2,6 @@
 
 #include <httplib.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,6 +10,7 @@
 #include <sstream>
 
 #include "common/env.h"
+#include "common/http_port.h"
 #include "common/log.h"
 #include "common/prometheus_text.h"
 #include "common/rank_metrics.h"
@@ -102,13 +102,21 @@ void NodeAgent::OnRankMessage(int conn, const nlohmann::json& msg) {
   }
 }
 
-// The collector wants every rank's stacks: ask each local rank; its dump_written answer
-// carries the request id back.
+// The collector wants every rank's stacks: ask each local rank (its dump_written answer
+// carries the request id back), except those that just dumped for a hang of their own, whose
+// dump is sent (again) for this round.
 void NodeAgent::OnDumpRequest(const std::string& dump_id) {
+  RankRegistry::DumpPlan plan = registry_.PlanDump(config_.dump_wait_s);
   std::string msg = nlohmann::json{{"type", "dump"}, {"request_id", dump_id}}.dump();
   int asked = 0;
-  for (int conn : registry_.LiveConnections()) asked += channel_.Send(conn, msg);
-  Log(LogLevel::kInfo, "agent: dump %s requested by the collector; asked %d local rank(s)", dump_id.c_str(), asked);
+  for (int conn : plan.ask) asked += channel_.Send(conn, msg);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [rank, path] : plan.reuse) dumps_.push_back(Dump{path, rank, dump_id});
+    cv_.notify_all();
+  }
+  Log(LogLevel::kDebug, "agent: dump %s requested by the collector; asked %d local rank(s), %zu dumped already",
+      dump_id.c_str(), asked, plan.reuse.size());
 }
 
 // Symbolising reads debug information of every module: seconds for a large process, so it
@@ -142,12 +150,7 @@ void NodeAgent::SymbolizeLoop() {
 void NodeAgent::StartMetrics() {
   if (config_.metrics_port <= 0) return;
   http_ = std::make_unique<httplib::Server>();
-  // SO_REUSEADDR only: rebinding after a restart works, and a second agent on the same port
-  // fails loudly (httplib's default SO_REUSEPORT would let both bind and share the scrapes).
-  http_->set_socket_options([](int sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
+  UseExclusivePort(*http_);
   http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(MetricsText(), PrometheusText::kContentType);
   });

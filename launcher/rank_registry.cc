@@ -76,6 +76,9 @@ pid_t RankRegistry::OnMessage(int conn, const nlohmann::json& msg) {
     r.set_oldest_inflight_s(msg.value("oldest_inflight_s", 0.0));
     r.set_oldest_inflight_op(msg.value("oldest_inflight_op", ""));
     r.set_dumps(msg.value("dumps", 0ull));
+  } else if (type == "dump_written" && msg.value("request_id", "").empty()) {
+    e->own_dump_ms = NowMs();
+    e->own_dump_path = msg.value("path", "");
   } else if (type == "summary") {
     r.clear_ops();
     for (auto& op : OpStatsOfSummary(msg.value("summary", nlohmann::json::object()))) *r.add_ops() = std::move(op);
@@ -109,6 +112,21 @@ std::vector<int> RankRegistry::LiveConnections() const {
   for (const auto& [pid, e] : ranks_)
     if (e.conn >= 0) out.push_back(e.conn);
   return out;
+}
+
+RankRegistry::DumpPlan RankRegistry::PlanDump(double recent_s) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t since = NowMs() - static_cast<int64_t>(recent_s * 1000);
+  DumpPlan plan;
+  for (const auto& [pid, e] : ranks_) {
+    if (e.conn < 0) continue;
+    if (e.own_dump_ms >= since && !e.own_dump_path.empty()) {
+      plan.reuse.emplace_back(e.report.rank().rank(), e.own_dump_path);
+    } else {
+      plan.ask.push_back(e.conn);
+    }
+  }
+  return plan;
 }
 
 bool RankRegistry::TakeStateChange() {

@@ -25,6 +25,15 @@ class RankRegistry {
   std::vector<v1::RankReport> Reports(bool with_ops) const;
   // Connections of ranks still running.
   std::vector<int> LiveConnections() const;
+  // How to answer a dump request. Running ranks that dumped on their own in the last
+  // `recent_s` seconds are not asked again: their dump (hang reason and trigger included) is
+  // the one that matters and is sent again for the round, in case the collector that got it
+  // first has restarted since. The others are asked.
+  struct DumpPlan {
+    std::vector<int> ask;                          // connections
+    std::vector<std::pair<int, std::string>> reuse;  // rank, stack file
+  };
+  DumpPlan PlanDump(double recent_s) const;
   // Whether a rank's state changed (a hang found or resolved, an exit) since the last call.
   bool TakeStateChange();
 
@@ -32,6 +41,8 @@ class RankRegistry {
   struct Entry {
     int conn = -1;
     v1::RankReport report;  // ops are the latest summary's
+    int64_t own_dump_ms = 0;   // when it last reported a dump it took on its own
+    std::string own_dump_path;
   };
   Entry* Find(int conn);
 

@@ -82,7 +82,7 @@ class Job:
                 env.pop(k, None)
             cmd = [os.path.join(args.bin, "xtimer_launch"), sys.executable, os.path.join(HERE, "node_ranks.py"),
                    "--nproc", str(nproc), "--node-rank", str(node), "--world", str(world), "--lib", args.lib,
-                   "--idfile", os.path.join(out, "nccl.id"), "--"] + rank_args
+                   "--idfile", os.path.join(out, f"{name}.nccl.id"), "--"] + rank_args
             log = open(os.path.join(out, f"{name}{node}.log"), "w")
             self.procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
                                                start_new_session=True))
@@ -239,8 +239,8 @@ def check_collector_restart(args):
     out = tempfile.mkdtemp(prefix="xtimer-restart-")
     col = Collector(args, out)
     env = {"XTIMER_HANG_TIMEOUT": "2", "XTIMER_DUMP_WAIT": "15", "XTIMER_COLLECTOR": f"127.0.0.1:{col.port}"}
-    # A healthy job: 40 steps of 0.25 s; the collector dies and comes back meanwhile.
-    job = Job(args, out, 2, 2, env, ["--steps", "40", "--step-time", "0.25"])
+    # A healthy job: 60 steps of 0.25 s; the collector dies and comes back meanwhile.
+    job = Job(args, out, 2, 2, env, ["--steps", "60", "--step-time", "0.25"])
     try:
         time.sleep(3)
         col.kill()
@@ -251,8 +251,8 @@ def check_collector_restart(args):
         logs = "".join(open(os.path.join(out, f"agent{n}.log")).read() for n in range(2))
         check(logs.count("connected to the collector") >= 4, "both agents connected, and reconnected after the restart")
         # A later hang is still merged by the restarted collector.
-        job2 = Job(args, out, 2, 2, dict(env), ["--stuck-rank", "3", "--stuck-step", "6", "--step-time", "0.25",
-                                                 "--sleep", "60"], name="second")
+        job2 = Job(args, out, 2, 2, dict(env), ["--stuck-rank", "3", "--stuck-step", "8", "--steps", "12",
+                                                 "--step-time", "0.25", "--sleep", "60"], name="second")
         try:
             time.sleep(1)
             col.kill()

@@ -549,9 +549,9 @@ TEST(Nccl, NetworkRateStretchesTransfers) {
     CUDA_OK(cudaStreamSynchronize(s.stream));
     float ms = 0;
     CUDA_OK(cudaEventElapsedTime(&ms, a, b));
-    // Bus bytes 2(n-1)/n * 8 MiB = 8 MiB at 1 GB/s: 8.4 ms.
+    // Bus bytes 2(n-1)/n * 8 MiB = 8 MiB at 1 GB/s: 8.4 ms at least. No upper bound: the time
+    // also holds the wait for the peer, which a loaded machine can stretch at will.
     MP_CHECK(ms > 8.0f);
-    MP_CHECK(kSanitized || ms < 200.0f);
     NCCL_OK(ncclCommDestroy(s.comm));
     return 0;
   });
