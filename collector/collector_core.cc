@@ -363,7 +363,8 @@ struct CollectorCore::Impl {
       if (error) *error = why;
       return "";
     }
-    Log(LogLevel::kInfo, "collector: agent %s of node %s registered with %d ranks", Printable(req.agent_id()).c_str(),
+    Log(opt.log_registrations ? LogLevel::kInfo : LogLevel::kDebug,
+        "collector: agent %s of node %s registered with %d ranks", Printable(req.agent_id()).c_str(),
         Printable(req.node()).c_str(), req.ranks_size());
     if (!dump_for_new.empty() && send) {
       {

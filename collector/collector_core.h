@@ -41,6 +41,8 @@ struct CoreOptions {
   double stale_after_s = 60;
   // A session that has no command stream and made no call for this long is forgotten.
   double session_idle_s = 300;
+  // Log each agent's registration (off for the node agent's embedded core: one agent, itself).
+  bool log_registrations = true;
   // Test hooks: a monotonic clock and a wall clock. Empty: the real ones.
   std::function<double()> monotonic_s{};
   std::function<int64_t()> wall_ms{};

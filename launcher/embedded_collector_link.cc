@@ -17,8 +17,7 @@ namespace {
 
 class EmbeddedCollectorLink : public CollectorLink {
  public:
-  EmbeddedCollectorLink(const std::string& out_dir, double dump_wait_s)
-      : core_(collector::CoreOptions{out_dir, dump_wait_s}) {}
+  EmbeddedCollectorLink(const std::string& out_dir, double dump_wait_s) : core_(Options(out_dir, dump_wait_s)) {}
   ~EmbeddedCollectorLink() override { Stop(0); }
 
   void Start(OnDump on_dump) override {
@@ -65,6 +64,14 @@ class EmbeddedCollectorLink : public CollectorLink {
   bool connected() const override { return true; }
 
  private:
+  static collector::CoreOptions Options(const std::string& out_dir, double dump_wait_s) {
+    collector::CoreOptions o;
+    o.out_dir = out_dir;
+    o.dump_wait_s = dump_wait_s;
+    o.log_registrations = false;
+    return o;
+  }
+
   collector::CollectorCore core_;
   std::string session_;
   std::thread ticker_;
