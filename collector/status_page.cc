@@ -8,26 +8,14 @@
 #include <string>
 #include <string_view>
 
+#include "common/xml_escape.h"
+
 namespace xtimer::collector {
 namespace {
 
 using J = nlohmann::json;
 
-std::string Esc(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+std::string Esc(std::string_view s) { return XmlEscaped(s); }
 
 // Names the collector made (round folders, merge outputs) are [A-Za-z0-9._-]; anything else
 // is percent-encoded all the same.

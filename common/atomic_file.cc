@@ -17,7 +17,8 @@ bool Fail(std::string* error, const std::string& what, const std::string& path, 
 
 }  // namespace
 
-bool WriteFileAtomically(const std::string& path, std::string_view content, std::string* error) {
+bool WriteFileAtomically(const std::string& path, std::string_view content, std::string* error,
+                         const AtomicWrite& how) {
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   // O_EXCL|O_NOFOLLOW: a symlink planted at the temp name cannot redirect the write elsewhere.
   // A leftover temp file (of a process that died, with our pid reused) is removed once.
@@ -39,13 +40,21 @@ bool WriteFileAtomically(const std::string& path, std::string_view content, std:
     p += n;
     left -= static_cast<size_t>(n);
   }
-  if (fsync(fd) != 0 && errno != EINVAL) {
+  if (how.sync && fsync(fd) != 0 && errno != EINVAL) {
     int err = errno;
     close(fd);
     unlink(tmp.c_str());
     return Fail(error, "cannot sync", tmp, err);
   }
-  close(fd);
+  if (close(fd) != 0) {  // NFS and quotas report a failed write here
+    int err = errno;
+    unlink(tmp.c_str());
+    return Fail(error, "cannot write", tmp, err);
+  }
+  if (how.still_wanted && !how.still_wanted()) {
+    unlink(tmp.c_str());
+    return true;
+  }
   if (rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     unlink(tmp.c_str());

@@ -1,14 +1,26 @@
 // Writes a whole file so that readers see either the old content or the new, never a part:
-// NAME.tmp.<pid> is written, fsync'ed, then renamed over NAME. On failure (full disk, missing
-// folder) the temp file is removed, NAME is untouched and *error says what failed and where.
+// NAME.tmp.<pid> is written (and fsync'ed, unless told not to), then renamed over NAME. On
+// failure (full disk, missing folder) the temp file is removed, NAME is untouched and *error
+// says what failed and where.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 
 namespace xtimer {
 
-bool WriteFileAtomically(const std::string& path, std::string_view content, std::string* error);
+struct AtomicWrite {
+  // fsync before the rename, so the file survives a power cut. Files that only have to be
+  // whole for readers (stack files) skip it: on a busy disk an fsync can stall for seconds.
+  bool sync = true;
+  // Asked just before the rename; false drops the new content (nothing is written, the call
+  // still succeeds). For "unless a newer file replaced it meanwhile".
+  std::function<bool()> still_wanted;
+};
+
+bool WriteFileAtomically(const std::string& path, std::string_view content, std::string* error,
+                         const AtomicWrite& how = {});
 
 // mkdir -p; true if the folder exists afterwards.
 bool MakeDirs(const std::string& path, std::string* error);

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "common/atomic_file.h"
+
 namespace xtimer {
 namespace {
 
@@ -142,37 +144,17 @@ bool SymbolizeStackFile(const std::string& path, Symbolizer& symbolizer, Symboli
   if (!SymbolizeStackJson(text, symbolizer, &out, summary, &why)) return (*error = path + ": " + why), false;
   if (summary->already) return true;
 
-  // Temp file, then rename - unless a newer dump replaced the file while we worked.
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  int wfd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (wfd < 0) return (*error = Errno("cannot create", tmp)), false;
-  const char* p = out.data();
-  size_t left = out.size();
-  while (left > 0) {
-    ssize_t n = write(wfd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      *error = n < 0 ? Errno("cannot write", tmp) : "cannot write " + tmp + ": disk full";
-      close(wfd);
-      unlink(tmp.c_str());
-      return false;
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  close(wfd);  // no fsync: the file must be whole for readers, not survive a power cut
-  struct stat now;
-  if (stat(path.c_str(), &now) != 0 || now.st_ino != before.st_ino || now.st_dev != before.st_dev) {
-    unlink(tmp.c_str());
-    summary->already = true;  // a newer file is there; its own symboliser will handle it
-    return true;
-  }
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    *error = Errno("cannot rename into", path);
-    unlink(tmp.c_str());
-    return false;
-  }
-  return true;
+  // Whole for readers, not synced (a stack file need not survive a power cut); not written if a
+  // newer dump replaced the file while we worked: its own symboliser will handle that one.
+  AtomicWrite how;
+  how.sync = false;
+  how.still_wanted = [&] {
+    struct stat now;
+    bool same = stat(path.c_str(), &now) == 0 && now.st_ino == before.st_ino && now.st_dev == before.st_dev;
+    if (!same) summary->already = true;
+    return same;
+  };
+  return WriteFileAtomically(path, out, error, how);
 }
 
 }  // namespace xtimer

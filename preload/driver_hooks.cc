@@ -31,29 +31,15 @@ RealFunction<LaunchExFn> real_launch_ex_ptsz("cuLaunchKernelEx_ptsz", Lib::kCuda
 RealFunction<ProcV1Fn> real_proc_v1("cuGetProcAddress", Lib::kCuda);
 RealFunction<ProcV2Fn> real_proc_v2("cuGetProcAddress_v2", Lib::kCuda);
 
+// A driver launch of CUfunction `f` (named with cuFuncGetName).
 template <typename Fn, typename Call>
 CUresult DriverLaunch(RealFunction<Fn>& real, CUfunction f, CUstream stream, bool per_thread, Call&& call) {
-  Fn fn = real.get();
-  if (fn == nullptr) {
-    ReportMissingReal(real.name());
-    return CUDA_ERROR_NOT_INITIALIZED;
-  }
-  HookGuard guard;
-  Tracker* t = HookGuard::Outermost() ? Tracker::Instance() : nullptr;
-  if (t == nullptr) return call(fn);
   OpKey key;
   key.kind = OpKind::kKernel;
   key.func = f;
-  key.a = 1;  // a CUfunction: named with cuFuncGetName
-  uint32_t cls = t->Intern(key);
-  if (!t->SampleKernel()) {
-    t->untimed().sampled_out.fetch_add(1, std::memory_order_relaxed);
-    CUresult r = call(fn);
-    t->AfterRealCall();
-    return r;
-  }
+  key.a = 1;  // a CUfunction, not a runtime stub
   OpPlace where{stream, gpu::Path::kDriver, per_thread, -1};
-  return TimedCall<CUresult>(t, cls, where, OpRecord{}, [&] { return call(fn); });
+  return KernelLaunch(real, CUDA_ERROR_NOT_INITIALIZED, key, where, false, call);
 }
 
 }  // namespace

@@ -27,31 +27,16 @@ RealFunction<GraphLaunchFn> real_graph_ptsz("cudaGraphLaunch_ptsz", Lib::kCudart
 RealFunction<MemcpyAsyncFn> real_memcpy_async("cudaMemcpyAsync", Lib::kCudart);
 RealFunction<MemcpyAsyncFn> real_memcpy_async_ptsz("cudaMemcpyAsync_ptsz", Lib::kCudart);
 
-// A kernel (or graph) launch: sampled per XTIMER_KERNEL_SAMPLE, class keyed by the function.
+// A runtime launch of `func` (a kernel's host stub, or an executable graph when `api` names it).
 template <typename Fn, typename Call>
-cudaError_t KernelLaunch(RealFunction<Fn>& real, const void* func, const char* api, cudaStream_t stream,
-                         bool per_thread, bool always_time, Call&& call) {
-  Fn fn = real.get();
-  if (fn == nullptr) {
-    ReportMissingReal(real.name());
-    return cudaErrorInitializationError;
-  }
-  HookGuard guard;
-  Tracker* t = HookGuard::Outermost() ? Tracker::Instance() : nullptr;
-  if (t == nullptr) return call(fn);
+cudaError_t RuntimeLaunch(RealFunction<Fn>& real, const void* func, const char* api, cudaStream_t stream,
+                          bool per_thread, bool always_time, Call&& call) {
   OpKey key;
   key.kind = OpKind::kKernel;
   key.api = api;  // nullptr for kernels: named by their symbol
   key.func = func;
-  uint32_t cls = t->Intern(key);
-  if (!always_time && !t->SampleKernel()) {
-    t->untimed().sampled_out.fetch_add(1, std::memory_order_relaxed);
-    cudaError_t r = call(fn);
-    t->AfterRealCall();
-    return r;
-  }
   OpPlace where{stream, gpu::Path::kRuntime, per_thread, -1};
-  return TimedCall<cudaError_t>(t, cls, where, OpRecord{}, [&] { return call(fn); });
+  return KernelLaunch(real, cudaErrorInitializationError, key, where, always_time, call);
 }
 
 cudaError_t MemcpyAsync(RealFunction<MemcpyAsyncFn>& real, void* dst, const void* src, size_t count,
@@ -82,48 +67,48 @@ using namespace xtimer;
 
 XTIMER_EXPORT cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t shmem,
                                            cudaStream_t stream) {
-  return KernelLaunch(real_launch, func, nullptr, stream, false, false,
+  return RuntimeLaunch(real_launch, func, nullptr, stream, false, false,
                       [&](LaunchFn f) { return f(func, grid, block, args, shmem, stream); });
 }
 
 XTIMER_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args, size_t shmem,
                                                 cudaStream_t stream) {
-  return KernelLaunch(real_launch_ptsz, func, nullptr, stream, true, false,
+  return RuntimeLaunch(real_launch_ptsz, func, nullptr, stream, true, false,
                       [&](LaunchFn f) { return f(func, grid, block, args, shmem, stream); });
 }
 
 XTIMER_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
   cudaStream_t stream = config != nullptr ? config->stream : nullptr;
-  return KernelLaunch(real_launch_ex, func, nullptr, stream, false, false,
+  return RuntimeLaunch(real_launch_ex, func, nullptr, stream, false, false,
                       [&](LaunchExFn f) { return f(config, func, args); });
 }
 
 XTIMER_EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func, void** args) {
   cudaStream_t stream = config != nullptr ? config->stream : nullptr;
-  return KernelLaunch(real_launch_ex_ptsz, func, nullptr, stream, true, false,
+  return RuntimeLaunch(real_launch_ex_ptsz, func, nullptr, stream, true, false,
                       [&](LaunchExFn f) { return f(config, func, args); });
 }
 
 XTIMER_EXPORT cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 grid, dim3 block, void** args,
                                                       size_t shmem, cudaStream_t stream) {
-  return KernelLaunch(real_coop, func, nullptr, stream, false, false,
+  return RuntimeLaunch(real_coop, func, nullptr, stream, false, false,
                       [&](LaunchFn f) { return f(func, grid, block, args, shmem, stream); });
 }
 
 XTIMER_EXPORT cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args,
                                                            size_t shmem, cudaStream_t stream) {
-  return KernelLaunch(real_coop_ptsz, func, nullptr, stream, true, false,
+  return RuntimeLaunch(real_coop_ptsz, func, nullptr, stream, true, false,
                       [&](LaunchFn f) { return f(func, grid, block, args, shmem, stream); });
 }
 
 // A graph replays many kernels; it is timed as one op per executable graph, always.
 XTIMER_EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t graph, cudaStream_t stream) {
-  return KernelLaunch(real_graph, graph, "cudaGraphLaunch", stream, false, true,
+  return RuntimeLaunch(real_graph, graph, "cudaGraphLaunch", stream, false, true,
                       [&](GraphLaunchFn f) { return f(graph, stream); });
 }
 
 XTIMER_EXPORT cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graph, cudaStream_t stream) {
-  return KernelLaunch(real_graph_ptsz, graph, "cudaGraphLaunch", stream, true, true,
+  return RuntimeLaunch(real_graph_ptsz, graph, "cudaGraphLaunch", stream, true, true,
                       [&](GraphLaunchFn f) { return f(graph, stream); });
 }
 

@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "preload/capture_mode.h"
 #include "preload/hook_guard.h"
+#include "preload/real_function.h"
 #include "preload/tracker.h"
 
 namespace xtimer {
@@ -34,6 +35,30 @@ Status TimedCall(Tracker* t, uint32_t class_id, const OpPlace& where, const OpRe
   t->End(&ticket, static_cast<int>(r) == 0);
   t->AfterRealCall();
   return r;
+}
+
+// A kernel launch, through the runtime or the driver, or a graph launch: the class is the
+// function (key.func); plain kernels are sampled per XTIMER_KERNEL_SAMPLE, graphs
+// (`always_time`) are always timed. `missing` is returned if the real function is not loaded.
+template <typename Status, typename Fn, typename Call>
+Status KernelLaunch(RealFunction<Fn>& real, Status missing, const OpKey& key, const OpPlace& where, bool always_time,
+                    Call&& call) {
+  Fn fn = real.get();
+  if (fn == nullptr) {
+    ReportMissingReal(real.name());
+    return missing;
+  }
+  HookGuard guard;
+  Tracker* t = HookGuard::Outermost() ? Tracker::Instance() : nullptr;
+  if (t == nullptr) return call(fn);
+  uint32_t cls = t->Intern(key);
+  if (!always_time && !t->SampleKernel()) {
+    t->untimed().sampled_out.fetch_add(1, std::memory_order_relaxed);
+    Status r = call(fn);
+    t->AfterRealCall();
+    return r;
+  }
+  return TimedCall<Status>(t, cls, where, OpRecord{}, [&] { return call(fn); });
 }
 
 }  // namespace xtimer

@@ -3,23 +3,13 @@
 #include <cstdio>
 #include <functional>
 
+#include "common/xml_escape.h"
 #include "viewer/frame_label.h"
 
 namespace xtimer {
 namespace {
 
-void AppendEscaped(std::string& out, std::string_view s) {
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-}
+void AppendEscaped(std::string& out, std::string_view s) { AppendXmlEscaped(out, s); }
 
 std::string Num(double v) {
   char buf[32];

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/atomic_file.h"
 #include "common/json_writer.h"
 
 namespace xtimer::capture {
@@ -165,34 +166,10 @@ std::string StackDumpToJson(const StackDump& d) {
 }
 
 bool WriteStackFile(const std::string& path, const std::string& content, std::string* error) {
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return (*error = "cannot create " + tmp + ": " + std::strerror(errno)), false;
-  const char* p = content.data();
-  size_t left = content.size();
-  while (left > 0) {
-    ssize_t n = write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      *error = "cannot write " + tmp + ": " + (n < 0 ? std::strerror(errno) : "disk full");
-      close(fd);
-      unlink(tmp.c_str());
-      return false;
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (close(fd) != 0) {
-    *error = "cannot write " + tmp + ": " + std::strerror(errno);
-    unlink(tmp.c_str());
-    return false;
-  }
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    *error = "cannot rename into " + path + ": " + std::strerror(errno);
-    unlink(tmp.c_str());
-    return false;
-  }
-  return true;
+  // Whole for readers, not fsync'ed: on a busy disk a sync stalled the dumper for a minute.
+  AtomicWrite how;
+  how.sync = false;
+  return WriteFileAtomically(path, content, error, how);
 }
 
 }  // namespace xtimer::capture
