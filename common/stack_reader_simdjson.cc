@@ -1,6 +1,20 @@
-// The simdjson back end of the stack reader (On Demand API): walks the document once and fills
-// StackFile in place. Mirrors the nlohmann-json back end field for field, type rule for type rule;
-// the tests run both on the same inputs and the fuzz corpus compares them.
+// The simdjson back end of the stack reader: walks the document once and fills StackFile in place.
+// Mirrors the nlohmann-json back end field for field, type rule for type rule; the tests run both
+// on the same inputs and the fuzz corpus compares them.
+//
+// Two of simdjson's APIs feed one Reader (the field and type rules are written once, over a small
+// adapter per API):
+// - DOM (dom::parser) parses with the implementation simdjson picks at run time for this CPU
+//   (haswell on any AVX2 machine), then the Reader walks the parsed tape. Every well-formed file
+//   takes this path.
+// - On-Demand reads only what DOM refuses (not valid JSON, nested deeper than 1024 levels, or over
+//   kDomMaxBytes). Debian's simdjson 3.0.1 has On-Demand only for the implementation chosen at
+//   compile time, `fallback` at baseline x86-64 flags (the tools are built without -mavx2 or
+//   -march so that they run on any x86-64): it read stack files at about half DOM's rate. Keeping
+//   it for what DOM refuses keeps every verdict the reader gave before: a damaged file gets the
+//   same reason (On-Demand stops at the first fault in reading order, DOM reports its own), and a
+//   file whose unknown fields hold malformed values stays accepted (On-Demand does not validate
+//   the values it skips).
 #include <simdjson.h>
 
 #include <limits>
@@ -11,98 +25,220 @@
 namespace xtimer::stack_reader {
 namespace {
 
+static_assert(kPadding >= simdjson::SIMDJSON_PADDING, "the read buffers must carry simdjson's padding");
+
 namespace od = simdjson::ondemand;
-using JT = od::json_type;
+namespace dom = simdjson::dom;
+using simdjson::error_code;
+using simdjson::SUCCESS;
 
-class Reader {
+// Larger documents are left to On-Demand: DOM's tape takes 8 bytes per JSON token (up to 8x the
+// file for a hostile one), On-Demand 4. A stack file of 64 threads x 48 symbolised frames is 0.7 MB.
+constexpr size_t kDomMaxBytes = size_t{16} << 20;
+
+enum class Kind { kObject, kArray, kString, kNumber, kBool, kNull };
+
+// DOM: the document is valid JSON once parsed, so only the type checks below can fail.
+class DomApi {
  public:
-  Reader(StackFile* out, ParseState& st, const char* end) : out_(out), st_(st), end_(end) { ResetHeader(out); }
+  using Value = dom::element;
 
-  bool Document(od::document& doc) {
-    JT t{};
-    if (Err(doc.type().get(t))) return false;
-    if (t != JT::object) return true;  // saw_root stays false: "not a JSON object"
-    od::object root;
-    if (Err(doc.get_object().get(root))) return false;
-    st_.saw_root = true;
-    for (auto item : root) {
+  error_code Type(Value& v, Kind* k) {
+    switch (v.type()) {
+      case dom::element_type::OBJECT: *k = Kind::kObject; break;
+      case dom::element_type::ARRAY: *k = Kind::kArray; break;
+      case dom::element_type::STRING: *k = Kind::kString; break;
+      case dom::element_type::INT64:
+      case dom::element_type::UINT64:
+      case dom::element_type::DOUBLE: *k = Kind::kNumber; break;
+      case dom::element_type::BOOL: *k = Kind::kBool; break;
+      case dom::element_type::NULL_VALUE: *k = Kind::kNull; break;
+    }
+    return SUCCESS;
+  }
+  error_code Null(Value&) { return SUCCESS; }
+  error_code String(Value& v, std::string_view* s) { return v.get_string().get(*s); }
+  error_code Bool(Value& v, bool* b) { return v.get_bool().get(*b); }
+  error_code Double(Value& v, double* d) { return v.get_double().get(*d); }
+  // An integer; *is_int false when it is another kind of number. DOM stores integers of
+  // [-2^63, 2^63) as INT64 and [2^63, 2^64) as UINT64, as On-Demand classifies them.
+  error_code Integer(Value& v, int64_t* out, bool* is_int) {
+    *is_int = v.type() == dom::element_type::INT64;
+    return *is_int ? v.get_int64().get(*out) : SUCCESS;
+  }
+
+  template <typename Reader, typename OnField>
+  bool Fields(Reader& r, Value& v, OnField&& on_field) {
+    dom::object obj;
+    if (r.Err(v.get_object().get(obj))) return false;
+    for (dom::key_value_pair kv : obj)
+      if (!on_field(kv.key, kv.value)) return false;
+    return true;
+  }
+  template <typename Reader, typename OnElement>
+  bool Elements(Reader& r, Value& v, OnElement&& on_element) {
+    dom::array arr;
+    if (r.Err(v.get_array().get(arr))) return false;
+    for (dom::element e : arr)
+      if (!on_element(e)) return false;
+    return true;
+  }
+};
+
+// On-Demand: values are read (and validated) as the walk reaches them, each once.
+class OnDemandApi {
+ public:
+  using Value = od::value;
+
+  explicit OnDemandApi(const char* end) : end_(end) {}
+
+  error_code Type(Value& v, Kind* k) {
+    od::json_type t{};
+    if (error_code e = v.type().get(t)) return e;
+    switch (t) {
+      case od::json_type::object: *k = Kind::kObject; break;
+      case od::json_type::array: *k = Kind::kArray; break;
+      case od::json_type::string: *k = Kind::kString; break;
+      case od::json_type::number: *k = Kind::kNumber; break;
+      case od::json_type::boolean: *k = Kind::kBool; break;
+      case od::json_type::null: *k = Kind::kNull; break;
+    }
+    return SUCCESS;
+  }
+  // Consumes a null (validating the literal).
+  error_code Null(Value& v) {
+    bool is_null = false;
+    return v.is_null().get(is_null);
+  }
+  error_code String(Value& v, std::string_view* s) { return v.get_string().get(*s); }
+  error_code Bool(Value& v, bool* b) { return v.get_bool().get(*b); }
+  error_code Double(Value& v, double* d) { return v.get_double().get(*d); }
+  error_code Integer(Value& v, int64_t* out, bool* is_int) {
+    od::number_type nt{};
+    *is_int = false;
+    if (error_code e = v.get_number_type().get(nt)) return e;
+    if (nt == od::number_type::signed_integer) {
+      if (error_code e = v.get_int64().get(*out)) return e;
+      *is_int = true;
+    } else if (nt == od::number_type::unsigned_integer) {
+      uint64_t u = 0;
+      if (error_code e = v.get_uint64().get(u)) return e;
+      if (u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) *out = static_cast<int64_t>(u), *is_int = true;
+    } else {
+      double d;
+      if (error_code e = v.get_double().get(d)) return e;
+    }
+    return SUCCESS;
+  }
+
+  template <typename Reader, typename OnField>
+  bool Fields(Reader& r, Value& v, OnField&& on_field) {
+    od::object obj;
+    if (r.Err(v.get_object().get(obj))) return false;
+    return FieldsOf(r, obj, on_field);
+  }
+  template <typename Reader, typename OnField>
+  bool FieldsOf(Reader& r, od::object& obj, OnField&& on_field) {
+    for (auto item : obj) {
       od::field f;
       std::string_view key;
-      if (Err(std::move(item).get(f)) || !Key(f, &key)) return false;
-      if (!RootField(key, f.value())) return false;
+      if (r.Err(std::move(item).get(f)) || r.Err(Key(f, &key))) return false;
+      if (!on_field(key, f.value())) return false;
     }
-    // At the end, the location is out of bounds; anything else is content after the object.
-    const char* rest = nullptr;
-    if (doc.current_location().get(rest) == simdjson::SUCCESS) return Syntax("not valid JSON: content after the object");
+    return true;
+  }
+  template <typename Reader, typename OnElement>
+  bool Elements(Reader& r, Value& v, OnElement&& on_element) {
+    od::array arr;
+    if (r.Err(v.get_array().get(arr))) return false;
+    for (auto item : arr) {
+      od::value e;
+      if (r.Err(std::move(item).get(e)) || !on_element(e)) return false;
+    }
     return true;
   }
 
  private:
-  bool Err(simdjson::error_code e) {
-    if (e == simdjson::SUCCESS) return false;
-    if (st_.syntax_error.empty()) st_.syntax_error = std::string("not valid JSON: ") + simdjson::error_message(e);
-    return true;
-  }
-  bool Syntax(std::string msg) {
-    if (st_.syntax_error.empty()) st_.syntax_error = std::move(msg);
-    return false;
-  }
   // A field's key. Keys without an escape (all keys a writer of this format produces) are read in
   // place between their quotes; unescaping every key into simdjson's string buffer was a third of
   // the walk. A key with a backslash is unescaped, so "\u0072ank" still reads as "rank".
-  bool Key(od::field& f, std::string_view* key) {
+  error_code Key(od::field& f, std::string_view* key) {
     const char* r = f.key().raw();
     const char* p = r;
     while (p < end_ && *p != '"' && *p != '\\') ++p;
     if (p < end_ && *p == '"') {
       *key = std::string_view(r, static_cast<size_t>(p - r));
-      return true;
+      return SUCCESS;
     }
-    return !Err(f.unescaped_key().get(*key));
+    return f.unescaped_key().get(*key);
   }
 
-  bool Type(od::value& v, JT* t) { return !Err(v.type().get(*t)); }
-  // Consumes a null (validating the literal).
-  bool Null(od::value& v) {
-    bool is_null = false;
-    return !Err(v.is_null().get(is_null));
+  const char* end_;  // one past the document (the padding follows)
+};
+
+template <typename Api>
+class Reader {
+ public:
+  using Value = typename Api::Value;
+
+  Reader(StackFile* out, ParseState& st, Api api) : out_(out), st_(st), api_(std::move(api)) { ResetHeader(out); }
+
+  // The root, parsed by DOM.
+  void Document(dom::element root) {
+    if (root.type() != dom::element_type::OBJECT) return;  // saw_root stays false: "not a JSON object"
+    st_.saw_root = true;
+    api_.Fields(*this, root, [&](std::string_view key, Value& v) { return RootField(key, v); });
   }
 
-  bool Str(od::value& v, std::string_view key, std::string* dst) {
-    JT t{};
+  // The root, iterated by On-Demand.
+  void Document(od::document& doc) {
+    od::json_type t{};
+    if (Err(doc.type().get(t))) return;
+    if (t != od::json_type::object) return;  // saw_root stays false: "not a JSON object"
+    od::object root;
+    if (Err(doc.get_object().get(root))) return;
+    st_.saw_root = true;
+    if (!api_.FieldsOf(*this, root, [&](std::string_view key, Value& v) { return RootField(key, v); })) return;
+    // At the end, the location is out of bounds; anything else is content after the object.
+    const char* rest = nullptr;
+    if (doc.current_location().get(rest) == SUCCESS) Syntax("not valid JSON: content after the object");
+  }
+
+  // True (and the first error remembered) when e is an error.
+  bool Err(error_code e) {
+    if (e == SUCCESS) return false;
+    if (st_.syntax_error.empty()) st_.syntax_error = std::string("not valid JSON: ") + simdjson::error_message(e);
+    return true;
+  }
+
+ private:
+  bool Syntax(std::string msg) {
+    if (st_.syntax_error.empty()) st_.syntax_error = std::move(msg);
+    return false;
+  }
+
+  bool Type(Value& v, Kind* t) { return !Err(api_.Type(v, t)); }
+  bool Null(Value& v) { return !Err(api_.Null(v)); }
+
+  bool Str(Value& v, std::string_view key, std::string* dst) {
+    Kind t{};
     if (!Type(v, &t)) return false;
-    if (t == JT::null) return dst->clear(), Null(v);
-    if (t != JT::string) return st_.TypeError(key, "a string"), true;
+    if (t == Kind::kNull) return dst->clear(), Null(v);
+    if (t != Kind::kString) return st_.TypeError(key, "a string"), true;
     std::string_view s;
-    if (Err(v.get_string().get(s))) return false;
+    if (Err(api_.String(v, &s))) return false;
     dst->assign(s);
     return true;
   }
 
   // An integer; *is_int false (and no error) when it is another kind of number.
-  bool Integer(od::value& v, int64_t* out, bool* is_int) {
-    od::number_type nt{};
-    if (Err(v.get_number_type().get(nt))) return false;
-    *is_int = false;
-    if (nt == od::number_type::signed_integer) {
-      if (Err(v.get_int64().get(*out))) return false;
-      *is_int = true;
-    } else if (nt == od::number_type::unsigned_integer) {
-      uint64_t u = 0;
-      if (Err(v.get_uint64().get(u))) return false;
-      if (u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) *out = static_cast<int64_t>(u), *is_int = true;
-    } else {
-      double d;
-      if (Err(v.get_double().get(d))) return false;
-    }
-    return true;
-  }
+  bool Integer(Value& v, int64_t* out, bool* is_int) { return !Err(api_.Integer(v, out, is_int)); }
 
-  bool Int(od::value& v, std::string_view key, int64_t* dst, bool null_ok = true) {
-    JT t{};
+  bool Int(Value& v, std::string_view key, int64_t* dst, bool null_ok = true) {
+    Kind t{};
     if (!Type(v, &t)) return false;
-    if (t == JT::null && null_ok) return Null(v);
-    if (t != JT::number) return st_.TypeError(key, "an integer"), true;
+    if (t == Kind::kNull && null_ok) return Null(v);
+    if (t != Kind::kNumber) return st_.TypeError(key, "an integer"), true;
     int64_t x = 0;
     bool is_int = false;
     if (!Integer(v, &x, &is_int)) return false;
@@ -111,13 +247,13 @@ class Reader {
     return true;
   }
 
-  bool Int32(od::value& v, std::string_view key, int32_t* dst, bool null_ok = false) {
-    JT t{};
+  bool Int32(Value& v, std::string_view key, int32_t* dst, bool null_ok = false) {
+    Kind t{};
     if (!Type(v, &t)) return false;
-    if (t == JT::null && null_ok) return Null(v);
+    if (t == Kind::kNull && null_ok) return Null(v);
     int64_t x = 0;
     bool is_int = false;
-    if (t != JT::number) return st_.TypeError(key, "an integer"), true;
+    if (t != Kind::kNumber) return st_.TypeError(key, "an integer"), true;
     if (!Integer(v, &x, &is_int)) return false;
     if (!is_int) return st_.TypeError(key, "an integer"), true;
     if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max())
@@ -126,67 +262,56 @@ class Reader {
     return true;
   }
 
-  bool Bool(od::value& v, std::string_view key, bool* dst) {
-    JT t{};
+  bool Bool(Value& v, std::string_view key, bool* dst) {
+    Kind t{};
     if (!Type(v, &t)) return false;
-    if (t == JT::null) return Null(v);
-    if (t != JT::boolean) return st_.TypeError(key, "true or false"), true;
-    return !Err(v.get_bool().get(*dst));
+    if (t == Kind::kNull) return Null(v);
+    if (t != Kind::kBool) return st_.TypeError(key, "true or false"), true;
+    return !Err(api_.Bool(v, dst));
   }
 
   // Walks an array whose elements must be objects; each object goes to on_object.
   template <typename OnObject>
-  bool Objects(od::value& v, std::string_view key, OnObject on_object) {
-    od::array arr;
-    if (Err(v.get_array().get(arr))) return false;
-    for (auto item : arr) {
-      od::value e;
-      JT t{};
-      if (Err(std::move(item).get(e)) || !Type(e, &t)) return false;
-      if (t == JT::array) {
+  bool Objects(Value& v, std::string_view key, OnObject on_object) {
+    return api_.Elements(*this, v, [&](Value& e) {
+      Kind t{};
+      if (!Type(e, &t)) return false;
+      if (t == Kind::kArray) {
         st_.TypeError("an array element", "an object, not an array");
-      } else if (t != JT::object) {
+      } else if (t != Kind::kObject) {
         st_.TypeError(key, "objects");
       } else if (!on_object(e)) {
         return false;
       }
-    }
-    return true;
+      return true;
+    });
   }
 
   // Calls on_field(key, value) for each field of an object value.
   template <typename OnField>
-  bool Fields(od::value& v, OnField on_field) {
-    od::object obj;
-    if (Err(v.get_object().get(obj))) return false;
-    for (auto item : obj) {
-      od::field f;
-      std::string_view key;
-      if (Err(std::move(item).get(f)) || !Key(f, &key)) return false;
-      if (!on_field(key, f.value())) return false;
-    }
-    return true;
+  bool Fields(Value& v, OnField on_field) {
+    return api_.Fields(*this, v, on_field);
   }
 
   // For a field that must be an array (or null): 1 array, 0 null or wrong type (reported), -1 error.
-  int ArrayOrNull(od::value& v, std::string_view key) {
-    JT t{};
+  int ArrayOrNull(Value& v, std::string_view key) {
+    Kind t{};
     if (!Type(v, &t)) return -1;
-    if (t == JT::array) return 1;
-    if (t == JT::null) return Null(v) ? 0 : -1;
+    if (t == Kind::kArray) return 1;
+    if (t == Kind::kNull) return Null(v) ? 0 : -1;
     st_.TypeError(key, "an array");
     return 0;
   }
 
-  bool RootField(std::string_view key, od::value& v) {
+  bool RootField(std::string_view key, Value& v) {
     if (key == "format") return st_.saw_format = true, Str(v, key, &st_.format);
     if (key == "version") {
       st_.saw_version = true;
-      JT t{};
+      Kind t{};
       int64_t x = 0;
       bool is_int = false;
       if (!Type(v, &t)) return false;
-      if (t != JT::number || !Integer(v, &x, &is_int) || !is_int || x > 1000000 || x < -1000000)
+      if (t != Kind::kNumber || !Integer(v, &x, &is_int) || !is_int || x > 1000000 || x < -1000000)
         return Syntax("\"version\" is not a small integer");
       out_->version = static_cast<int>(x);
       return true;
@@ -201,11 +326,11 @@ class Reader {
     if (key == "symbolized") return Bool(v, key, &out_->symbolized);
     if (key == "trigger") return Str(v, key, &out_->trigger);
     if (key == "process_state") {
-      JT t{};
+      Kind t{};
       if (!Type(v, &t)) return false;
-      if (t == JT::null) return Null(v);
-      if (t != JT::object) return st_.TypeError(key, "an object"), true;
-      return Fields(v, [&](std::string_view k, od::value& fv) {
+      if (t == Kind::kNull) return Null(v);
+      if (t != Kind::kObject) return st_.TypeError(key, "an object"), true;
+      return Fields(v, [&](std::string_view k, Value& fv) {
         if (k == "code") return Str(fv, k, &out_->process_state_code);
         if (k == "name") return Str(fv, k, &out_->process_state_name);
         return true;
@@ -215,7 +340,7 @@ class Reader {
       int a = ArrayOrNull(v, key);
       if (a <= 0) return a == 0;
       size_t used = 0;
-      bool ok = Objects(v, key, [&](od::value& ov) {
+      bool ok = Objects(v, key, [&](Value& ov) {
         InflightOp& o = NextElement(out_->inflight_ops, &used, [](InflightOp& x) { x = InflightOp(); });
         return Op(ov, o);
       });
@@ -227,15 +352,15 @@ class Reader {
       if (a <= 0) return a == 0;
       st_.saw_threads = true;
       size_t used = 0;
-      bool ok = Objects(v, key, [&](od::value& tv) { return Thread(tv, NextElement(out_->threads, &used, ResetThread)); });
+      bool ok = Objects(v, key, [&](Value& tv) { return Thread(tv, NextElement(out_->threads, &used, ResetThread)); });
       out_->threads.resize(used);
       return ok;
     }
-    return true;  // unknown: skipped by the parser
+    return true;  // unknown: skipped
   }
 
-  bool Op(od::value& v, InflightOp& o) {
-    return Fields(v, [&](std::string_view k, od::value& fv) {
+  bool Op(Value& v, InflightOp& o) {
+    return Fields(v, [&](std::string_view k, Value& fv) {
       if (k == "name") return Str(fv, k, &o.name);
       if (k == "kind") return Str(fv, k, &o.kind);
       if (k == "stream") return Str(fv, k, &o.stream);
@@ -248,30 +373,30 @@ class Reader {
       if (k == "bytes") return Int(fv, k, &o.bytes);
       if (k == "blocked_by") return Int(fv, k, &o.blocked_by);
       if (k == "in_flight_s") {
-        JT t{};
+        Kind t{};
         if (!Type(fv, &t)) return false;
-        if (t == JT::null) return Null(fv);
-        if (t != JT::number) return st_.TypeError(k, "a number"), true;
-        return !Err(fv.get_double().get(o.in_flight_s));
+        if (t == Kind::kNull) return Null(fv);
+        if (t != Kind::kNumber) return st_.TypeError(k, "a number"), true;
+        return !Err(api_.Double(fv, &o.in_flight_s));
       }
       return true;
     });
   }
 
-  bool Thread(od::value& v, StackThread& th) {
+  bool Thread(Value& v, StackThread& th) {
     size_t native_used = 0, python_used = 0;
-    bool ok = Fields(v, [&](std::string_view k, od::value& fv) {
+    bool ok = Fields(v, [&](std::string_view k, Value& fv) {
       if (k == "tid") return Int(fv, k, &th.tid);
       if (k == "name") return Str(fv, k, &th.name);
       if (k == "state") return Str(fv, k, &th.state);
       if (k == "main") return Bool(fv, k, &th.main);
       if (k == "holds_gil") {
-        JT t{};
+        Kind t{};
         if (!Type(fv, &t)) return false;
-        if (t == JT::null) return th.holds_gil.reset(), Null(fv);
-        if (t != JT::boolean) return st_.TypeError(k, "true, false or null"), true;
+        if (t == Kind::kNull) return th.holds_gil.reset(), Null(fv);
+        if (t != Kind::kBool) return st_.TypeError(k, "true, false or null"), true;
         bool b = false;
-        if (Err(fv.get_bool().get(b))) return false;
+        if (Err(api_.Bool(fv, &b))) return false;
         th.holds_gil = b;
         return true;
       }
@@ -279,9 +404,9 @@ class Reader {
         native_used = 0;
         int a = ArrayOrNull(fv, k);
         if (a <= 0) return a == 0;
-        return Objects(fv, k, [&](od::value& f) {
+        return Objects(fv, k, [&](Value& f) {
           NativeFrame& n = NextElement(th.native, &native_used, ResetNative);
-          return Fields(f, [&](std::string_view fk, od::value& x) {
+          return Fields(f, [&](std::string_view fk, Value& x) {
             if (fk == "function") return Str(x, fk, &n.function);
             if (fk == "module") return Str(x, fk, &n.module);
             if (fk == "offset") return Str(x, fk, &n.offset);
@@ -296,9 +421,9 @@ class Reader {
         python_used = 0;
         int a = ArrayOrNull(fv, k);
         if (a <= 0) return a == 0;
-        return Objects(fv, k, [&](od::value& f) {
+        return Objects(fv, k, [&](Value& f) {
           PythonFrame& p = NextElement(th.python, &python_used, ResetPython);
-          return Fields(f, [&](std::string_view fk, od::value& x) {
+          return Fields(f, [&](std::string_view fk, Value& x) {
             if (fk == "function") return Str(x, fk, &p.function);
             if (fk == "file") return Str(x, fk, &p.file);
             if (fk == "line") return Int(x, fk, &p.line);
@@ -315,7 +440,7 @@ class Reader {
 
   StackFile* out_;
   ParseState& st_;
-  const char* end_;  // one past the document (the padding follows)
+  Api api_;
 };
 
 }  // namespace
@@ -323,13 +448,21 @@ class Reader {
 bool HaveSimdjson() { return true; }
 
 bool ParseWithSimdjson(const char* data, size_t size, StackFile* out, std::string* error) {
-  // One parser per thread: its buffers grow to the largest file and are reused.
-  thread_local od::parser parser;
+  // One parser of each kind per thread: their buffers grow to the largest file and are reused.
+  thread_local dom::parser dom_parser(kDomMaxBytes);
   ParseState st;
-  Reader reader(out, st, data + size);
+  dom::element root;
+  // data is padded (kPadding): DOM parses it where it lies, no copy.
+  if (dom_parser.parse(data, size, false).get(root) == SUCCESS) {
+    Reader<DomApi> reader(out, st, DomApi());
+    reader.Document(root);
+    return FinishParse(st, *out, error);
+  }
+  thread_local od::parser od_parser;
+  Reader<OnDemandApi> reader(out, st, OnDemandApi(data + size));
   od::document doc;
-  auto e = parser.iterate(simdjson::padded_string_view(data, size, size + kPadding)).get(doc);
-  if (e != simdjson::SUCCESS) {
+  auto e = od_parser.iterate(simdjson::padded_string_view(data, size, size + kPadding)).get(doc);
+  if (e != SUCCESS) {
     st.syntax_error = std::string("not valid JSON: ") + simdjson::error_message(e);
   } else {
     reader.Document(doc);
