@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 #include "common/stack_reader_impl.h"
 
@@ -96,19 +98,41 @@ bool ParsePadded(const char* data, size_t size, StackFile* out, std::string* err
   return stack_reader::ParseWithNlohmann(std::string_view(data, size), out, error);
 }
 
+constexpr std::align_val_t kReadAlignment{64};
+
 }  // namespace
+
+char* StackReadBuffer::Reserve(size_t size) {
+  size_t need = size + stack_reader::kPadding;
+  if (need > capacity_) {
+    Release();
+    // Grow by half at least, in 64 KiB steps: files of a run have similar sizes.
+    size_t cap = std::max(need, capacity_ + capacity_ / 2);
+    cap = (cap + 0xffff) & ~size_t{0xffff};
+    data_ = static_cast<char*>(::operator new(cap, kReadAlignment));
+    capacity_ = cap;
+  }
+  return data_;
+}
+
+void StackReadBuffer::Release() {
+  if (data_ != nullptr) ::operator delete(data_, kReadAlignment);
+  data_ = nullptr;
+  capacity_ = 0;
+}
 
 bool ParseStackFile(std::string_view json, StackFile* out, std::string* error) {
   if (json.empty()) return *error = "empty file", false;
   if (!stack_reader::HaveSimdjson()) return stack_reader::ParseWithNlohmann(json, out, error);
   // simdjson reads a little past the end: copy into a padded buffer (cheap next to parsing).
-  thread_local std::string padded;
-  padded.assign(json);
-  padded.append(stack_reader::kPadding, '\0');
-  return ParsePadded(padded.data(), json.size(), out, error);
+  thread_local StackReadBuffer padded;
+  char* data = padded.Reserve(json.size());
+  std::memcpy(data, json.data(), json.size());
+  std::memset(data + json.size(), 0, stack_reader::kPadding);
+  return ParsePadded(data, json.size(), out, error);
 }
 
-bool ReadStackFile(const std::string& path, StackFile* out, std::string* buffer, std::string* error,
+bool ReadStackFile(const std::string& path, StackFile* out, StackReadBuffer* buffer, std::string* error,
                    size_t max_bytes) {
   // O_NONBLOCK: a FIFO planted in the folder must not hang the reader.
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -124,10 +148,10 @@ bool ReadStackFile(const std::string& path, StackFile* out, std::string* buffer,
            false;
   }
   size_t want = static_cast<size_t>(st.st_size);
-  buffer->resize(want + stack_reader::kPadding);
+  char* data = buffer->Reserve(want);
   size_t got = 0;
   while (got < want) {
-    ssize_t n = read(fd, buffer->data() + got, want - got);
+    ssize_t n = read(fd, data + got, want - got);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       int err = errno;
@@ -138,8 +162,8 @@ bool ReadStackFile(const std::string& path, StackFile* out, std::string* buffer,
     got += static_cast<size_t>(n);
   }
   close(fd);
-  std::memset(buffer->data() + got, 0, stack_reader::kPadding);
-  return ParsePadded(buffer->data(), got, out, error);
+  std::memset(data + got, 0, stack_reader::kPadding);
+  return ParsePadded(data, got, out, error);
 }
 
 }  // namespace xtimer

@@ -68,7 +68,8 @@ bool MergeStackFolder(const std::string& dir, const MergeOptions& merge, const F
 
   auto work = [&](StackMerger& merger) {
     StackFile file;
-    std::string buffer, why;
+    StackReadBuffer buffer;
+    std::string why;
     for (size_t i = next++; i < names.size(); i = next++) {
       const std::string& name = names[i];
       if (!ReadStackFile(dir + "/" + name, &file, &buffer, &why)) {
@@ -95,7 +96,7 @@ bool MergeStackFolder(const std::string& dir, const MergeOptions& merge, const F
       }
     }
     // Large files leave large buffers behind: give them back before the merge grows.
-    std::string().swap(buffer);
+    buffer.Release();
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(work, std::ref(mergers[t]));

@@ -2,6 +2,11 @@
 #include "common/stack_reader.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
 
 #include "common/stack_reader_impl.h"
 #include "tests/viewer/stack_json.h"
@@ -208,11 +213,52 @@ TEST_P(StackReader, SurvivesDeepNesting) {
 
 TEST(StackReaderFile, RefusesNonRegularFiles) {
   StackFile f;
-  std::string buffer, error;
+  StackReadBuffer buffer;
+  std::string error;
   EXPECT_FALSE(ReadStackFile("/dev/null", &f, &buffer, &error));
   EXPECT_EQ(error, "not a regular file");
   EXPECT_FALSE(ReadStackFile("/nonexistent/x.stacktrace", &f, &buffer, &error));
   EXPECT_NE(error.find("cannot open"), std::string::npos);
+}
+
+TEST(StackReaderFile, ReadsFilesIntoOneAlignedBuffer) {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / ("xtimer_reader_test." + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::string path = (dir / name).string();
+    FILE* f = std::fopen(path.c_str(), "wb");
+    EXPECT_NE(f, nullptr);
+    if (f) std::fwrite(text.data(), 1, text.size(), f), std::fclose(f);
+    return path;
+  };
+  auto files = HangOf4();
+  StackFile big_input = files[0];
+  for (int i = 0; i < 200; ++i) big_input.threads.push_back(big_input.threads[0]);
+  StackFile small_input = files[1];
+  small_input.threads.resize(1);
+  std::string big = write("big.stacktrace", StackFileToJson(big_input));
+  std::string small = write("small.stacktrace", StackFileToJson(small_input));
+  std::string bad = write("bad.stacktrace", StackFileToJson(small_input).substr(0, 40));
+
+  StackFile f;
+  StackReadBuffer buffer;
+  std::string error;
+  // Big, small, big again, a truncated one: the buffer is reused and nothing stale is read.
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE(ReadStackFile(big, &f, &buffer, &error)) << error;
+    EXPECT_EQ(StackFileToJson(f), StackFileToJson(big_input));
+    ASSERT_TRUE(ReadStackFile(small, &f, &buffer, &error)) << error;
+    EXPECT_EQ(StackFileToJson(f), StackFileToJson(small_input));
+  }
+  EXPECT_FALSE(ReadStackFile(bad, &f, &buffer, &error));
+  EXPECT_NE(error.find("not valid JSON"), std::string::npos) << error;
+  EXPECT_FALSE(ReadStackFile(small, &f, &buffer, &error, 10));
+  EXPECT_NE(error.find("too large"), std::string::npos) << error;
+  // The data is 64-byte aligned (read(2) into a misaligned buffer is several times slower).
+  for (size_t size : {size_t{1}, size_t{1000}, size_t{1} << 20, size_t{3} << 20})
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(buffer.Reserve(size)) % 64, 0u) << size;
+  buffer.Release();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
