@@ -114,6 +114,50 @@ TEST_P(StackReader, RoundTripsAndReusesBuffersWithoutStaleData) {
   EXPECT_EQ(f.threads[0].native[0].function, "_start");
 }
 
+TEST_P(StackReader, ReusedFramesKeepNothingOfThePreviousFile) {
+  // Same threads and frame counts, but the second file's frames lack fields the first one's have,
+  // or hold strings of other lengths: each frame must read as its own file says.
+  const char* full = R"({"format":"xtimer-stacktrace","version":1,"rank":0,"world_size":2,"threads":[
+    {"tid":1,"name":"main","state":"S","main":true,"holds_gil":true,
+     "native":[{"module":"/lib/a.so","offset":"0x10","function":"f","file":"a.c","line":3,"inlined":true},
+               {"module":"/lib/b.so","offset":"0x20","function":"g","file":"b.c","line":4,"inlined":true}],
+     "python":[{"function":"p","file":"p.py","line":5},{"function":"q","file":"q.py","line":6}]}]})";
+  const char* sparse = R"({"format":"xtimer-stacktrace","version":1,"rank":1,"world_size":2,"threads":[
+    {"tid":2,
+     "native":[{"offset":"0x30"},{"module":"/lib/bb.so","function":null,"file":"bb.c","line":null}],
+     "python":[{"line":7},{"function":"qq","file":"q.py"}]}]})";
+  StackFile f;
+  std::string error;
+  ASSERT_TRUE(Parse(full, &f, &error)) << error;
+  ASSERT_TRUE(Parse(sparse, &f, &error)) << error;
+  ASSERT_EQ(f.threads.size(), 1u);
+  const StackThread& t = f.threads[0];
+  EXPECT_EQ(t.name, "");
+  EXPECT_EQ(t.state, "");
+  EXPECT_FALSE(t.main);
+  EXPECT_FALSE(t.holds_gil.has_value());
+  ASSERT_EQ(t.native.size(), 2u);
+  EXPECT_EQ(t.native[0].module, "");
+  EXPECT_EQ(t.native[0].offset, "0x30");
+  EXPECT_EQ(t.native[0].function, "");
+  EXPECT_EQ(t.native[0].file, "");
+  EXPECT_EQ(t.native[0].line, 0);
+  EXPECT_FALSE(t.native[0].inlined);
+  EXPECT_EQ(t.native[1].module, "/lib/bb.so");
+  EXPECT_EQ(t.native[1].offset, "");
+  EXPECT_EQ(t.native[1].function, "");
+  EXPECT_EQ(t.native[1].file, "bb.c");
+  EXPECT_EQ(t.native[1].line, 0);
+  EXPECT_FALSE(t.native[1].inlined);
+  ASSERT_EQ(t.python.size(), 2u);
+  EXPECT_EQ(t.python[0].function, "");
+  EXPECT_EQ(t.python[0].file, "");
+  EXPECT_EQ(t.python[0].line, 7);
+  EXPECT_EQ(t.python[1].function, "qq");
+  EXPECT_EQ(t.python[1].file, "q.py");
+  EXPECT_EQ(t.python[1].line, 0);
+}
+
 TEST_P(StackReader, IgnoresUnknownFields) {
   StackFile f = HangOf4()[0];
   std::string json = StackFileToJson(f);
