@@ -75,6 +75,8 @@ bool StackMerger::Add(const StackFile& file, std::string_view source, std::strin
   if (last_python_.size() < std::min(file.threads.size(), kMemoThreads)) {
     last_python_.resize(std::min(file.threads.size(), kMemoThreads));
     last_native_.resize(last_python_.size());
+    nodes_python_.resize(last_python_.size());
+    nodes_native_.resize(last_python_.size());
   }
   // memo: the ids met last at this thread index, by depth; nullptr for none.
   auto intern = [&](const auto& f, std::vector<uint32_t>* memo, size_t depth) {
@@ -96,7 +98,7 @@ bool StackMerger::Add(const StackFile& file, std::string_view source, std::strin
     // Which thread holds the GIL matters when one rank is stuck in a C call holding it.
     if (!path_.empty() && t.holds_gil.value_or(false))
       path_.push_back(frames.InternSynthetic("[holds GIL]", "python"));
-    out_.python.AddPath(path_, file.rank, is_main);
+    out_.python.AddPath(path_, file.rank, is_main, ti < nodes_python_.size() ? &nodes_python_[ti] : nullptr);
 
     path_.clear();
     for (const NativeFrame& f : t.native) path_.push_back(intern(f, memo_native, path_.size()));
@@ -105,7 +107,7 @@ bool StackMerger::Add(const StackFile& file, std::string_view source, std::strin
     if (!path_.empty() && !t.state.empty())
       path_.push_back(frames.InternSynthetic("[" + t.state.substr(0, 8) + ": " + StateName(t.state) + "]",
                                              "thread state"));
-    out_.native.AddPath(path_, file.rank, is_main);
+    out_.native.AddPath(path_, file.rank, is_main, ti < nodes_native_.size() ? &nodes_native_[ti] : nullptr);
   }
   return true;
 }

@@ -50,6 +50,8 @@ class StackMerger {
   // The frame ids met last at each (thread index, depth), Python and native: most ranks repeat
   // the previous rank's stacks, and FrameTable::Is confirms a repeat cheaper than Intern finds it.
   std::vector<std::vector<uint32_t>> last_python_, last_native_;
+  // Likewise the tree nodes of the last path at each thread index (StackTree::AddPath's memo).
+  std::vector<std::vector<uint32_t>> nodes_python_, nodes_native_;
 };
 
 }  // namespace xtimer

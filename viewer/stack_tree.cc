@@ -27,14 +27,24 @@ uint32_t StackTree::Child(uint32_t parent, uint32_t frame) {
   return it->second;
 }
 
-void StackTree::AddPath(std::span<const uint32_t> frames, int32_t rank, bool main_thread) {
+void StackTree::AddPath(std::span<const uint32_t> frames, int32_t rank, bool main_thread,
+                        std::vector<uint32_t>* memo) {
   if (frames.empty()) return;
   uint32_t at = kRoot;
   TreeNode* root = &nodes_[kRoot];
   AppendOnce(root->ranks, &root->last_rank, rank);
   root->threads++;
-  for (uint32_t f : frames) {
-    at = Child(at, f);
+  if (memo != nullptr && memo->size() < frames.size()) memo->resize(frames.size(), kRoot);
+  for (size_t d = 0; d < frames.size(); ++d) {
+    uint32_t f = frames[d];
+    if (memo != nullptr) {
+      uint32_t m = (*memo)[d];  // the root where there was none: never a child, so never taken
+      bool same = m != kRoot && m < nodes_.size() && nodes_[m].parent == at && nodes_[m].frame == f;
+      at = same ? m : Child(at, f);
+      (*memo)[d] = at;
+    } else {
+      at = Child(at, f);
+    }
     TreeNode& n = nodes_[at];
     AppendOnce(n.ranks, &n.last_rank, rank);
     n.threads++;

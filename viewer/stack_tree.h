@@ -32,7 +32,11 @@ class StackTree {
   StackTree();
 
   // One thread's stack for rank; frames are FrameTable ids, root first. Empty stacks are ignored.
-  void AddPath(std::span<const uint32_t> frames, int32_t rank, bool main_thread);
+  // memo (optional): the nodes of a path added before, by depth, updated to this path's. Where
+  // this path runs through the same nodes (as a thread of the next rank mostly does), they are
+  // found without a lookup.
+  void AddPath(std::span<const uint32_t> frames, int32_t rank, bool main_thread,
+               std::vector<uint32_t>* memo = nullptr);
   // Adds every path of other, whose frame ids are translated by frame_map (other id -> our id).
   // The two trees must hold different ranks.
   void Absorb(const StackTree& other, std::span<const uint32_t> frame_map);

@@ -145,6 +145,32 @@ TEST(FrameTable, IsAgreesWithIntern) {
   EXPECT_FALSE(t.Is(12345, python[0]));
 }
 
+TEST(StackTree, PathMemoBuildsTheSameTree) {
+  // AddPath's memo (the nodes of the path added last at a thread index) is a shortcut: paths that
+  // repeat, diverge, rejoin, grow and shrink must give the tree that plain lookups give.
+  std::vector<std::vector<uint32_t>> paths = {
+      {0, 0, 0}, {1, 2, 3}, {1, 2, 3}, {1, 2, 4}, {1, 5, 3}, {1, 2, 3, 4, 5}, {1, 2}, {0, 1, 2, 3}, {1, 2, 3},
+      {7}, {1, 2, 3, 4, 5}, {2, 2, 3}, {1, 2, 3, 4, 6}, {0}};
+  StackTree plain, memoised;
+  std::vector<uint32_t> memo;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    plain.AddPath(paths[i], static_cast<int32_t>(i), i % 3 == 0);
+    memoised.AddPath(paths[i], static_cast<int32_t>(i), i % 3 == 0, &memo);
+  }
+  ASSERT_EQ(plain.size(), memoised.size());
+  for (size_t n = 0; n < plain.size(); ++n) {
+    const TreeNode& a = plain.node(static_cast<uint32_t>(n));
+    const TreeNode& b = memoised.node(static_cast<uint32_t>(n));
+    EXPECT_EQ(a.frame, b.frame) << n;
+    EXPECT_EQ(a.parent, b.parent) << n;
+    EXPECT_EQ(a.depth, b.depth) << n;
+    EXPECT_EQ(a.ranks, b.ranks) << n;
+    EXPECT_EQ(a.end_ranks, b.end_ranks) << n;
+    EXPECT_EQ(a.threads, b.threads) << n;
+    EXPECT_EQ(a.main_ends, b.main_ends) << n;
+  }
+}
+
 TEST(Merge, RefusesDuplicateRanksAndOtherWorldSizes) {
   StackMerger m;
   std::string error;
