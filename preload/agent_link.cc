@@ -24,16 +24,20 @@ namespace {
 constexpr size_t kMaxMessage = 200 * 1024;  // below the default SOCK_SEQPACKET limit
 constexpr int kReconnectEveryS = 2;
 
-// The value of "key":"value" in a flat JSON object we wrote ourselves (the agent's commands);
+// The string value of "key" in a flat JSON object (the agent's commands), whitespace allowed;
 // "" if absent.
 std::string StringField(const std::string& json, const char* key) {
-  std::string needle = std::string("\"") + key + "\":\"";
-  size_t at = json.find(needle);
-  if (at == std::string::npos) return {};
-  at += needle.size();
-  size_t end = json.find('"', at);
-  if (end == std::string::npos || end - at > 256) return {};
-  return json.substr(at, end - at);
+  const std::string quoted = std::string("\"") + key + "\"";
+  for (size_t at = json.find(quoted); at != std::string::npos; at = json.find(quoted, at + 1)) {
+    size_t i = json.find_first_not_of(" \t\r\n", at + quoted.size());
+    if (i == std::string::npos || json[i] != ':') continue;  // a value equal to the key's name
+    i = json.find_first_not_of(" \t\r\n", i + 1);
+    if (i == std::string::npos || json[i] != '"') return {};
+    size_t end = json.find('"', i + 1);
+    if (end == std::string::npos || end - i - 1 > 256) return {};
+    return json.substr(i + 1, end - i - 1);
+  }
+  return {};
 }
 
 }  // namespace
@@ -78,7 +82,14 @@ void AgentLink::Flush(int ms) {
 
 void AgentLink::SetHang(bool hung, const std::string& trigger) {
   if (!active_) return;
+  // Called before the watchdog asks for its dump, so the count is the one before it.
+  const bool dumps = hung && tracker_.config().hang_action != HangAction::kLog;
+  const uint64_t dumps_before = dumps ? capture::Dumper::Instance().LastStats().dumps : 0;
   std::lock_guard<std::mutex> lock(mu_);
+  if (dumps) {
+    hang_at_ns_ = MonotonicNs();
+    dumps_before_hang_ = dumps_before;
+  }
   hung_ = hung;
   hang_trigger_ = trigger;
   state_changed_ = true;
@@ -162,19 +173,37 @@ void AgentLink::ReceiveCommands() {
     }
     if (n < 0) return;
     std::string msg(buf, static_cast<size_t>(n));
-    if (StringField(msg, "type") == "dump") {
-      pending_request_ = StringField(msg, "request_id");
-      capture::Dumper::Instance().RequestDump(capture::Reason::kRequest);
-    }
+    if (StringField(msg, "type") == "dump") AnswerDumpRequest(StringField(msg, "request_id"));
   }
+}
+
+// The collector's dump round usually starts because of our own hang report, which can reach it
+// before our hang dump is written. A second dump moments later would show the same stacks and
+// overwrite the file that says why we dumped, so a request soon after our own hang is answered
+// with that dump: the one being written carries the request id, or the finished one is sent again.
+void AgentLink::AnswerDumpRequest(const std::string& request_id) {
+  constexpr uint64_t kOwnDumpFreshNs = 10'000'000'000ull;
+  uint64_t hang_at, dumps_before;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hang_at = hung_ ? hang_at_ns_ : 0;
+    dumps_before = dumps_before_hang_;
+  }
+  pending_request_ = request_id;
+  if (hang_at != 0 && MonotonicNs() - hang_at < kOwnDumpFreshNs) {
+    if (capture::Dumper::Instance().LastStats().dumps > dumps_before) resend_last_dump_ = true;
+    return;
+  }
+  capture::Dumper::Instance().RequestDump(capture::Reason::kRequest);
 }
 
 // A dump finished since we last looked (ours, the watchdog's or the dump signal's): tell the
 // agent where the file is, so it can symbolise and forward it.
 void AgentLink::ReportFinishedDumps() {
   capture::DumpStats st = capture::Dumper::Instance().LastStats();
-  if (st.dumps == dumps_seen_) return;
+  if (st.dumps == dumps_seen_ && !resend_last_dump_) return;
   dumps_seen_ = st.dumps;
+  resend_last_dump_ = false;
   if (st.path.empty()) return;
   JsonWriter w;
   w.BeginObject().Field("type", "dump_written").Field("path", st.path).Field("request_id", pending_request_);

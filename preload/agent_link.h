@@ -38,6 +38,7 @@ class AgentLink {
   void SendStatus();
   void ReceiveCommands();
   void ReportFinishedDumps();
+  void AnswerDumpRequest(const std::string& request_id);
   void WriteRankFields(class JsonWriter& w);
 
   Tracker& tracker_;
@@ -55,8 +56,11 @@ class AgentLink {
   std::string hang_trigger_;
   bool hung_ = false;
   bool state_changed_ = false;
+  uint64_t hang_at_ns_ = 0;        // when our own hang dump was asked for (0: none)
+  uint64_t dumps_before_hang_ = 0;  // completed dumps before it
 
   uint64_t dumps_seen_ = 0;      // link thread only
+  bool resend_last_dump_ = false;  // link thread only
   std::string pending_request_;  // id of the agent's dump request being served
 };
 

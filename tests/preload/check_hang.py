@@ -79,7 +79,7 @@ def main():
     try:
         for r in range(WORLD):
             env = dict(os.environ, LD_LIBRARY_PATH=args.simgpu, XTIMER_TIMELINE_PATH=timeline,
-                       XTIMER_HANG_TIMEOUT=str(TIMEOUT), RANK=str(r), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(r))
+                       XTIMER_HANG_TIMEOUT=str(TIMEOUT), XTIMER_METRICS_PORT="0", RANK=str(r), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(r))
             env.pop("LD_PRELOAD", None)
             p = subprocess.Popen([os.path.join(args.bin, "xtimer_launch"), sys.executable,
                                   os.path.join(HERE, "hang_rank.py"), args.lib, str(r), str(WORLD),

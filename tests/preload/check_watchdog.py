@@ -2,12 +2,13 @@
 """Hang-detection checks on the simulated runtime (issue 3): what must and must not be reported.
 
   check_watchdog.py CHECK --bin BUILD/bin --workload PATH --simgpu DIR [--seconds 60]
-  CHECK: long-op | actions | steady | fork
+  CHECK: long-op | actions | steady | fork | agent-request
 """
 import argparse
 import glob
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -97,6 +98,72 @@ def check_fork(args):
         check(len(glob.glob(os.path.join(out, "*.summary.json"))) == 1, "children wrote no summaries of their own")
 
 
+def fake_agent_run(args, out, request_delay_s, hang_timeout_s="1"):
+    """Runs the workload's 4 s kernel with the preload under a fake node agent that sends a dump
+    request `request_delay_s` after the rank reports its hang (never, if None: after 2 s of
+    running instead). Returns the messages the rank sent."""
+    sock_path = os.path.join(out, "agent.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    srv.bind(sock_path)
+    srv.listen(1)
+    srv.settimeout(10)
+    env = dict(os.environ, LD_LIBRARY_PATH=args.simgpu, XTIMER_TIMELINE_PATH=out, XTIMER_HANG_TIMEOUT=hang_timeout_s,
+               XTIMER_AGENT_SOCKET=sock_path,
+               LD_PRELOAD=os.path.join(os.path.dirname(os.path.abspath(args.bin)), "lib", "libxtimer_preload.so"))
+    for k in ("RANK", "WORLD_SIZE"):
+        env.pop(k, None)
+    p = subprocess.Popen([args.workload, "long", "4000"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    msgs, asked_at = [], None
+    try:
+        conn, _ = srv.accept()
+        conn.settimeout(0.05)
+        start = time.time()
+        while p.poll() is None or time.time() - start < 0.5:
+            try:
+                data = conn.recv(1 << 20)
+                if not data:
+                    break
+                msgs.append(json.loads(data))
+                if msgs[-1]["type"] == "status" and msgs[-1]["state"] == "hung" and asked_at is None \
+                        and request_delay_s is not None:
+                    asked_at = time.time() + request_delay_s
+            except socket.timeout:
+                pass
+            if request_delay_s is None and asked_at is None and time.time() - start > 0.5:
+                asked_at = time.time()
+            if asked_at is not None and time.time() >= asked_at:
+                conn.send(json.dumps({"type": "dump", "request_id": "round-1"}).encode())
+                asked_at = float("inf")
+        conn.close()
+    finally:
+        srv.close()
+        p.kill() if p.poll() is None else None
+        p.wait()
+    return msgs
+
+
+def check_agent_request(args):
+    """A dump request that arrives right after the rank's own hang report is answered with the
+    hang dump (written or being written), not by a second dump that overwrites it."""
+    for delay, when in ((0, "at once"), (1.0, "1 s later (hang dump already sent)")):
+        with tempfile.TemporaryDirectory() as out:
+            msgs = fake_agent_run(args, out, delay)
+            written = [m for m in msgs if m["type"] == "dump_written"]
+            check(any(m["type"] == "status" and m["state"] == "hung" for m in msgs), f"request {when}: the rank reported its hang")
+            check(any(m["request_id"] == "round-1" for m in written),
+                  f"request {when}: a dump_written answers the request ({[m['request_id'] for m in written]})")
+            files = stacks(out)
+            reasons = [json.load(open(f)).get("reason") for f in files]
+            check(reasons == ["hang"], f"request {when}: the one stack file still says reason hang ({reasons})")
+            check(all(m["path"] == files[0] for m in written) if files else False, f"request {when}: ... and is the file named")
+    with tempfile.TemporaryDirectory() as out:
+        msgs = fake_agent_run(args, out, None, hang_timeout_s="30")
+        written = [m for m in msgs if m["type"] == "dump_written"]
+        reasons = [json.load(open(f)).get("reason") for f in stacks(out)]
+        check([m["request_id"] for m in written] == ["round-1"] and reasons == ["request"],
+              f"a request with no hang of the rank's own writes a fresh dump (reason request: {reasons})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("check")
@@ -105,7 +172,8 @@ def main():
     ap.add_argument("--simgpu", required=True)
     ap.add_argument("--seconds", type=int, default=60)
     args = ap.parse_args()
-    {"long-op": check_long_op, "actions": check_actions, "steady": check_steady, "fork": check_fork}[args.check](args)
+    {"long-op": check_long_op, "actions": check_actions, "steady": check_steady, "fork": check_fork,
+     "agent-request": check_agent_request}[args.check](args)
     if failures:
         print(f"{len(failures)} check(s) failed")
         sys.exit(1)
