@@ -19,13 +19,10 @@ XTIMER_REAL(kCublasLt, cublasLtMatrixLayoutGetAttribute);
 template <typename Fn, typename... Args>
 cublasStatus_t Gemm(RealFunction<Fn>& real, cudaStream_t stream_or_null, bool ask_handle, cublasHandle_t handle,
                     int64_t m, int64_t n, int64_t k, int64_t batch, int dtype, Args... args) {
-  Fn fn = real.get();
-  if (fn == nullptr) {
-    ReportMissingReal(real.name());
-    return CUBLAS_STATUS_NOT_INITIALIZED;
-  }
-  HookGuard guard;
-  Tracker* t = HookGuard::Outermost() ? Tracker::Instance() : nullptr;
+  HookEntry<Fn> hook(real);
+  Fn fn = hook.fn;
+  Tracker* t = hook.tracker;
+  if (fn == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (t == nullptr) return fn(args...);
   cudaStream_t stream = stream_or_null;
   if (ask_handle) {

@@ -93,11 +93,8 @@ void* SwapForProcAddress(const char* symbol, void* real, bool per_thread, int cu
 
 XTIMER_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
                                            CUdriverProcAddressQueryResult* status) {
-  ProcV2Fn fn = real_proc_v2.get();
-  if (fn == nullptr) {
-    ReportMissingReal("cuGetProcAddress_v2");
-    return CUDA_ERROR_NOT_INITIALIZED;
-  }
+  ProcV2Fn fn = real_proc_v2.get_or_report();
+  if (fn == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult r = fn(symbol, pfn, cuda_version, flags, status);
   if (r == CUDA_SUCCESS && symbol != nullptr && pfn != nullptr && *pfn != nullptr) {
     bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
@@ -107,11 +104,8 @@ XTIMER_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int c
 }
 
 XTIMER_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags) {
-  ProcV1Fn fn = real_proc_v1.get();
-  if (fn == nullptr) {
-    ReportMissingReal("cuGetProcAddress");
-    return CUDA_ERROR_NOT_INITIALIZED;
-  }
+  ProcV1Fn fn = real_proc_v1.get_or_report();
+  if (fn == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult r = fn(symbol, pfn, cuda_version, flags);
   if (r == CUDA_SUCCESS && symbol != nullptr && pfn != nullptr && *pfn != nullptr) {
     bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;

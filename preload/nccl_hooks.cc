@@ -135,13 +135,10 @@ OpKey KeyOf(const NcclOp& op, int comm_slot, int group_size) {
 
 template <typename Fn, typename Call>
 ncclResult_t Operation(RealFunction<Fn>& real, const NcclOp& op, Call&& call) {
-  Fn fn = real.get();
-  if (fn == nullptr) {
-    ReportMissingReal(real.name());
-    return ncclSystemError;
-  }
-  HookGuard guard;
-  Tracker* t = HookGuard::Outermost() ? Tracker::Instance() : nullptr;
+  HookEntry<Fn> hook(real);
+  Fn fn = hook.fn;
+  Tracker* t = hook.tracker;
+  if (fn == nullptr) return ncclSystemError;
   if (t == nullptr) return call(fn);
   if (t_group != nullptr && t_group->depth > 0) {
     // Launched at ncclGroupEnd; remember it.
@@ -244,13 +241,6 @@ XTIMER_REAL_NCCL(ncclScatter);
 XTIMER_REAL_NCCL(ncclSend);
 XTIMER_REAL_NCCL(ncclRecv);
 
-template <typename Fn>
-Fn OrReport(RealFunction<Fn>& real) {
-  Fn fn = real.get();
-  if (fn == nullptr) ReportMissingReal(real.name());
-  return fn;
-}
-
 }  // namespace
 }  // namespace xtimer
 
@@ -259,7 +249,7 @@ using namespace xtimer;
 // ---------------------------------------------------------------- life cycle
 
 XTIMER_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
-  auto fn = OrReport(real_ncclCommInitRank);
+  auto fn = real_ncclCommInitRank.get_or_report();
   if (fn == nullptr) return ncclSystemError;
   ncclResult_t r = fn(comm, nranks, id, rank);
   if ((r == ncclSuccess || r == ncclInProgress) && comm) RegisterComm(*comm, &id, sizeof id, rank, nranks);
@@ -268,7 +258,7 @@ XTIMER_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUn
 
 XTIMER_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
                                                   ncclConfig_t* config) {
-  auto fn = OrReport(real_ncclCommInitRankConfig);
+  auto fn = real_ncclCommInitRankConfig.get_or_report();
   if (fn == nullptr) return ncclSystemError;
   ncclResult_t r = fn(comm, nranks, id, rank, config);
   if ((r == ncclSuccess || r == ncclInProgress) && comm) RegisterComm(*comm, &id, sizeof id, rank, nranks);
@@ -277,7 +267,7 @@ XTIMER_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, 
 
 XTIMER_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks, int rank, int n_ids,
                                                     ncclUniqueId* ids, ncclConfig_t* config) {
-  auto fn = OrReport(real_ncclCommInitRankScalable);
+  auto fn = real_ncclCommInitRankScalable.get_or_report();
   if (fn == nullptr) return ncclSystemError;
   ncclResult_t r = fn(comm, nranks, rank, n_ids, ids, config);
   if ((r == ncclSuccess || r == ncclInProgress) && comm && ids && n_ids > 0)
@@ -286,7 +276,7 @@ XTIMER_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks
 }
 
 XTIMER_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
-  auto fn = OrReport(real_ncclCommInitAll);
+  auto fn = real_ncclCommInitAll.get_or_report();
   if (fn == nullptr) return ncclSystemError;
   ncclResult_t r = fn(comms, ndev, devlist);
   if (r == ncclSuccess && comms) {
@@ -303,7 +293,7 @@ XTIMER_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const in
 
 XTIMER_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                                          ncclConfig_t* config) {
-  auto fn = OrReport(real_ncclCommSplit);
+  auto fn = real_ncclCommSplit.get_or_report();
   if (fn == nullptr) return ncclSystemError;
   DerivedKey k = DeriveKey(comm, color, 0);
   ncclResult_t r = fn(comm, color, key, newcomm, config);
@@ -314,7 +304,7 @@ XTIMER_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nc
 
 XTIMER_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int n_exclude, ncclComm_t* newcomm,
                                           ncclConfig_t* config, int flags) {
-  auto fn = OrReport(real_ncclCommShrink);
+  auto fn = real_ncclCommShrink.get_or_report();
   if (fn == nullptr) return ncclSystemError;
   DerivedKey k = DeriveKey(comm, n_exclude, 1);
   ncclResult_t r = fn(comm, exclude, n_exclude, newcomm, config, flags);
@@ -323,14 +313,14 @@ XTIMER_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int n_e
 }
 
 XTIMER_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
-  auto fn = OrReport(real_ncclCommDestroy);
+  auto fn = real_ncclCommDestroy.get_or_report();
   if (fn == nullptr) return ncclSystemError;
   if (Tracker* t = Tracker::Instance()) t->comms().Forget(comm);
   return fn(comm);
 }
 
 XTIMER_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
-  auto fn = OrReport(real_ncclCommAbort);
+  auto fn = real_ncclCommAbort.get_or_report();
   if (fn == nullptr) return ncclSystemError;
   if (Tracker* t = Tracker::Instance()) t->comms().Forget(comm);
   return fn(comm);
@@ -339,14 +329,14 @@ XTIMER_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
 // ---------------------------------------------------------------- groups
 
 XTIMER_EXPORT ncclResult_t ncclGroupStart() {
-  auto fn = OrReport(real_ncclGroupStart);
+  auto fn = real_ncclGroupStart.get_or_report();
   if (fn == nullptr) return ncclSystemError;
   Group().depth++;
   return fn();
 }
 
 XTIMER_EXPORT ncclResult_t ncclGroupEnd() {
-  auto fn = OrReport(real_ncclGroupEnd);
+  auto fn = real_ncclGroupEnd.get_or_report();
   if (fn == nullptr) return ncclSystemError;
   GroupState& g = Group();
   if (g.depth > 0) g.depth--;

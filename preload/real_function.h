@@ -38,6 +38,12 @@ class RealFunction {
     }
     return f;
   }
+  // The same, but a missing function is reported (once per name) before null is returned.
+  Fn get_or_report() {
+    Fn f = get();
+    if (f == nullptr) ReportMissingReal(name_);
+    return f;
+  }
   // Remember a real address learned elsewhere (dlsym or cuGetProcAddress interception).
   void set(void* f) { fn_.store(reinterpret_cast<Fn>(f), std::memory_order_release); }
   const char* name() const { return name_; }

@@ -41,13 +41,10 @@ cudaError_t RuntimeLaunch(RealFunction<Fn>& real, const void* func, const char* 
 
 cudaError_t MemcpyAsync(RealFunction<MemcpyAsyncFn>& real, void* dst, const void* src, size_t count,
                         cudaMemcpyKind kind, cudaStream_t stream, bool per_thread) {
-  MemcpyAsyncFn fn = real.get();
-  if (fn == nullptr) {
-    ReportMissingReal(real.name());
-    return cudaErrorInitializationError;
-  }
-  HookGuard guard;
-  Tracker* t = HookGuard::Outermost() ? Tracker::Instance() : nullptr;
+  HookEntry<MemcpyAsyncFn> hook(real);
+  MemcpyAsyncFn fn = hook.fn;
+  Tracker* t = hook.tracker;
+  if (fn == nullptr) return cudaErrorInitializationError;
   if (t == nullptr) return fn(dst, src, count, kind, stream);
   OpKey key;
   key.kind = OpKind::kMemcpy;

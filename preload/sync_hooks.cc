@@ -14,11 +14,8 @@ namespace {
 
 template <typename Fn, typename Status, typename... Args>
 Status Blocking(RealFunction<Fn>& real, Status missing, Args... args) {
-  Fn fn = real.get();
-  if (fn == nullptr) {
-    ReportMissingReal(real.name());
-    return missing;
-  }
+  Fn fn = real.get_or_report();
+  if (fn == nullptr) return missing;
   Tracker::Instance();  // a first CUDA call that is a sync still starts the watchdog
   BlockedThreads::Scope scope(real.name());
   return fn(args...);

@@ -19,6 +19,19 @@ struct OpPlace {
   int device = -1;  // -1: the calling thread's current device
 };
 
+// How every timing hook starts. `fn` is the real function (null if it is not loaded, reported
+// once); `tracker` is set only for the outermost hook on this thread once the library runs (null:
+// pass straight through). Lives as long as the hook, since it holds the nesting guard.
+template <typename Fn>
+struct HookEntry {
+  explicit HookEntry(RealFunction<Fn>& real) : fn(real.get_or_report()) {
+    if (fn != nullptr && HookGuard::Outermost()) tracker = Tracker::Instance();
+  }
+  HookGuard guard;  // first: the nesting depth counts this hook before Outermost() is asked
+  Fn fn;
+  Tracker* tracker = nullptr;
+};
+
 // Runs `call()` (which calls the real function) timed as one op of class `class_id`.
 // `rec` carries the op's NCCL/byte details.
 template <typename Status, typename Call>
@@ -43,13 +56,10 @@ Status TimedCall(Tracker* t, uint32_t class_id, const OpPlace& where, const OpRe
 template <typename Status, typename Fn, typename Call>
 Status KernelLaunch(RealFunction<Fn>& real, Status missing, const OpKey& key, const OpPlace& where, bool always_time,
                     Call&& call) {
-  Fn fn = real.get();
-  if (fn == nullptr) {
-    ReportMissingReal(real.name());
-    return missing;
-  }
-  HookGuard guard;
-  Tracker* t = HookGuard::Outermost() ? Tracker::Instance() : nullptr;
+  HookEntry<Fn> hook(real);
+  Fn fn = hook.fn;
+  Tracker* t = hook.tracker;
+  if (fn == nullptr) return missing;
   if (t == nullptr) return call(fn);
   uint32_t cls = t->Intern(key);
   if (!always_time && !t->SampleKernel()) {

@@ -13,23 +13,18 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from collector_run import Collector  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import check, failures  # noqa: E402
+from headless_chromium import run_chromium  # noqa: E402
 
 COLLECTOR, LOAD, WORK = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
 CHROMIUM = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] != "-" else shutil.which("chromium")
 BROWSER = "--no-browser" not in sys.argv
-failures = []
-
-
-def check(cond, what):
-    print(("ok:   " if cond else "FAIL: ") + what)
-    if not cond:
-        failures.append(what)
 
 
 def get(port, path):
@@ -38,15 +33,6 @@ def get(port, path):
             return r.status, r.headers.get("Content-Type", ""), r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.headers.get("Content-Type", ""), e.read()
-
-
-def chromium(url, *args):
-    with tempfile.TemporaryDirectory(prefix="xtimer-chromium-") as profile:
-        cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               f"--user-data-dir={profile}", "--virtual-time-budget=3000", *args, url]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        return p.returncode, p.stdout
 
 
 shutil.rmtree(WORK, ignore_errors=True)
@@ -161,7 +147,7 @@ check(len(re.findall(r'<tr class="[a-z]+" data-rank="\d+">', page)) == 8, "page 
 check("<script" not in page, "page has no script")
 if BROWSER and CHROMIUM:
     url = f"http://127.0.0.1:{c.http_port}/"
-    code, dom = chromium(url, "--dump-dom")
+    code, dom = run_chromium(CHROMIUM, url, "--dump-dom")
     check(code == 0, "chromium --dump-dom ran")
     check(len(re.findall(r'data-rank="\d+"', dom)) == 8, "rendered: 8 rank rows")
     check(re.search(r'<tr class="hung" data-rank="0">', dom) is not None, "rendered: rank 0 is hung")
@@ -170,15 +156,15 @@ if BROWSER and CHROMIUM:
     check(m is not None and "rank 5" in m.group(1) and "load_batch" in m.group(1), "rendered: the verdict names rank 5 and load_batch")
     check(re.search(r'<a href="rounds/\d{8}T\d{6}Z/py_stack.svg">', dom) is not None, "rendered: link to the flame graph")
     shot = os.path.join(WORK, "page.png")
-    code, _ = chromium(url, f"--screenshot={shot}", "--window-size=1400,900")
+    code, _ = run_chromium(CHROMIUM, url, f"--screenshot={shot}", "--window-size=1400,900")
     png = open(shot, "rb").read() if os.path.exists(shot) else b""
     check(png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20000, f"screenshot {shot} ({len(png)} bytes)")
     if verdicts:
         # The flame graph's own script runs under the collector's Content-Security-Policy.
-        code, dom = chromium(f"http://127.0.0.1:{c.http_port}/rounds/{rname}/py_stack.svg", "--dump-dom")
+        code, dom = run_chromium(CHROMIUM, f"http://127.0.0.1:{c.http_port}/rounds/{rname}/py_stack.svg", "--dump-dom")
         check('data-ready="1"' in dom, "flame graph served by the collector: its script ran")
-        chromium(f"http://127.0.0.1:{c.http_port}/rounds/{rname}/py_stack.svg",
-                 f"--screenshot={os.path.join(WORK, 'py_stack.png')}", "--window-size=1200,500")
+        run_chromium(CHROMIUM, f"http://127.0.0.1:{c.http_port}/rounds/{rname}/py_stack.svg",
+                     f"--screenshot={os.path.join(WORK, 'py_stack.png')}", "--window-size=1200,500")
 elif BROWSER:
     check(False, "chromium is installed")
 

@@ -18,38 +18,16 @@ import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import check, failures, load_json, wait_for  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
 
 
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_for(pred, timeout, step=0.1):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(step)
-    return pred()
-
-
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
 
 
 def http_get(url):
@@ -178,7 +156,7 @@ def check_embedded(args):
         verdicts = wait_for(lambda: glob.glob(os.path.join(timeline, "*", "verdict.json")), 30)
         check(bool(verdicts), f"the embedded collector merged a round ({time.time() - t0:.1f} s after start)")
         if verdicts:
-            v = load(verdicts[0])
+            v = load_json(verdicts[0])
             rdir = os.path.dirname(verdicts[0])
             check(verdict_names(v, 2, "load_batch"), f"verdict names rank 2 in load_batch: {v.get('suspects')}")
             check(len(glob.glob(os.path.join(rdir, "*.stacktrace"))) == 4, "stacks of all 4 ranks, rank 2's included")
@@ -207,12 +185,12 @@ def check_two_agents(args):
         rounds = wait_for(col.rounds, 40)
         check(bool(rounds), "the collector merged a round")
         if rounds:
-            v = load(rounds[0])
+            v = load_json(rounds[0])
             rdir = os.path.dirname(rounds[0])
             check(verdict_names(v, 5, "load_batch"), f"verdict names rank 5 in load_batch: {v.get('suspects')}")
             stacks = sorted(os.path.basename(f) for f in glob.glob(os.path.join(rdir, "*.stacktrace")))
             check(stacks == [f"{r:05d}-00008.stacktrace" for r in range(8)], f"stacks of all 8 ranks: {stacks}")
-            five = load(os.path.join(rdir, "00005-00008.stacktrace")) or {}
+            five = load_json(os.path.join(rdir, "00005-00008.stacktrace")) or {}
             check(five.get("reason") == "request", "rank 5 (never timed out itself) dumped on the collector's request")
             # The hang began when the last of the other ranks entered step 3's allreduce (each
             # rank prints when it does); the merged round must exist within timeout + 5 s.
@@ -259,7 +237,7 @@ def check_collector_restart(args):
             col.kill()
             col.start()
             rounds = wait_for(col.rounds, 40)
-            check(bool(rounds) and verdict_names(load(rounds[-1]), 3, "load_batch"),
+            check(bool(rounds) and verdict_names(load_json(rounds[-1]), 3, "load_batch"),
                   "a hang after the restart is merged and names rank 3")
         finally:
             job2.kill()

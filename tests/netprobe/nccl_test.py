@@ -22,8 +22,10 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import check, failures  # noqa: E402
+
 SKIP = 77
-failures = []
 
 
 def free_port():
@@ -32,13 +34,6 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print(f"  FAIL {what}", flush=True)
-    return cond
 
 
 def run(args, out, name, n, env_all, env_per=None, extra=(), timeout="20"):

@@ -18,35 +18,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import check, failures, load_json, wait_for  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORLD, STUCK, STUCK_STEP, TIMEOUT = 4, 2, 3, 2.0
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-
-
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
-def wait_for(pred, timeout):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    return pred()
 
 
 def wall(iso):
@@ -90,7 +67,7 @@ def main():
             procs.append(p)
 
         def stack(r):
-            return load(os.path.join(timeline, f"{r:05d}-{WORLD:05d}.stacktrace"))
+            return load_json(os.path.join(timeline, f"{r:05d}-{WORLD:05d}.stacktrace"))
 
         waiting = [r for r in range(WORLD) if r != STUCK]
         got = wait_for(lambda: all(stack(r) for r in waiting), 20)
@@ -143,7 +120,7 @@ def main():
         p = subprocess.run([os.path.join(args.bin, "xtimer_stacktrace_viewer"), "--path", timeline, "--out", merged],
                            capture_output=True, text=True, timeout=120)
         check(p.returncode == 0, f"xtimer_stacktrace_viewer merged the 4 stack files: {p.stdout.strip()[:400]}")
-        verdict = load(os.path.join(merged, "verdict.json")) or {}
+        verdict = load_json(os.path.join(merged, "verdict.json")) or {}
         check(any(x.get("rank") == STUCK and any("load_batch" in f for f in x.get("frames", []))
                   for x in verdict.get("suspects", [])), f"verdict.json names rank {STUCK} in load_batch")
         check(verdict.get("ranks_missing") == [] or verdict.get("ranks_missing") == "", "no rank missing")

@@ -14,13 +14,8 @@ import sys
 import tempfile
 import time
 
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import check, failures  # noqa: E402
 
 
 def run(args, out, workload_args, timeout_s, action="dump", limit=300):

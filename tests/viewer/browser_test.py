@@ -10,29 +10,15 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hang_stacks import write_hang  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import check, failures  # noqa: E402
+from headless_chromium import run_chromium  # noqa: E402
 
 VIEWER, WORK = sys.argv[1], sys.argv[2]
 CHROMIUM = sys.argv[3] if len(sys.argv) > 3 else shutil.which("chromium") or "/usr/bin/chromium"
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def chromium(url, *args):
-    with tempfile.TemporaryDirectory(prefix="xtimer-chromium-") as profile:
-        cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               f"--user-data-dir={profile}", "--virtual-time-budget=3000", *args, url]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        return p.returncode, p.stdout
 
 
 shutil.rmtree(WORK, ignore_errors=True)
@@ -44,12 +30,12 @@ for kind in ("py", "cpp"):
     svg = os.path.join(out, f"{kind}_stack.svg")
     url = "file://" + svg
     shot = os.path.join(WORK, f"{kind}_stack.png")
-    code, _ = chromium(url, f"--screenshot={shot}", "--window-size=1200,400")
+    code, _ = run_chromium(CHROMIUM, url, f"--screenshot={shot}", "--window-size=1200,400")
     check(code == 0 and os.path.exists(shot), f"{kind}: screenshot written ({code})")
     if os.path.exists(shot):
         png = open(shot, "rb").read()
         check(png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10000, f"{kind}: screenshot is a real PNG ({len(png)} bytes)")
-    code, dom = chromium(url, "--dump-dom")
+    code, dom = run_chromium(CHROMIUM, url, "--dump-dom")
     check(code == 0, f"{kind}: --dump-dom ran")
     check('data-ready="1"' in dom, f"{kind}: the script ran (init marked the document ready)")
     check(re.search(r'<g id="tooltip"', dom) is not None, f"{kind}: tooltip element exists")
@@ -58,17 +44,17 @@ for kind in ("py", "cpp"):
 
 # Search and zoom through the URL.
 svg = "file://" + os.path.join(out, "py_stack.svg")
-code, dom = chromium(svg + "#s=load_batch", "--dump-dom")
+code, dom = run_chromium(CHROMIUM, svg + "#s=load_batch", "--dump-dom")
 matches = re.findall(r'<g class="f[^"]*match[^"]*"[^>]*><title>([^<]*)', dom)
 check(len(matches) == 1 and matches[0].startswith("load_batch@"), f"search highlights load_batch only: {matches}")
 m = re.search(r'<text id="matched"[^>]*>([^<]*)<', dom)
 check(m is not None and m.group(1).startswith("Matched: 25.0%"), f"search shows the share: {m and m.group(1)}")
-code, dom = chromium(svg + "#z=train_step@/job/train.py:140", "--dump-dom")
+code, dom = run_chromium(CHROMIUM, svg + "#z=train_step@/job/train.py:140", "--dump-dom")
 hidden = re.findall(r'<g class="f[^"]*hide[^"]*"[^>]*><title>([^<]*)', dom)
 check(any(h.startswith("all_reduce@") for h in hidden), f"zoom hides the frames beside the zoomed one: {hidden}")
 check(not any(h.startswith("load_batch@") for h in hidden), "zoom keeps the zoomed frame's children")
 check(re.search(r'id="unzoom" class="button"', dom) is not None, "zoom shows 'Reset zoom'")
-chromium(svg + "#z=train_step@/job/train.py:140", f"--screenshot={os.path.join(WORK, 'py_stack_zoomed.png')}",
+run_chromium(CHROMIUM, svg + "#z=train_step@/job/train.py:140", f"--screenshot={os.path.join(WORK, 'py_stack_zoomed.png')}",
          "--window-size=1200,400")
 
 if failures:

@@ -1,0 +1,38 @@
+"""What the Python test scripts share: a check that prints and remembers what failed, reading a
+JSON file that may not be (completely) written yet, and waiting for a condition.
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+    from checks import check, failures, load_json, wait_for
+"""
+import json
+import time
+
+failures = []
+
+
+def check(cond, what):
+    """Prints `ok   what` or `FAIL what`, remembers failures; returns `cond`."""
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+    return cond
+
+
+def load_json(path):
+    """The parsed file, or None if it is missing or not (yet) valid JSON."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def wait_for(pred, timeout, step=0.05):
+    """Calls `pred` until it returns something true or `timeout` seconds pass; its last value."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return pred()
