@@ -163,6 +163,15 @@ struct Stats {
 
 class Child;
 
+// One asynchronous unary call in flight: deleted by its completion callback.
+template <typename Request, typename Reply>
+struct UnaryCall {
+  grpc::ClientContext ctx;
+  Request req;
+  Reply reply;
+  double t0 = 0;  // when it was sent
+};
+
 class Agent {
  public:
   Agent(Child* child, int index, int first_rank) : child_(child), index_(index), first_rank_(first_rank) {}
@@ -355,13 +364,7 @@ void Agent::Cancel() {
 
 void Agent::SendReport(bool hung) {
   const Config& c = child_->config();
-  struct Call {
-    grpc::ClientContext ctx;
-    xtimer::v1::ReportRequest req;
-    xtimer::v1::ReportReply reply;
-    double t0;
-  };
-  auto* call = new Call;
+  auto* call = new UnaryCall<xtimer::v1::ReportRequest, xtimer::v1::ReportReply>;
   Prepare(&call->ctx, 30);
   call->req.set_session(session_);
   int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -455,13 +458,7 @@ void Agent::UploadNext() {
     next = uploads_.front();
     uploads_.pop_front();
   }
-  struct Call {
-    grpc::ClientContext ctx;
-    xtimer::v1::StackUpload req;
-    xtimer::v1::UploadReply reply;
-    double t0;
-  };
-  auto* call = new Call;
+  auto* call = new UnaryCall<xtimer::v1::StackUpload, xtimer::v1::UploadReply>;
   Prepare(&call->ctx, 60);
   call->req.set_session(session_);
   call->req.set_dump_id(next.first);
