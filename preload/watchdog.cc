@@ -76,11 +76,11 @@ std::string Watchdog::FindHang() {
   char buf[768];
 
   InflightOps ops;
+  const InflightOp* oldest = nullptr;  // the longest-running op on the GPU, hung or not
   if (tracker_.poller().Snapshot(&ops, kSnapshotWaitMs)) {
-    const InflightOp* hung = nullptr;
     for (const InflightOp& op : ops)
-      if (op.running && op.in_flight_s >= timeout && (hung == nullptr || op.in_flight_s > hung->in_flight_s))
-        hung = &op;
+      if (op.running && (oldest == nullptr || op.in_flight_s > oldest->in_flight_s)) oldest = &op;
+    const InflightOp* hung = oldest != nullptr && oldest->in_flight_s >= timeout ? oldest : nullptr;
     if (hung != nullptr) {
       int index = static_cast<int>(hung - ops.data());
       int behind = static_cast<int>(std::count_if(ops.begin(), ops.end(), [&](const InflightOp& o) {
@@ -100,8 +100,13 @@ std::string Watchdog::FindHang() {
   for (const BlockedCall& b : BlockedThreads::Snapshot()) {
     double s = (now - b.since_ns) / 1e9;
     if (s >= timeout) {
-      std::snprintf(buf, sizeof buf, "thread %d blocked in %s for %.1f s (timeout %g s)", static_cast<int>(b.tid),
-                    b.what, s, timeout);
+      // A thread waits on the GPU; the op the GPU is running is what it waits for (the op's own
+      // age, counted from when it started on the GPU, can lag the wait by a poll period).
+      int n = std::snprintf(buf, sizeof buf, "thread %d blocked in %s for %.1f s (timeout %g s)",
+                            static_cast<int>(b.tid), b.what, s, timeout);
+      if (oldest != nullptr && n > 0 && static_cast<size_t>(n) < sizeof buf)
+        std::snprintf(buf + n, sizeof buf - n, "; the GPU is running %s (for %.1f s)", Describe(*oldest).c_str(),
+                      oldest->in_flight_s);
       return buf;
     }
   }
