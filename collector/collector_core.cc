@@ -154,6 +154,10 @@ struct Round {
   // Under the core's mu_.
   RoundInfo info;
   std::set<std::string> files;  // what RoundFile may serve
+  // Upload pacing: sessions holding their stacks until told, and those uploading now (with
+  // the time of their grant or last upload).
+  std::deque<std::string> to_grant;
+  std::unordered_map<std::string, double> granted;
 };
 
 struct PendingDump {  // a rank's own dump (dump_id "") received while no round was open
@@ -177,9 +181,15 @@ struct CollectorCore::Impl {
 
   struct Session {
     std::string node, agent_id;
-    SendDump send;
+    SendCommand send;
+    std::set<int32_t> ranks;  // the ranks it registered or reported
     bool connected = true;
     double last_seen_s = 0;
+  };
+
+  struct Outgoing {  // a command for one agent, sent once the core's locks are released
+    SendCommand send;
+    v1::Command command;
   };
 
   struct RankEntry {
@@ -316,9 +326,9 @@ struct CollectorCore::Impl {
 
   // ---- sessions and reports ----
 
-  std::string Register(const v1::RegisterRequest& req, SendDump send, std::string* error) {
+  std::string Register(const v1::RegisterRequest& req, SendCommand send, std::string* error) {
     std::string why;
-    std::string dump_for_new;
+    std::vector<Outgoing> out;
     std::string session;
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -346,6 +356,7 @@ struct CollectorCore::Impl {
         if (!s.agent_id.empty()) session_of_agent[s.agent_id] = session;
         for (const v1::Rank& r : req.ranks()) {
           if (!ValidRank(r)) continue;
+          s.ranks.insert(r.rank());
           RankEntry& e = ranks[r.rank()];
           if (!e.reported) {
             *e.report.mutable_rank() = r;
@@ -354,7 +365,7 @@ struct CollectorCore::Impl {
           world = std::max(world, r.world_size());
         }
         // An agent that comes (back) during a dump round is asked too.
-        if (!active.empty()) dump_for_new = active.back()->dump_id;
+        if (!active.empty()) AskToDump(*active.back(), session, &out);
       }
     }
     if (!why.empty()) {
@@ -366,13 +377,7 @@ struct CollectorCore::Impl {
     Log(opt.log_registrations ? LogLevel::kInfo : LogLevel::kDebug,
         "collector: agent %s of node %s registered with %d ranks", Printable(req.agent_id()).c_str(),
         Printable(req.node()).c_str(), req.ranks_size());
-    if (!dump_for_new.empty() && send) {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        ++counters.dump_commands_sent;
-      }
-      send(dump_for_new);
-    }
+    SendAll(out);
     return session;
   }
 
@@ -383,8 +388,7 @@ struct CollectorCore::Impl {
   bool Report(const v1::ReportRequest& req) {
     const double now = Now();
     const int64_t wall = opt.wall_ms();
-    std::vector<SendDump> senders;
-    std::string dump_id;
+    std::vector<Outgoing> out;
     uint64_t invalid = 0;
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -402,6 +406,7 @@ struct CollectorCore::Impl {
           continue;
         }
         ++counters.rank_reports;
+        sit->second.ranks.insert(r.rank().rank());
         RankEntry& e = ranks[r.rank().rank()];
         v1::RankState prev = e.reported ? e.report.state() : v1::RANK_STATE_UNKNOWN;
         if (r.ops_size() == 0 && e.reported) {
@@ -434,7 +439,7 @@ struct CollectorCore::Impl {
       if (hang != nullptr && !episode_active) {
         episode_active = true;
         ++counters.hang_episodes;
-        dump_id = StartRound(*hang, now, wall, &senders);
+        StartRound(*hang, now, wall, &out);
       }
     }
     if (invalid > 0) {
@@ -443,12 +448,12 @@ struct CollectorCore::Impl {
         Log(LogLevel::kWarn, "collector: dropped %llu rank reports of session %.8s... (rank outside [0, world_size) or "
             "world_size outside [1, 2^20])", (unsigned long long)invalid, req.session().c_str());
     }
-    for (const SendDump& s : senders) s(dump_id);
+    SendAll(out);
     return true;
   }
 
-  // Under mu. Makes the round and its folder; fills *senders with every connected agent.
-  std::string StartRound(const v1::RankReport& hang, double now, int64_t wall, std::vector<SendDump>* senders) {
+  // Under mu. Makes the round and its folder; fills *out with a DUMP for every connected agent.
+  void StartRound(const v1::RankReport& hang, double now, int64_t wall, std::vector<Outgoing>* out) {
     auto round = std::make_shared<Round>();
     round->dump_id = NewId(16);
     round->started_s = now;
@@ -499,21 +504,105 @@ struct CollectorCore::Impl {
       rounds.pop_back();
     }
     ++counters.dump_rounds;
-    for (auto& [id, s] : sessions)
-      if (s.connected && s.send) senders->push_back(s.send);
-    counters.dump_commands_sent += senders->size();
+    for (auto& [id, s] : sessions) AskToDump(*round, id, out);
     Log(LogLevel::kWarn, "collector: rank %d reports a hang (%s); dump round %s asks %zu agents for every rank's "
         "stacks (waiting up to %g s), output %s", hang.rank().rank(), Printable(hang.trigger(), 200).c_str(),
-        round->dump_id.c_str(), senders->size(), opt.dump_wait_s, round->dir.empty() ? "(none)" : round->dir.c_str());
-    return round->dump_id;
+        round->dump_id.c_str(), out->size(), opt.dump_wait_s, round->dir.empty() ? "(none)" : round->dir.c_str());
+  }
+
+  // ---- upload pacing ----
+
+  static void SendAll(const std::vector<Outgoing>& out) {
+    for (const Outgoing& o : out) o.send(o.command);
+  }
+
+  static v1::Command MakeCommand(v1::Command::Kind kind, const std::string& dump_id, bool wait = false) {
+    v1::Command c;
+    c.set_kind(kind);
+    c.set_dump_id(dump_id);
+    c.set_wait_for_upload(wait);
+    return c;
+  }
+
+  // Under mu. A DUMP for one session: upload at once while the window has room, else hold.
+  void AskToDump(Round& round, const std::string& session, std::vector<Outgoing>* out) {
+    auto it = sessions.find(session);
+    if (it == sessions.end() || !it->second.connected || !it->second.send) return;
+    bool upload_now = opt.upload_window == 0 || round.granted.size() < opt.upload_window;
+    if (opt.upload_window != 0) {
+      if (upload_now) round.granted[session] = Now();
+      else round.to_grant.push_back(session);
+    }
+    out->push_back(Outgoing{it->second.send, MakeCommand(v1::Command::DUMP, round.dump_id, !upload_now)});
+    ++counters.dump_commands_sent;
+  }
+
+  // Under mu (takes round.mu): every rank the session is known to have has stacks in the round.
+  bool SessionDone(Round& round, const std::string& session) {
+    auto it = sessions.find(session);
+    if (it == sessions.end()) return true;
+    if (it->second.ranks.empty()) return false;
+    std::lock_guard<std::mutex> lock(round.mu);
+    for (int32_t r : it->second.ranks)
+      if (!round.have.contains(r)) return false;
+    return true;
+  }
+
+  // Under mu. Lets waiting sessions upload while the window has room.
+  void GrantNext(Round& round, double now, std::vector<Outgoing>* out) {
+    while (round.granted.size() < opt.upload_window && !round.to_grant.empty()) {
+      std::string session = std::move(round.to_grant.front());
+      round.to_grant.pop_front();
+      auto it = sessions.find(session);
+      if (it == sessions.end() || !it->second.connected || !it->second.send) continue;
+      round.granted[session] = now;
+      out->push_back(Outgoing{it->second.send, MakeCommand(v1::Command::UPLOAD, round.dump_id)});
+      ++counters.upload_commands_sent;
+    }
+  }
+
+  // After an upload of `session` for `round`: a session whose ranks are all in leaves the window.
+  void PaceAfterUpload(Round& round, const std::string& session) {
+    if (opt.upload_window == 0) return;
+    std::vector<Outgoing> out;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      const double now = Now();
+      auto g = round.granted.find(session);
+      if (g == round.granted.end()) return;
+      g->second = now;
+      if (!SessionDone(round, session)) return;
+      round.granted.erase(g);
+      GrantNext(round, now, &out);
+    }
+    SendAll(out);
+  }
+
+  // Under mu. Sessions that finished, went away or stay silent leave the window.
+  void PaceOnTick(Round& round, double now, std::vector<Outgoing>* out) {
+    for (auto it = round.granted.begin(); it != round.granted.end();) {
+      auto s = sessions.find(it->first);
+      bool gone = s == sessions.end() || !s->second.connected;
+      if (gone || now - it->second >= opt.upload_idle_s || SessionDone(round, it->first)) it = round.granted.erase(it);
+      else ++it;
+    }
+    GrantNext(round, now, out);
   }
 
   // ---- uploads ----
 
   v1::UploadReply Upload(const v1::StackUpload& u) {
+    std::shared_ptr<Round> round;
+    v1::UploadReply reply = Accept(u, &round);
+    if (round) PaceAfterUpload(*round, u.session());
+    return reply;
+  }
+
+  // *round_out: the round the upload was for, if it is open.
+  v1::UploadReply Accept(const v1::StackUpload& u, std::shared_ptr<Round>* round_out) {
     const double now = Now();
     const int32_t rank = u.rank();
-    std::shared_ptr<Round> round;
+    std::shared_ptr<Round>& round = *round_out;
     std::string source;
     {
       std::unique_lock<std::mutex> lock(mu);
@@ -701,6 +790,7 @@ struct CollectorCore::Impl {
   void Tick(bool finish_all) {
     const double now = Now();
     std::vector<std::shared_ptr<Round>> import, finish;
+    std::vector<Outgoing> out;
     {
       std::lock_guard<std::mutex> lock(mu);
       for (auto& r : active)
@@ -716,6 +806,7 @@ struct CollectorCore::Impl {
           if (finished_ids.size() > kMaxFinishedIds) finished_ids.pop_front();
           it = active.erase(it);
         } else {
+          PaceOnTick(**it, now, &out);
           ++it;
         }
       }
@@ -752,6 +843,7 @@ struct CollectorCore::Impl {
         }
       }
     }
+    SendAll(out);
     for (auto& r : finish) FinishRound(r, now);
   }
 
@@ -882,6 +974,8 @@ struct CollectorCore::Impl {
     counter("xtimer_collector_dump_rounds_timed_out_total", "Dump rounds finished at the deadline with ranks missing", {},
             c.dump_rounds_timed_out);
     counter("xtimer_collector_dump_commands_total", "DUMP commands sent to agents", {}, c.dump_commands_sent);
+    counter("xtimer_collector_upload_commands_total", "UPLOAD commands: an agent holding a round's stacks may send them",
+            {}, c.upload_commands_sent);
   }
 
   // Under mu.
@@ -1005,8 +1099,8 @@ std::string RenderStatusPage(const nlohmann::json& status, std::string_view link
 CollectorCore::CollectorCore(CoreOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 CollectorCore::~CollectorCore() = default;
 
-std::string CollectorCore::Register(const v1::RegisterRequest& request, SendDump send_dump, std::string* error) {
-  return impl_->Register(request, std::move(send_dump), error);
+std::string CollectorCore::Register(const v1::RegisterRequest& request, SendCommand send, std::string* error) {
+  return impl_->Register(request, std::move(send), error);
 }
 
 void CollectorCore::Disconnect(const std::string& session) {

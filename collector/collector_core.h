@@ -3,17 +3,19 @@
 // single node (launcher/embedded_collector_link.cc). collector/README.md, "The core", has the
 // behaviour in full; in short:
 //
-//   - agents register (a session each) with a way to reach them (SendDump), and report ranks;
-//   - the first RANK_STATE_HUNG of a hang episode starts a dump round: every session's SendDump
-//     is called with a new dump_id, uploads for it (and the stacks a rank dumped on its own,
+//   - agents register (a session each) with a way to reach them (SendCommand), and report ranks;
+//   - the first RANK_STATE_HUNG of a hang episode starts a dump round: every session gets a DUMP
+//     with a new dump_id at once, but only `upload_window` agents upload at a time (the others
+//     hold their stacks until an UPLOAD command), so calls do not queue behind a storm of
+//     stack files; uploads for it (and the stacks a rank dumped on its own,
 //     dump_id "", around that time) are validated, merged as they come and written to
 //     out_dir/<hang time>/<rank:05d>-<world:05d>.stacktrace;
 //   - when every rank of the world has uploaded, or dump_wait_s has passed, Tick() finishes the
 //     round with the viewer's merge (xtimer_merge): folded stacks, flame graphs, call graphs and
 //     verdict.json (missing ranks named) in the same folder.
 //
-// Thread-safe: every method may be called from any thread. Callbacks (SendDump) are called
-// without the core's locks held, from the thread that called Report(), Tick() or Register().
+// Thread-safe: every method may be called from any thread. Callbacks (SendCommand) are called
+// without the core's locks held, from the thread that called Report(), Upload(), Tick() or Register().
 #pragma once
 
 #include <cstddef>
@@ -41,6 +43,11 @@ struct CoreOptions {
   double stale_after_s = 60;
   // A session that has no command stream and made no call for this long is forgotten.
   double session_idle_s = 300;
+  // How many agents upload a round's stacks at a time (0: all at once, for the node agent's
+  // embedded core). An agent leaves the window when every rank it reported has stacks in the
+  // round, or after upload_idle_s without an upload from it (it may have nothing to send).
+  size_t upload_window = 16;
+  double upload_idle_s = 2;
   // Log each agent's registration (off for the node agent's embedded core: one agent, itself).
   bool log_registrations = true;
   // Test hooks: a monotonic clock and a wall clock. Empty: the real ones.
@@ -72,12 +79,12 @@ struct CoreCounters {
   uint64_t report_calls = 0, rank_reports = 0, reports_unknown_session = 0, rank_reports_invalid = 0;
   uint64_t uploads_accepted = 0, uploads_duplicate = 0, uploads_refused = 0;
   uint64_t hang_episodes = 0, dump_rounds = 0, dump_rounds_timed_out = 0;
-  uint64_t dump_commands_sent = 0;
+  uint64_t dump_commands_sent = 0, upload_commands_sent = 0;
 };
 
 class CollectorCore {
  public:
-  using SendDump = std::function<void(const std::string& dump_id)>;  // reach one agent
+  using SendCommand = std::function<void(const v1::Command&)>;  // reach one agent
 
   explicit CollectorCore(CoreOptions options);
   ~CollectorCore();
@@ -86,7 +93,7 @@ class CollectorCore {
 
   // A new session for an agent. "" (and *error, one line) when refused: protocol version, or
   // too many sessions. An agent_id that already has a session replaces it (a reconnect).
-  std::string Register(const v1::RegisterRequest& request, SendDump send_dump, std::string* error = nullptr);
+  std::string Register(const v1::RegisterRequest& request, SendCommand send, std::string* error = nullptr);
   // The session's command stream closed: it gets no more DUMP commands; it is forgotten once
   // idle (options.session_idle_s). Unknown sessions are ignored.
   void Disconnect(const std::string& session);

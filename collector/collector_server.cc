@@ -24,6 +24,7 @@
 
 #include "collector.grpc.pb.h"
 #include "collector/collector_server.h"
+#include "common/grpc_defaults.h"
 #include "common/log.h"
 
 namespace xtimer::collector {
@@ -96,14 +97,14 @@ namespace server_internal {
 
 class CommandsReactor;
 
-// How the core reaches one agent: DUMP commands go to its open Commands stream, or wait here
-// (a few) until the agent opens one. The core holds it through the SendDump it was given.
+// How the core reaches one agent: its commands go to the open Commands stream, or wait here
+// (a few) until the agent opens one. The core holds it through the SendCommand it was given.
 struct AgentChannel {
   std::mutex mu;
   CommandsReactor* reactor = nullptr;  // the open stream, if any
-  std::deque<std::string> waiting;     // commands sent before the stream opened
+  std::deque<v1::Command> waiting;     // commands sent before the stream opened
   bool closed = false;                 // a stream was open and ended: the agent registers again
-  void Send(const std::string& dump_id);
+  void Send(const v1::Command& command);
 };
 
 }  // namespace server_internal
@@ -230,7 +231,7 @@ struct CollectorServer::Impl final : public v1::Collector::CallbackService {
     }
     auto channel = std::make_shared<AgentChannel>();
     std::string error;
-    std::string session = core->Register(*req, [channel](const std::string& id) { channel->Send(id); }, &error);
+    std::string session = core->Register(*req, [channel](const v1::Command& c) { channel->Send(c); }, &error);
     if (session.empty()) {
       r->Finish(Status(StatusCode::FAILED_PRECONDITION, error));
       return r;
@@ -314,7 +315,7 @@ class CommandsReactor final : public grpc::ServerWriteReactor<v1::Command> {
   // false: the session's stream already ended once (the agent must register again).
   bool Attach(std::shared_ptr<AgentChannel> channel) {
     CommandsReactor* old = nullptr;
-    std::deque<std::string> waiting;
+    std::deque<v1::Command> waiting;
     {
       std::lock_guard<std::mutex> lock(channel->mu);
       if (channel->closed) return false;
@@ -324,16 +325,16 @@ class CommandsReactor final : public grpc::ServerWriteReactor<v1::Command> {
       channel_ = channel;
       // Push under the channel's lock: `old` cannot go away meanwhile (OnDone detaches under it).
       if (old) old->Refuse(Status(StatusCode::ABORTED, "replaced by a newer command stream of the same session"));
-      for (const std::string& id : waiting) Push(id);
+      for (const v1::Command& c : waiting) Push(c);
     }
     return true;
   }
 
-  // A DUMP for the agent (called under the channel's lock).
-  void Push(const std::string& dump_id) {
+  // A command for the agent (called under the channel's lock).
+  void Push(const v1::Command& command) {
     std::unique_lock<std::mutex> lock(mu_);
     if (finished_) return;
-    if (queue_.size() < 64) queue_.push_back(dump_id);
+    if (queue_.size() < 64) queue_.push_back(command);
     WriteNextLocked(lock);
   }
 
@@ -375,8 +376,7 @@ class CommandsReactor final : public grpc::ServerWriteReactor<v1::Command> {
  private:
   void WriteNextLocked(std::unique_lock<std::mutex>& lock) {
     if (writing_ || finished_ || finish_wanted_ || queue_.empty()) return;
-    current_.set_kind(v1::Command::DUMP);
-    current_.set_dump_id(queue_.front());
+    current_ = std::move(queue_.front());
     queue_.pop_front();
     writing_ = true;
     lock.unlock();
@@ -399,18 +399,18 @@ class CommandsReactor final : public grpc::ServerWriteReactor<v1::Command> {
   std::string session_;
   std::shared_ptr<AgentChannel> channel_;
   std::mutex mu_;
-  std::deque<std::string> queue_;
+  std::deque<v1::Command> queue_;
   v1::Command current_;
   bool writing_ = false, finished_ = false, finish_wanted_ = false;
   Status finish_status_;
 };
 
-void AgentChannel::Send(const std::string& dump_id) {
+void AgentChannel::Send(const v1::Command& command) {
   std::lock_guard<std::mutex> lock(mu);
   if (reactor) {
-    reactor->Push(dump_id);
+    reactor->Push(command);
   } else if (waiting.size() < 16) {
-    waiting.push_back(dump_id);
+    waiting.push_back(command);
   }
 }
 
@@ -445,6 +445,7 @@ CollectorServer::~CollectorServer() { Shutdown(0); }
 
 std::unique_ptr<CollectorServer> CollectorServer::Start(CollectorCore* core, const ServerOptions& options,
                                                         std::string* error) {
+  UseGrpcDefaults();
   std::string host;
   int port = 0;
   if (!ParseListenAddress(options.listen, &host, &port, error)) return nullptr;

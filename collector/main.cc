@@ -1,7 +1,7 @@
 // xtimer_collector: the whole job's collector (README.md).
 //
 //   xtimer_collector --listen 127.0.0.1:18890 --out DIR [--http 127.0.0.1:18891]
-//                    [--token-file F] [--tls-cert F --tls-key F]
+//                    [--token-file F] [--tls-cert F --tls-key F] [--upload-window N]
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -31,12 +32,13 @@ using namespace xtimer::collector;
 
 constexpr const char* kUsage =
     "usage: xtimer_collector --listen HOST:PORT --out DIR [--http HOST:PORT] [--token-file FILE]\n"
-    "                        [--tls-cert FILE --tls-key FILE]\n"
+    "                        [--tls-cert FILE --tls-key FILE] [--upload-window N]\n"
     "  --listen      gRPC address for node agents (default 127.0.0.1:18890; loopback unless told)\n"
     "  --out         folder for dump rounds: DIR/<hang time>/ (stack files, flame graphs, verdict.json)\n"
     "  --http        serve /metrics, the status page and the rounds' files here (off by default)\n"
     "  --token-file  agents must send this token (metadata \"authorization: Bearer <token>\")\n"
     "  --tls-cert, --tls-key  PEM certificate chain and private key: gRPC over TLS\n"
+    "  --upload-window  agents that upload a dump round's stacks at a time (default 16; 0 = all at once)\n"
     "XTIMER_DUMP_WAIT (seconds, default 30): how long a dump round waits for every rank's stacks.\n";
 
 [[noreturn]] void Fail(const std::string& message, int code = 2) {
@@ -88,7 +90,8 @@ std::string ReadPem(const std::string& flag, const std::string& path) {
 
 int main(int argc, char** argv) {
   std::map<std::string, std::string> flags = {{"--listen", "127.0.0.1:18890"}};
-  static const char* kKnown[] = {"--listen", "--out", "--http", "--token-file", "--tls-cert", "--tls-key"};
+  static const char* kKnown[] = {"--listen", "--out", "--http", "--token-file", "--tls-cert", "--tls-key",
+                                 "--upload-window"};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-h" || a == "--help") {
@@ -141,6 +144,15 @@ int main(int argc, char** argv) {
   if (!(core_options.dump_wait_s > 0) || core_options.dump_wait_s > 3600)
     Fail("XTIMER_DUMP_WAIT=" + env::String("XTIMER_DUMP_WAIT") + " is not a number of seconds in (0, 3600]");
   core_options.max_stack_bytes = 16 << 20;
+  if (flags.contains("--upload-window")) {
+    const std::string& w = flags["--upload-window"];
+    char* end = nullptr;
+    errno = 0;
+    unsigned long n = std::strtoul(w.c_str(), &end, 10);
+    if (errno != 0 || *end != '\0' || !std::isdigit(static_cast<unsigned char>(w[0])) || n > 100000)
+      Fail("--upload-window " + w + " is not a number of agents in [0, 100000] (0: all upload at once)");
+    core_options.upload_window = n;
+  }
   server_options.max_message_bytes = core_options.max_stack_bytes + (64 << 10);
 
   if (!IsLoopback(host)) {

@@ -19,7 +19,8 @@ class CollectorLink {
   virtual ~CollectorLink() = default;
   // `on_dump` is called (from the link's thread) when the collector wants every local rank's stacks.
   virtual void Start(OnDump on_dump) = 0;
-  // The node's ranks now; `urgent` sends them at once (a hang), else with the next period.
+  // The node's ranks now; `urgent` sends them at once (a hang: their state, the op statistics
+  // follow with the next period), else with the next period.
   virtual void Report(std::vector<v1::RankReport> reports, bool urgent) = 0;
   // A rank's (symbolised) stack file for the dump round `dump_id` ("" for a dump of its own).
   virtual void Upload(int rank, const std::string& dump_id, std::string stack_json) = 0;

@@ -27,7 +27,9 @@ class EmbeddedCollectorLink : public CollectorLink {
     gethostname(host, sizeof host - 1);
     req.set_node(host);
     req.set_agent_id("embedded");
-    session_ = core_.Register(req, std::move(on_dump));
+    session_ = core_.Register(req, [on_dump = std::move(on_dump)](const v1::Command& c) {
+      if (c.kind() == v1::Command::DUMP) on_dump(c.dump_id());
+    });
     // Deadlines of dump rounds.
     ticker_ = std::thread([this] {
       while (!stopping_) {
@@ -69,6 +71,7 @@ class EmbeddedCollectorLink : public CollectorLink {
     o.out_dir = out_dir;
     o.dump_wait_s = dump_wait_s;
     o.log_registrations = false;
+    o.upload_window = 0;  // one agent, in this process: nothing to pace
     return o;
   }
 

@@ -7,12 +7,16 @@
 #include <condition_variable>
 #include <deque>
 #include <fstream>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
 #include "collector.grpc.pb.h"
+#include "common/grpc_defaults.h"
 #include "common/log.h"
 #include "launcher/collector_link.h"
 
@@ -24,6 +28,13 @@ constexpr auto kReportPeriod = std::chrono::seconds(10);
 constexpr auto kCallDeadline = std::chrono::seconds(5);
 constexpr auto kUploadDeadline = std::chrono::seconds(30);
 constexpr size_t kMaxQueuedUploads = 256;
+// A rank's own dump waits this long before it goes: if the collector asks for a dump round
+// meanwhile (or did shortly before), the rank answers the round with this same dump, and the
+// own copy is not sent (in a storm every rank would otherwise send its stacks twice, unpaced).
+constexpr auto kOwnDumpHold = std::chrono::seconds(2);
+constexpr auto kRoundCoversOwnDump = std::chrono::seconds(10);
+// Stacks held for a round whose UPLOAD never came (the round finished first) are dropped.
+constexpr auto kHeldUploadMax = std::chrono::seconds(120);
 
 std::string RandomId() {
   std::random_device rd;
@@ -31,6 +42,11 @@ std::string RandomId() {
   s << std::hex << rd() << rd();
   return s.str();
 }
+
+struct QueuedUpload {
+  v1::StackUpload upload;
+  Clock::time_point queued;
+};
 
 class GrpcCollectorLink : public CollectorLink {
  public:
@@ -64,11 +80,12 @@ class GrpcCollectorLink : public CollectorLink {
       Log(LogLevel::kWarn, "agent: %zu stack uploads waiting for the collector; dropping the oldest", uploads_.size());
       uploads_.pop_front();
     }
-    v1::StackUpload u;
-    u.set_rank(rank);
-    u.set_dump_id(dump_id);
-    u.set_stack_json(std::move(stack_json));
-    uploads_.push_back(std::move(u));
+    QueuedUpload q;
+    q.upload.set_rank(rank);
+    q.upload.set_dump_id(dump_id);
+    q.upload.set_stack_json(std::move(stack_json));
+    q.queued = Clock::now();
+    uploads_.push_back(std::move(q));
     cv_.notify_all();
   }
 
@@ -76,7 +93,10 @@ class GrpcCollectorLink : public CollectorLink {
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (stopping_) return;
-      // Let the worker send what is queued, up to `ms`.
+      // Let the worker send what is queued, up to `ms`; nothing is held back any more.
+      draining_ = true;
+      if (last_state_only_) have_reports_ = true;  // the last words carry the op statistics
+      cv_.notify_all();
       cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return uploads_.empty() && !have_reports_; });
       stopping_ = true;
       cv_.notify_all();
@@ -119,6 +139,7 @@ class GrpcCollectorLink : public CollectorLink {
       if (reply.max_message_bytes() > 0) max_message_bytes_ = reply.max_message_bytes();
       have_reports_ = have_reports_ || !reports_.empty();  // a new collector needs our state now
       urgent_ = true;
+      ops_sent_.clear();
     }
     Log(LogLevel::kInfo, "agent: connected to the collector at %s", address_.c_str());
     failures_logged_ = 0;
@@ -146,8 +167,7 @@ class GrpcCollectorLink : public CollectorLink {
     reader_ = std::thread([this, ctx, req] {
       auto stream = stub_->Commands(ctx, req);
       v1::Command cmd;
-      while (stream->Read(&cmd))
-        if (cmd.kind() == v1::Command::DUMP && on_dump_) on_dump_(cmd.dump_id());
+      while (stream->Read(&cmd)) OnCommand(cmd);
       grpc::Status st = stream->Finish();
       if (!stopping_) {
         LogFailure("keep the command stream with", st);
@@ -157,17 +177,75 @@ class GrpcCollectorLink : public CollectorLink {
     });
   }
 
+  void OnCommand(const v1::Command& cmd) {
+    if (cmd.kind() == v1::Command::DUMP) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        const Clock::time_point now = Clock::now();
+        last_dump_command_ = now;
+        // Rounds long over (their held stacks were dropped at kHeldUploadMax) are forgotten.
+        std::erase_if(held_, [&](const auto& h) { return now - h.second > 2 * kHeldUploadMax; });
+        if (cmd.wait_for_upload()) held_.emplace(cmd.dump_id(), now);
+      }
+      if (on_dump_) on_dump_(cmd.dump_id());
+    } else if (cmd.kind() == v1::Command::UPLOAD) {
+      std::lock_guard<std::mutex> lock(mu_);
+      held_.erase(cmd.dump_id());
+      cv_.notify_all();
+    }
+  }
+
+  // Under mu_. The first upload that may go now (uploads_.end() if none); drops own dumps a
+  // round covers and stacks held too long; *wake: when a held own dump may go.
+  std::deque<QueuedUpload>::iterator NextUpload(Clock::time_point now, Clock::time_point* wake) {
+    for (auto it = uploads_.begin(); it != uploads_.end();) {
+      const std::string& id = it->upload.dump_id();
+      if (id.empty()) {
+        if (last_dump_command_ && *last_dump_command_ + kRoundCoversOwnDump >= it->queued) {
+          it = uploads_.erase(it);  // the round has (or will get) this rank's stacks
+          continue;
+        }
+        if (draining_ || now >= it->queued + kOwnDumpHold) return it;
+        *wake = std::min(*wake, it->queued + kOwnDumpHold);
+      } else {
+        auto h = held_.find(id);
+        if (h == held_.end() || draining_) return it;
+        if (now >= h->second + kHeldUploadMax) {
+          Log(LogLevel::kWarn, "agent: the collector never asked for rank %d's stacks of dump round %s; dropped",
+              it->upload.rank(), id.c_str());
+          it = uploads_.erase(it);
+          continue;
+        }
+        *wake = std::min(*wake, h->second + kHeldUploadMax);
+      }
+      ++it;
+    }
+    return uploads_.end();
+  }
+
   void CancelCommands() {
     std::lock_guard<std::mutex> lock(mu_);
     if (commands_ctx_) commands_ctx_->TryCancel();
   }
 
-  void SendReports() {
+  // A report sent for urgency (a hang found) between periodic ones carries the state of the
+  // ranks whose op statistics the collector already has (it keeps them from the last full
+  // report). When every rank of a job hangs at once, the collector then takes a burst of small
+  // messages, not of big ones.
+  void SendReports(bool periodic) {
     v1::ReportRequest req;
+    bool state_only;
+    std::vector<int32_t> with_ops;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      state_only = !periodic && !draining_;
       req.set_session(session_);
-      for (const auto& r : reports_) *req.add_reports() = r;
+      for (const auto& r : reports_) {
+        v1::RankReport* out = req.add_reports();
+        *out = r;
+        if (state_only && ops_sent_.contains(r.rank().rank())) out->clear_ops();
+        if (out->ops_size() > 0) with_ops.push_back(r.rank().rank());
+      }
       have_reports_ = false;
       urgent_ = false;
     }
@@ -176,6 +254,11 @@ class GrpcCollectorLink : public CollectorLink {
     ctx.set_deadline(std::chrono::system_clock::now() + kCallDeadline);
     v1::ReportReply reply;
     grpc::Status st = stub_->Report(&ctx, req, &reply);
+    if (st.ok() && reply.known()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ops_sent_.insert(with_ops.begin(), with_ops.end());
+      last_state_only_ = state_only;
+    }
     if (!st.ok() || !reply.known()) {
       if (!st.ok()) LogFailure("report to", st);
       if (st.ok()) Log(LogLevel::kInfo, "agent: the collector does not know us (restarted?); registering again");
@@ -185,20 +268,29 @@ class GrpcCollectorLink : public CollectorLink {
     }
   }
 
+  // The upload taken from the queue is put back at the front when it must be retried.
   void SendOneUpload() {
     v1::StackUpload u;
+    Clock::time_point queued;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (uploads_.empty()) return;
-      u = uploads_.front();
+      Clock::time_point wake = Clock::time_point::max();
+      auto it = NextUpload(Clock::now(), &wake);
+      if (it == uploads_.end()) return;
+      u = std::move(it->upload);
+      queued = it->queued;
+      uploads_.erase(it);
       u.set_session(session_);
       if (u.ByteSizeLong() + 1024 > max_message_bytes_) {
         Log(LogLevel::kWarn, "agent: rank %d's stack file (%zu bytes) is over the collector's limit of %u; not sent",
             u.rank(), u.stack_json().size(), max_message_bytes_);
-        uploads_.pop_front();
         return;
       }
     }
+    auto keep = [&] {
+      std::lock_guard<std::mutex> lock(mu_);
+      uploads_.push_front(QueuedUpload{std::move(u), queued});
+    };
     grpc::ClientContext ctx;
     AddToken(&ctx);
     ctx.set_deadline(std::chrono::system_clock::now() + kUploadDeadline);
@@ -206,6 +298,7 @@ class GrpcCollectorLink : public CollectorLink {
     grpc::Status st = stub_->UploadStacks(&ctx, u, &reply);
     if (st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
       // The collector is busy (a storm of uploads): keep it, retry shortly, same session.
+      keep();
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_.load(); });
       return;
@@ -213,12 +306,11 @@ class GrpcCollectorLink : public CollectorLink {
     if (!st.ok()) {
       LogFailure("upload stacks to", st);
       registered_ = false;
-      return;  // kept; retried after registering again
+      keep();  // retried after registering again
+      return;
     }
     if (!reply.accepted())
       Log(LogLevel::kWarn, "agent: the collector refused rank %d's stacks: %s", u.rank(), reply.reason().c_str());
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!uploads_.empty()) uploads_.pop_front();
   }
 
   void Loop() {
@@ -237,14 +329,19 @@ class GrpcCollectorLink : public CollectorLink {
       bool send_reports, send_upload;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait_until(lock, next_report, [this] {
-          return stopping_ || !registered_ || urgent_ || !uploads_.empty();
-        });
+        auto ready = [&] {
+          Clock::time_point ignored = Clock::time_point::max();
+          return NextUpload(Clock::now(), &ignored) != uploads_.end();
+        };
+        // Until the next report, or a held own dump is due; any change (notify) looks again.
+        Clock::time_point wake = next_report;
+        NextUpload(Clock::now(), &wake);
+        if (!(stopping_ || !registered_ || urgent_ || ready())) cv_.wait_until(lock, wake);
         send_reports = have_reports_ && (urgent_ || Clock::now() >= next_report || stopping_);
-        send_upload = !uploads_.empty();
+        send_upload = ready();
       }
       if (send_reports && registered_) {
-        SendReports();
+        SendReports(/*periodic=*/Clock::now() >= next_report || stopping_);
         next_report = Clock::now() + kReportPeriod;
       } else if (Clock::now() >= next_report) {
         next_report = Clock::now() + kReportPeriod;
@@ -269,7 +366,12 @@ class GrpcCollectorLink : public CollectorLink {
   std::vector<v1::RankReport> reports_;
   bool have_reports_ = false;
   bool urgent_ = false;
-  std::deque<v1::StackUpload> uploads_;
+  std::deque<QueuedUpload> uploads_;
+  std::map<std::string, Clock::time_point> held_;  // dump rounds whose stacks wait for UPLOAD
+  std::optional<Clock::time_point> last_dump_command_;
+  bool draining_ = false;  // Stop() was called: send everything queued
+  std::set<int32_t> ops_sent_;    // ranks whose op statistics reached this registration
+  bool last_state_only_ = false;  // the last report sent had no op statistics
   std::unique_ptr<grpc::ClientContext> commands_ctx_;
 };
 
@@ -286,6 +388,7 @@ bool ReadFile(const std::string& path, std::string* out) {
 
 std::unique_ptr<CollectorLink> ConnectToCollector(const std::string& address, const std::string& token_file,
                                                   const std::string& ca_file, std::string* error) {
+  UseGrpcDefaults();
   std::string token;
   if (!token_file.empty()) {
     if (!ReadFile(token_file, &token)) {

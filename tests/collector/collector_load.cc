@@ -9,8 +9,11 @@
 // agent, a Report of its ranks every --period seconds (phases spread evenly over the period),
 // uploads one at a time per agent (as the node agent does). After --steady seconds, with
 // --storm, every agent reports all its ranks hung at once (except the --culprit rank, which never
-// times out itself), uploads every rank's own dump (--own-dumps) and, when the collector's DUMP
-// command arrives, every rank's stacks for that round. Prints p50/p99 call latency per kind, what
+// times out itself), has every rank's own dump ready (--own-dumps; sent after 2 s unless a DUMP
+// came, like the node agent) and, when the collector's DUMP command arrives, uploads every
+// rank's stacks for that round (at once, or when the UPLOAD command comes if the DUMP said to
+// wait: the collector paces uploads). Prints p50/p99 call latency per kind, when the stacks were
+// in the collector (seconds after the storm began), what
 // was refused or failed (lost), the dump round's completeness (--out: the collector's folder) and
 // the collector's peak RSS (--collector-pid: VmHWM). Exit status 1 when anything was lost.
 #include <grpcpp/grpcpp.h>
@@ -37,6 +40,7 @@
 #include <vector>
 
 #include "collector.grpc.pb.h"
+#include "common/grpc_defaults.h"
 
 namespace {
 
@@ -152,9 +156,11 @@ class StackMaker {
 struct Stats {
   std::mutex mu;
   std::vector<float> register_ms, report_ms, report_storm_ms, upload_ms;  // report_ms: before the storm
+  std::vector<float> stored_ms;  // accepted uploads: when, after the storm began
   uint64_t reports_ok = 0, reports_unknown = 0, reports_failed = 0, rank_reports_ok = 0;
   uint64_t uploads_accepted = 0, uploads_duplicate = 0, uploads_refused = 0, uploads_failed = 0;
-  uint64_t registrations_failed = 0, dumps_received = 0, streams_ended_early = 0;
+  uint64_t registrations_failed = 0, dumps_received = 0, dumps_waiting = 0, upload_commands = 0, streams_ended_early = 0;
+  uint64_t own_dumps_sent = 0, own_dumps_dropped = 0;
   std::map<std::string, int> errors;  // first few error messages
   void Error(const std::string& what) {
     if (errors.size() < 20) ++errors[what];
@@ -177,9 +183,14 @@ class Agent {
   Agent(Child* child, int index, int first_rank) : child_(child), index_(index), first_rank_(first_rank) {}
   bool Register();
   void OpenCommands();
-  void SendReport(bool hung);
-  void OnDump(const std::string& dump_id);
-  void QueueUploads(const std::string& dump_id);
+  // `state_only`: without op statistics, as the node agent sends a hang the moment it is found.
+  void SendReport(bool hung, bool state_only = false);
+  void OnDump(const std::string& dump_id, bool wait);
+  void OnUploadCommand(const std::string& dump_id);
+  void HoldOwnDumps(double now);
+  int OwnDumps() const;
+  void ReleaseOwnDumps(double now);
+  void QueueUploads(const std::string& dump_id, bool skip_culprit = false);
   bool Done();
   void Cancel();
 
@@ -194,6 +205,8 @@ class Agent {
   std::mutex mu_;
   std::deque<std::pair<std::string, int>> uploads_;  // (dump_id, rank)
   bool uploading_ = false, got_dump_ = false;
+  std::string held_;             // a round's stacks waiting for UPLOAD
+  double own_dumps_due_ = 0;     // > 0: own dumps ready, sent at this time unless a DUMP comes
   bool hung_ = false;
   std::unique_ptr<grpc::ClientContext> commands_ctx_;
   class CommandReader* reader_ = nullptr;
@@ -209,7 +222,8 @@ class CommandReader : public grpc::ClientReadReactor<xtimer::v1::Command> {
   }
   void OnReadDone(bool ok) override {
     if (!ok) return;
-    if (cmd_.kind() == xtimer::v1::Command::DUMP) agent_->OnDump(cmd_.dump_id());
+    if (cmd_.kind() == xtimer::v1::Command::DUMP) agent_->OnDump(cmd_.dump_id(), cmd_.wait_for_upload());
+    if (cmd_.kind() == xtimer::v1::Command::UPLOAD) agent_->OnUploadCommand(cmd_.dump_id());
     StartRead(&cmd_);
   }
   void OnDone(const grpc::Status& s) override;
@@ -263,10 +277,12 @@ class Child {
       if (c_.storm && !stormed && now >= storm_at) {
         stormed = true;
         storming_ = true;
-        for (auto& a : agents_) a->SendReport(true);
+        for (auto& a : agents_) a->SendReport(true, /*state_only=*/true);
         if (c_.own_dumps)
-          for (auto& a : agents_) a->QueueUploads("");
+          for (auto& a : agents_) a->HoldOwnDumps(now);
       }
+      if (stormed && c_.own_dumps)
+        for (auto& a : agents_) a->ReleaseOwnDumps(now);
       if (now >= end) break;
       if (stormed) {
         bool all = true;
@@ -362,7 +378,7 @@ void Agent::Cancel() {
   for (int i = 0; i < 200 && !stream_done_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
-void Agent::SendReport(bool hung) {
+void Agent::SendReport(bool hung, bool state_only) {
   const Config& c = child_->config();
   auto* call = new UnaryCall<xtimer::v1::ReportRequest, xtimer::v1::ReportReply>;
   Prepare(&call->ctx, 30);
@@ -389,6 +405,7 @@ void Agent::SendReport(bool hung) {
       rr->set_oldest_inflight_op("ncclAllReduce");
     }
     for (auto& op : kOps) {
+      if (state_only) break;
       auto* o = rr->add_ops();
       o->set_name(op[0]);
       o->set_kind(op[1]);
@@ -425,22 +442,76 @@ void Agent::SendReport(bool hung) {
   }
 }
 
-void Agent::OnDump(const std::string& dump_id) {
-  {
-    std::lock_guard<std::mutex> lock(child_->stats().mu);
-    ++child_->stats().dumps_received;
-  }
+void Agent::OnDump(const std::string& dump_id, bool wait) {
+  bool dropped_own;
   {
     std::lock_guard<std::mutex> lock(mu_);
     got_dump_ = true;
+    dropped_own = own_dumps_due_ > 0;  // the round gets these ranks' stacks: own copies not sent
+    own_dumps_due_ = 0;
+    if (wait) held_ = dump_id;
   }
-  if (!child_->config().no_uploads) QueueUploads(dump_id);
+  {
+    std::lock_guard<std::mutex> lock(child_->stats().mu);
+    ++child_->stats().dumps_received;
+    if (wait) ++child_->stats().dumps_waiting;
+    if (dropped_own) child_->stats().own_dumps_dropped += OwnDumps();
+  }
+  if (!wait && !child_->config().no_uploads) QueueUploads(dump_id);
 }
 
-void Agent::QueueUploads(const std::string& dump_id) {
+void Agent::OnUploadCommand(const std::string& dump_id) {
+  bool go;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (int r = first_rank_; r < first_rank_ + child_->config().ranks_per_agent; ++r) uploads_.emplace_back(dump_id, r);
+    go = held_ == dump_id;
+    if (go) held_.clear();
+  }
+  {
+    std::lock_guard<std::mutex> lock(child_->stats().mu);
+    ++child_->stats().upload_commands;
+  }
+  if (go && !child_->config().no_uploads) QueueUploads(dump_id);
+}
+
+// Every hung rank (all but the culprit) has dumped on its own.
+int Agent::OwnDumps() const {
+  int c = child_->config().culprit;
+  int n = child_->config().ranks_per_agent;
+  return c >= first_rank_ && c < first_rank_ + n ? n - 1 : n;
+}
+
+void Agent::HoldOwnDumps(double now) {
+  bool dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    dropped = got_dump_;  // the round's DUMP came first
+    if (!dropped) own_dumps_due_ = now + 2;
+  }
+  if (dropped) {
+    std::lock_guard<std::mutex> lock(child_->stats().mu);
+    child_->stats().own_dumps_dropped += OwnDumps();
+  }
+}
+
+void Agent::ReleaseOwnDumps(double now) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (own_dumps_due_ == 0 || now < own_dumps_due_) return;
+    own_dumps_due_ = 0;
+  }
+  {
+    std::lock_guard<std::mutex> lock(child_->stats().mu);
+    child_->stats().own_dumps_sent += OwnDumps();
+  }
+  QueueUploads("", /*skip_culprit=*/true);
+}
+
+void Agent::QueueUploads(const std::string& dump_id, bool skip_culprit) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int r = first_rank_; r < first_rank_ + child_->config().ranks_per_agent; ++r)
+      if (!(skip_culprit && r == child_->config().culprit)) uploads_.emplace_back(dump_id, r);
     if (uploading_) return;
     uploading_ = true;
   }
@@ -476,7 +547,7 @@ void Agent::UploadNext() {
       if (!st.ok()) ++s.uploads_failed, s.Error("upload: " + st.error_message());
       else if (!call->reply.accepted()) ++s.uploads_refused, s.Error("upload refused: " + call->reply.reason());
       else if (!call->reply.reason().empty()) ++s.uploads_duplicate;
-      else ++s.uploads_accepted;
+      else ++s.uploads_accepted, s.stored_ms.push_back(static_cast<float>((Now() - child->storm_at()) * 1000));
     }
     --child->inflight_;
     delete call;
@@ -486,7 +557,7 @@ void Agent::UploadNext() {
 
 bool Agent::Done() {
   std::lock_guard<std::mutex> lock(mu_);
-  return got_dump_ && !uploading_ && uploads_.empty();
+  return got_dump_ && held_.empty() && own_dumps_due_ == 0 && !uploading_ && uploads_.empty();
 }
 
 // ---- the parent: fork, start together, gather ----
@@ -494,12 +565,14 @@ bool Agent::Done() {
 json StatsToJson(Stats& s) {
   std::lock_guard<std::mutex> lock(s.mu);
   return {{"register_ms", s.register_ms}, {"report_ms", s.report_ms}, {"report_storm_ms", s.report_storm_ms},
-          {"upload_ms", s.upload_ms},
+          {"upload_ms", s.upload_ms}, {"stored_ms", s.stored_ms},
           {"reports_ok", s.reports_ok}, {"reports_unknown", s.reports_unknown}, {"reports_failed", s.reports_failed},
           {"rank_reports_ok", s.rank_reports_ok}, {"uploads_accepted", s.uploads_accepted},
           {"uploads_duplicate", s.uploads_duplicate}, {"uploads_refused", s.uploads_refused},
           {"uploads_failed", s.uploads_failed}, {"registrations_failed", s.registrations_failed},
-          {"dumps_received", s.dumps_received}, {"streams_ended_early", s.streams_ended_early}, {"errors", s.errors}};
+          {"dumps_received", s.dumps_received}, {"dumps_waiting", s.dumps_waiting}, {"upload_commands", s.upload_commands},
+          {"own_dumps_sent", s.own_dumps_sent}, {"own_dumps_dropped", s.own_dumps_dropped},
+          {"streams_ended_early", s.streams_ended_early}, {"errors", s.errors}};
 }
 
 std::string Percentiles(std::vector<float> v) {
@@ -554,6 +627,7 @@ long VmHwmKiB(int pid) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  xtimer::UseGrpcDefaults();
   Config c;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -645,7 +719,7 @@ int main(int argc, char** argv) {
 
   // Gather.
   json all = {{"register_ms", json::array()}, {"report_ms", json::array()}, {"upload_ms", json::array()}};
-  std::vector<float> reg, rep, rep_storm, up;
+  std::vector<float> reg, rep, rep_storm, up, stored;
   std::map<std::string, uint64_t> n;
   std::map<std::string, int> errors;
   for (int p = 0; p < c.processes; ++p) {
@@ -660,6 +734,7 @@ int main(int argc, char** argv) {
     for (float v : j["report_ms"]) rep.push_back(v);
     for (float v : j["report_storm_ms"]) rep_storm.push_back(v);
     for (float v : j["upload_ms"]) up.push_back(v);
+    for (float v : j["stored_ms"]) stored.push_back(v);
     for (auto& [k, v] : j.items())
       if (v.is_number_unsigned()) n[k] += v.get<uint64_t>();
     for (auto& [k, v] : j["errors"].items()) errors[k] += v.get<int>();
@@ -686,8 +761,15 @@ int main(int argc, char** argv) {
               (unsigned long)n["uploads_accepted"], (unsigned long)n["uploads_duplicate"],
               (unsigned long)n["uploads_refused"], (unsigned long)n["uploads_failed"]);
   std::printf("  all report+upload calls: %s\n", Percentiles(calls).c_str());
-  if (c.storm)
-    std::printf("  DUMP commands received: %lu of %d agents\n", (unsigned long)n["dumps_received"], c.agents);
+  if (c.storm) {
+    std::printf("  DUMP commands received: %lu of %d agents (%lu to hold the stacks until UPLOAD; UPLOAD received: %lu)\n",
+                (unsigned long)n["dumps_received"], c.agents, (unsigned long)n["dumps_waiting"],
+                (unsigned long)n["upload_commands"]);
+    if (c.own_dumps)
+      std::printf("  own dumps: %lu sent, %lu not sent (a DUMP came within 2 s: the round has them)\n",
+                  (unsigned long)n["own_dumps_sent"], (unsigned long)n["own_dumps_dropped"]);
+    std::printf("  stacks accepted by the collector, time after the storm began: %s\n", Percentiles(stored).c_str());
+  }
   for (auto& [e, k] : errors) std::printf("  error x%d: %s\n", k, e.c_str());
 
   uint64_t lost = n["reports_unknown"] + n["reports_failed"] + n["uploads_refused"] + n["uploads_failed"] +

@@ -73,10 +73,11 @@ class CoreTest : public ::testing::Test {
  protected:
   void SetUp() override { MakeCore(); }
 
-  void MakeCore(double dump_wait_s = 30) {
+  void MakeCore(double dump_wait_s = 30, size_t upload_window = 16) {
     CoreOptions o;
     o.out_dir = dir_.path() + "/out";
     o.dump_wait_s = dump_wait_s;
+    o.upload_window = upload_window;
     o.monotonic_s = [this] { return now_; };
     o.wall_ms = [this] { return wall_ms_ + static_cast<int64_t>(now_ * 1000); };
     o.output_formats = 1 | 2;  // svg + folded: Graphviz is slow and not what these tests check
@@ -90,9 +91,9 @@ class CoreTest : public ::testing::Test {
     req.set_agent_id(agent_id);
     for (int r = first_rank; r < first_rank + 4; ++r) *req.add_ranks() = RankMsg(r);
     std::string error;
-    std::string s = core_->Register(req, [this, node](const std::string& id) {
+    std::string s = core_->Register(req, [this, node](const v1::Command& c) {
       std::lock_guard<std::mutex> lock(mu_);
-      dumps_[node].push_back(id);
+      commands_[node].push_back(c);
     }, &error);
     EXPECT_FALSE(s.empty()) << error;
     return s;
@@ -141,9 +142,18 @@ class CoreTest : public ::testing::Test {
     return core_->Upload(u);
   }
 
+  // The dump ids of the DUMP commands the node's agent got.
   std::vector<std::string> DumpsOf(const std::string& node) {
     std::lock_guard<std::mutex> lock(mu_);
-    return dumps_[node];
+    std::vector<std::string> ids;
+    for (const v1::Command& c : commands_[node])
+      if (c.kind() == v1::Command::DUMP) ids.push_back(c.dump_id());
+    return ids;
+  }
+
+  std::vector<v1::Command> CommandsOf(const std::string& node) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return commands_[node];
   }
 
   // Registers both agents, reports everything running, then rank 5 hung. Returns the dump id.
@@ -177,13 +187,15 @@ class CoreTest : public ::testing::Test {
   int64_t wall_ms_ = 1795341530000;  // + now_ (1000 s) = 2026-11-22T10:15:30Z
   std::unique_ptr<CollectorCore> core_;
   std::mutex mu_;
-  std::map<std::string, std::vector<std::string>> dumps_;
+  std::map<std::string, std::vector<v1::Command>> commands_;
   std::string a_, b_;
 };
 
 TEST_F(CoreTest, HungReportStartsOneRoundAndAsksEveryAgent) {
   std::string id = StartHang();
   ASSERT_FALSE(id.empty());
+  for (const char* node : {"node-a", "node-b"})
+    EXPECT_FALSE(CommandsOf(node).at(0).wait_for_upload()) << "2 agents, window 16: both upload at once";
   // More hung reports of the same episode start nothing new.
   now_ += 1;
   EXPECT_TRUE(Report(b_, 4, {4, 6, 7}));
@@ -477,6 +489,83 @@ TEST_F(CoreTest, AgentRegisteringDuringARoundIsAsked) {
   EXPECT_EQ(db[1], id);
   EXPECT_FALSE(core_->HasSession(b_)) << "the reconnect replaced the old session";
   EXPECT_TRUE(core_->HasSession(b2));
+}
+
+// Upload pacing (window 1 of 2 agents): every agent is asked to dump at once, one uploads, the
+// other holds its stacks until the first has sent all its ranks, then gets UPLOAD.
+TEST_F(CoreTest, UploadsArePacedByTheWindow) {
+  MakeCore(30, 1);
+  std::string id = StartHang();
+  auto ca = CommandsOf("node-a"), cb = CommandsOf("node-b");
+  ASSERT_EQ(ca.size(), 1u);
+  ASSERT_EQ(cb.size(), 1u);
+  ASSERT_NE(ca[0].wait_for_upload(), cb[0].wait_for_upload()) << "exactly one agent may upload at once";
+  bool a_first = !ca[0].wait_for_upload();
+  std::string first = a_first ? a_ : b_, second = a_first ? b_ : a_;
+  std::string second_node = a_first ? "node-b" : "node-a";
+  int first_rank = a_first ? 0 : 4, second_rank = a_first ? 4 : 0;
+  for (int r = first_rank; r < first_rank + 3; ++r) ASSERT_TRUE(Upload(first, id, r, StackJson(r)).accepted());
+  core_->Tick();
+  EXPECT_EQ(CommandsOf(second_node).size(), 1u) << "the first agent has a rank left to send";
+  ASSERT_TRUE(Upload(first, id, first_rank + 3, StackJson(first_rank + 3)).accepted());
+  auto c2 = CommandsOf(second_node);
+  ASSERT_EQ(c2.size(), 2u) << "granted by the upload that completed the first agent, not by a tick";
+  EXPECT_EQ(c2[1].kind(), v1::Command::UPLOAD);
+  EXPECT_EQ(c2[1].dump_id(), id);
+  EXPECT_EQ(core_->Counters().upload_commands_sent, 1u);
+  EXPECT_EQ(core_->Counters().dump_commands_sent, 2u);
+  EXPECT_NE(core_->MetricsText().find("xtimer_collector_upload_commands_total 1\n"), std::string::npos);
+  for (int r = second_rank; r < second_rank + 4; ++r) ASSERT_TRUE(Upload(second, id, r, StackJson(r)).accepted());
+  core_->Tick();
+  RoundInfo round = core_->Rounds()[0];
+  EXPECT_TRUE(round.finished);
+  EXPECT_FALSE(round.timed_out);
+  EXPECT_EQ(round.ranks_reported, "0-7");
+}
+
+// An agent that sends nothing (or goes away) does not hold the window; one arriving mid-round
+// takes its turn after those already waiting.
+TEST_F(CoreTest, SilentOrGoneAgentsLeaveTheWindow) {
+  MakeCore(30, 1);
+  std::string id = StartHang();
+  bool a_first = !CommandsOf("node-a")[0].wait_for_upload();
+  std::string first = a_first ? a_ : b_;
+  std::string second_node = a_first ? "node-b" : "node-a";
+  std::string c = Register("node-c", "agent-c", 0);
+  auto cc = CommandsOf("node-c");
+  ASSERT_EQ(cc.size(), 1u);
+  EXPECT_EQ(cc[0].kind(), v1::Command::DUMP);
+  EXPECT_TRUE(cc[0].wait_for_upload()) << "the window is full";
+  now_ += 1.9;
+  core_->Tick();
+  EXPECT_EQ(CommandsOf(second_node).size(), 1u) << "1.9 s of silence: still its turn";
+  now_ += 0.2;
+  core_->Tick();
+  ASSERT_EQ(CommandsOf(second_node).size(), 2u) << "2.1 s of silence: the next agent's turn";
+  EXPECT_EQ(CommandsOf(second_node)[1].kind(), v1::Command::UPLOAD);
+  EXPECT_EQ(CommandsOf("node-c").size(), 1u);
+  core_->Disconnect(a_first ? b_ : a_);  // the agent now uploading goes away
+  core_->Tick();
+  ASSERT_EQ(CommandsOf("node-c").size(), 2u);
+  EXPECT_EQ(CommandsOf("node-c")[1].kind(), v1::Command::UPLOAD);
+  EXPECT_EQ(CommandsOf("node-c")[1].dump_id(), id);
+  // Uploads outside the window are still taken: pacing is a request, not a gate.
+  EXPECT_TRUE(Upload(first, id, a_first ? 0 : 4, StackJson(a_first ? 0 : 4)).accepted());
+}
+
+// Window 0 (the node agent's embedded core): every agent uploads at once, no UPLOAD commands.
+TEST_F(CoreTest, WindowZeroDoesNotPace) {
+  MakeCore(30, 0);
+  std::string id = StartHang();
+  for (const char* node : {"node-a", "node-b"}) {
+    auto c = CommandsOf(node);
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_FALSE(c[0].wait_for_upload());
+  }
+  UploadAll(id);
+  core_->Tick();
+  EXPECT_TRUE(core_->Rounds()[0].finished);
+  EXPECT_EQ(core_->Counters().upload_commands_sent, 0u);
 }
 
 TEST_F(CoreTest, DisconnectedAgentsAreNotAskedAndAreForgottenWhenIdle) {

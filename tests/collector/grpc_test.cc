@@ -122,7 +122,8 @@ class TestAgent {
       v1::Command c;
       while (stream->Read(&c)) {
         std::lock_guard<std::mutex> lock(mu_);
-        dumps_.push_back(c.dump_id());
+        if (c.kind() == v1::Command::DUMP) dumps_.push_back(c.dump_id()), dump_waits_.push_back(c.wait_for_upload());
+        if (c.kind() == v1::Command::UPLOAD) grants_.push_back(c.dump_id());
         cv_.notify_all();
       }
       grpc::Status st = stream->Finish();
@@ -143,6 +144,19 @@ class TestAgent {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return dumps_.size() > seen || ended_; });
     return dumps_.size() > seen ? dumps_[seen] : "";
+  }
+
+  // Whether the first DUMP said to hold the stacks until UPLOAD.
+  bool FirstDumpWaits() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !dump_waits_.empty() && dump_waits_[0];
+  }
+
+  // The first UPLOAD command's dump id, or "" after the timeout.
+  std::string WaitUploadGrant(double timeout_s) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return !grants_.empty() || ended_; });
+    return grants_.empty() ? "" : grants_[0];
   }
 
   bool WaitEnded(grpc::Status* st, double timeout_s = 10) {
@@ -177,7 +191,8 @@ class TestAgent {
   std::thread reader_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::string> dumps_;
+  std::vector<std::string> dumps_, grants_;
+  std::vector<bool> dump_waits_;
   bool ended_ = true;
   grpc::Status end_status_;
 };
@@ -472,7 +487,16 @@ TEST_F(GrpcTest, ManyCommandStreams) {
   ASSERT_TRUE(WaitFor([&] { return server_->command_streams_open() == kAgents; }));
   bool known = false;
   ASSERT_TRUE(agents[7]->Report(&known, {15}).ok());
-  for (auto& a : agents) EXPECT_FALSE(a->WaitDump(0).empty());
+  std::string id = agents[7]->WaitDump(0);
+  ASSERT_FALSE(id.empty());
+  for (auto& a : agents) EXPECT_EQ(a->WaitDump(0), id);
+  // Uploads are paced (window 16): the others hold their stacks. None of these agents uploads,
+  // so each group of 16 leaves the window after 2 s of silence and the next is told UPLOAD.
+  std::vector<TestAgent*> waiting;
+  for (auto& a : agents)
+    if (a->FirstDumpWaits()) waiting.push_back(a.get());
+  EXPECT_EQ(waiting.size(), size_t{kAgents - 16});
+  for (TestAgent* a : waiting) EXPECT_EQ(a->WaitUploadGrant(15), id);
   agents.clear();
   EXPECT_TRUE(WaitFor([&] { return server_->command_streams_open() == 0; }));
 }

@@ -58,6 +58,8 @@ for args, want in [
     (["--out", WORK + "/o2", "--tls-cert", token], "go together"),
     (["--out", WORK + "/o2", "--tls-cert", token, "--tls-key", token], "not a PEM file"),
     (["--out", "/proc/no/such/dir"], "--out"),
+    (["--out", WORK + "/o2", "--upload-window", "-3"], "--upload-window -3 is not a number"),
+    (["--out", WORK + "/o2", "--upload-window", "8x"], "--upload-window 8x is not a number"),
 ]:
     p = subprocess.run([COLLECTOR, *args], capture_output=True, text=True, timeout=30)
     lines = p.stderr.strip().splitlines()
@@ -72,6 +74,7 @@ p = subprocess.run([LOAD, "--target", c.target, "--token-file", token, "--agents
                    capture_output=True, text=True, timeout=120)
 print(p.stdout, p.stderr)
 check(p.returncode == 0, "collector_load: nothing lost, the round is complete")
+check("own dumps: 0 sent, 7 not sent" in p.stdout, "the agents' own dumps were not sent: the round asked for them")
 verdicts = glob.glob(os.path.join(c.out, "*", "verdict.json"))
 check(len(verdicts) == 1, f"one round folder with verdict.json: {verdicts}")
 if verdicts:
@@ -116,7 +119,8 @@ for series in [
     r'^xtimer_collector_world_size 8$',
     r'^xtimer_collector_rank_reports_total\{result="ok"\} \d+$',
     r'^xtimer_collector_uploads_total\{result="accepted"\} 8$',
-    r'^xtimer_collector_uploads_total\{result="duplicate"\} 8$',
+    r'^xtimer_collector_uploads_total\{result="duplicate"\} 0$',  # own dumps not sent: a DUMP came
+    r'^xtimer_collector_upload_commands_total 0$',  # 2 agents, window 16: nobody waited
     r'^xtimer_collector_uploads_refused_total\{reason="parse"\} 0$',
     r'^xtimer_collector_dump_rounds_total 1$',
     r'^xtimer_collector_hang_episodes_total 1$',

@@ -78,7 +78,8 @@ class Job:
 
 
 class Collector:
-    def __init__(self, args, out, port=None, http=None):
+    def __init__(self, args, out, port=None, http=None, extra=()):
+        self.extra = list(extra)
         self.port = port or free_port()
         self.http = http or free_port()
         self.out = out
@@ -89,7 +90,8 @@ class Collector:
         self.log = open(os.path.join(self.out, "collector.log"), "a")
         self.proc = subprocess.Popen([os.path.join(self.args.bin, "xtimer_collector"), "--listen",
                                       f"127.0.0.1:{self.port}", "--out", os.path.join(self.out, "collected"),
-                                      "--http", f"127.0.0.1:{self.http}"], stdout=self.log, stderr=subprocess.STDOUT)
+                                      "--http", f"127.0.0.1:{self.http}", *self.extra],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
         wait_for(lambda: http_get(f"http://127.0.0.1:{self.http}/metrics") is not None, 10)
 
     def kill(self):
@@ -175,7 +177,8 @@ def check_embedded(args):
 
 def check_two_agents(args):
     out = tempfile.mkdtemp(prefix="xtimer-two-agents-")
-    col = Collector(args, out)
+    # One agent uploads at a time: the other holds its stacks until the collector's UPLOAD.
+    col = Collector(args, out, extra=["--upload-window", "1"])
     timeout = 2
     job = Job(args, out, 2, 4, {"XTIMER_HANG_TIMEOUT": str(timeout), "XTIMER_DUMP_WAIT": "20",
                                 "XTIMER_COLLECTOR": f"127.0.0.1:{col.port}"},
@@ -207,6 +210,16 @@ def check_two_agents(args):
                 check(want in m and "xtimer_op_latency_seconds_count" in m, f"{who} /metrics has rank series")
         m = http_get(f"http://127.0.0.1:{col.http}/metrics") or ""
         check(all(f'xtimer_rank_up{{rank="{r}"' in m for r in range(8)), "collector /metrics covers all 8 ranks")
+        # Hang reports carry state only; the op statistics of the full reports before stay.
+        check(all(f'xtimer_op_latency_seconds_count{{rank="{r}"' in m for r in range(8)),
+              "collector /metrics keeps every rank's op statistics after the hang")
+        check("\nxtimer_collector_upload_commands_total 1\n" in m,
+              "window 1: the second agent held its stacks and was told UPLOAD once")
+        # The ranks' own hang dumps are not sent besides the round's copies: 8 uploads, no duplicate.
+        check('\nxtimer_collector_uploads_total{result="accepted"} 8\n' in m and
+              '\nxtimer_collector_uploads_total{result="duplicate"} 0\n' in m,
+              "each rank's stacks were uploaded once: "
+              + " ".join(l for l in m.splitlines() if l.startswith("xtimer_collector_uploads_total")))
     finally:
         job.kill()
         col.kill()
