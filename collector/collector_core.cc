@@ -860,10 +860,15 @@ struct CollectorCore::Impl {
       complete = round->complete;
     }
     RoundInfo info;
+    size_t never_told = 0;  // agents still waiting for their turn to upload
     {
       std::lock_guard<std::mutex> lock(mu);
       info = round->info;
+      never_told = round->to_grant.size();
     }
+    if (never_told > 0)
+      Log(LogLevel::kWarn, "collector: dump round %s ends with %zu agents still waiting for their turn to upload; "
+          "raise --upload-window (now %zu) or XTIMER_DUMP_WAIT", round->dump_id.c_str(), never_told, opt.upload_window);
     info.finished = true;
     info.timed_out = !complete;
     info.world_size = world;

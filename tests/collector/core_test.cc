@@ -553,6 +553,21 @@ TEST_F(CoreTest, SilentOrGoneAgentsLeaveTheWindow) {
   EXPECT_TRUE(Upload(first, id, a_first ? 0 : 4, StackJson(a_first ? 0 : 4)).accepted());
 }
 
+// A round that reaches its deadline with agents still waiting for their turn says so.
+TEST_F(CoreTest, RoundEndingWithAgentsNeverToldToUploadIsLogged) {
+  MakeCore(5, 1);
+  ::testing::internal::CaptureStderr();  // Log() writes to fd 2
+  StartHang();
+  now_ += 1;
+  core_->Tick();  // the first agent keeps its turn: 1 s of silence
+  now_ += 4.5;
+  core_->Tick();  // deadline: merged with the other agent still waiting
+  std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(core_->Rounds()[0].finished);
+  EXPECT_NE(log.find("ends with 1 agents still waiting for their turn to upload; raise --upload-window (now 1)"),
+            std::string::npos) << log;
+}
+
 // Window 0 (the node agent's embedded core): every agent uploads at once, no UPLOAD commands.
 TEST_F(CoreTest, WindowZeroDoesNotPace) {
   MakeCore(30, 0);
