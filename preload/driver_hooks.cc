@@ -134,12 +134,6 @@ const DriverHook kDriverHooks[] = {
 };
 }  // namespace
 
-bool IsHookedDriverName(const char* name) {
-  for (const DriverHook& h : kDriverHooks)
-    if (std::strcmp(name, h.name) == 0) return true;
-  return false;
-}
-
 void* DriverHookFor(const char* name, void* real) {
   for (const DriverHook& h : kDriverHooks) {
     if (std::strcmp(name, h.name) != 0) continue;

@@ -25,29 +25,15 @@ const char* const* SonamesOf(Lib lib) {
   return kCuda;
 }
 
-std::atomic<DlsymFn> g_libc_dlsym{nullptr};
-
 }  // namespace
-
-DlsymFn LibcDlsym() {
-  DlsymFn fn = g_libc_dlsym.load(std::memory_order_relaxed);
-  if (fn == nullptr) [[unlikely]] {
-    // glibc >= 2.34 defines dlsym@@GLIBC_2.34 in libc; older ones dlsym@GLIBC_2.2.5 in libdl.
-    void* f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-    if (f == nullptr) f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-    fn = reinterpret_cast<DlsymFn>(f);
-    g_libc_dlsym.store(fn, std::memory_order_relaxed);
-  }
-  return fn;
-}
 
 void* ResolveReal(const char* name, Lib lib) {
   // RTLD_NEXT here means "after libxtimer_preload.so" because the call is made from our code.
-  if (void* f = RealDlsym(RTLD_NEXT, name)) return f;
+  if (void* f = dlsym(RTLD_NEXT, name)) return f;
   for (const char* const* s = SonamesOf(lib); *s != nullptr; ++s) {
     void* h = dlopen(*s, RTLD_LAZY | RTLD_NOLOAD);
     if (h == nullptr) continue;
-    void* f = RealDlsym(h, name);
+    void* f = dlsym(h, name);
     dlclose(h);  // drops only the reference RTLD_NOLOAD added
     if (f != nullptr) return f;
   }

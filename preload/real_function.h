@@ -18,14 +18,6 @@ void* ResolveReal(const char* name, Lib lib);
 // Logs (once per name) that a hook was reached but its real function cannot be found.
 void ReportMissingReal(const char* name);
 
-// The libc dlsym, bypassing our own interposed one.
-using DlsymFn = void* (*)(void*, const char*);
-DlsymFn LibcDlsym();
-inline void* RealDlsym(void* handle, const char* name) {
-  DlsymFn fn = LibcDlsym();
-  return fn != nullptr ? fn(handle, name) : nullptr;
-}
-
 template <typename Fn>
 class RealFunction {
  public:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""libxtimer_preload.so exports exactly the names listed in preload/exports.map: its hooks and
-the dlsym interposer, nothing else (a leaked helper would interpose on the program's own
+"""libxtimer_preload.so exports exactly the names listed in preload/exports.map: its CUDA, cuBLAS
+and NCCL hooks, nothing else (a leaked helper or libc name would interpose on the program's own
 symbols), and every listed hook really is exported.
 
   check_exports.py LIBRARY EXPORTS_MAP
@@ -27,12 +27,15 @@ def main():
     exported = {line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()}
     want = listed(map_path)
     extra, missing = sorted(exported - want), sorted(want - exported)
+    not_hooks = sorted(n for n in exported | want if not n.startswith(("cu", "nccl")))
     print(f"{len(exported)} exported, {len(want)} listed")
+    if not_hooks:
+        print(f"FAIL not a CUDA/cuBLAS/NCCL hook, must not be exported: {not_hooks}")
     if extra:
         print(f"FAIL exported but not listed in {map_path}: {extra}")
     if missing:
         print(f"FAIL listed in {map_path} but not defined by the library: {missing}")
-    sys.exit(1 if extra or missing else 0)
+    sys.exit(1 if extra or missing or not_hooks else 0)
 
 
 if __name__ == "__main__":

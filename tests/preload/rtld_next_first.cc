@@ -1,6 +1,7 @@
 // Library loaded before rtld_next_second: looks up the next definition of xt_probe_value with
-// dlsym(RTLD_NEXT). Under an interposed dlsym that does not preserve the caller, the lookup
-// would start after the preload library instead and find this library's own definition.
+// dlsym(RTLD_NEXT). The preloaded library must leave this alone: were it to interpose dlsym
+// without preserving the caller, the lookup would start after it and find this library's own
+// definition.
 #include <dlfcn.h>
 
 extern "C" __attribute__((visibility("default"))) int xt_probe_value() { return 1; }
