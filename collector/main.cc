@@ -11,7 +11,6 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -24,6 +23,7 @@
 #include "common/atomic_file.h"
 #include "common/env.h"
 #include "common/log.h"
+#include "common/parse_number.h"
 
 namespace {
 
@@ -146,12 +146,10 @@ int main(int argc, char** argv) {
   core_options.max_stack_bytes = 16 << 20;
   if (flags.contains("--upload-window")) {
     const std::string& w = flags["--upload-window"];
-    char* end = nullptr;
-    errno = 0;
-    unsigned long n = std::strtoul(w.c_str(), &end, 10);
-    if (errno != 0 || *end != '\0' || !std::isdigit(static_cast<unsigned char>(w[0])) || n > 100000)
+    long long n = 0;
+    if (!ParseInt(w, 0, 100000, &n))
       Fail("--upload-window " + w + " is not a number of agents in [0, 100000] (0: all upload at once)");
-    core_options.upload_window = n;
+    core_options.upload_window = static_cast<size_t>(n);
   }
   server_options.max_message_bytes = core_options.max_stack_bytes + (64 << 10);
 
