@@ -329,16 +329,12 @@ class GrpcCollectorLink : public CollectorLink {
       bool send_reports, send_upload;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        auto ready = [&] {
-          Clock::time_point ignored = Clock::time_point::max();
-          return NextUpload(Clock::now(), &ignored) != uploads_.end();
-        };
-        // Until the next report, or a held own dump is due; any change (notify) looks again.
+        // Until the next report, or a held upload is due; any change (notify) looks again.
         Clock::time_point wake = next_report;
-        NextUpload(Clock::now(), &wake);
-        if (!(stopping_ || !registered_ || urgent_ || ready())) cv_.wait_until(lock, wake);
+        bool upload_ready = NextUpload(Clock::now(), &wake) != uploads_.end();
+        if (!(stopping_ || !registered_ || urgent_ || upload_ready)) cv_.wait_until(lock, wake);
         send_reports = have_reports_ && (urgent_ || Clock::now() >= next_report || stopping_);
-        send_upload = ready();
+        send_upload = !uploads_.empty();  // SendOneUpload sends the first that may go, if any
       }
       if (send_reports && registered_) {
         SendReports(/*periodic=*/Clock::now() >= next_report || stopping_);
