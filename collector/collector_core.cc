@@ -43,6 +43,11 @@ constexpr size_t kMaxOpsPerRank = 512;
 constexpr size_t kMaxSkippedPerRound = 1000;
 constexpr size_t kMaxPendingBytes = size_t{512} << 20;  // self dumps waiting for a round
 constexpr size_t kMaxWriteQueueBytes = size_t{128} << 20;  // stack files waiting for the writer thread
+// A dump round asks the agent whose report started it at once, and every other agent with the
+// reply to its next report, or on the first Tick this long after the start, whichever comes
+// first. When all ranks hang at once their reports arrive together: the DUMPs then ride on the
+// replies instead of a second burst of as many messages on the command streams.
+constexpr double kDumpFanoutDelayS = 0.1;
 
 double RealMonotonic() {
   timespec ts;
@@ -158,6 +163,8 @@ struct Round {
   // the time of their grant or last upload).
   std::deque<std::string> to_grant;
   std::unordered_map<std::string, double> granted;
+  std::unordered_set<std::string> asked;  // sessions sent this round's DUMP
+  bool fanned_out = false;                // every connected session was asked (kDumpFanoutDelayS)
 };
 
 struct PendingDump {  // a rank's own dump (dump_id "") received while no round was open
@@ -365,7 +372,8 @@ struct CollectorCore::Impl {
           world = std::max(world, r.world_size());
         }
         // An agent that comes (back) during a dump round is asked too.
-        if (!active.empty()) AskToDump(*active.back(), session, &out);
+        if (!active.empty())
+          if (std::optional<Outgoing> dump = AskToDump(*active.back(), session)) out.push_back(std::move(*dump));
       }
     }
     if (!why.empty()) {
@@ -385,7 +393,7 @@ struct CollectorCore::Impl {
     return r.world_size() >= 1 && r.world_size() <= kMaxStackWorldSize && r.rank() >= 0 && r.rank() < r.world_size();
   }
 
-  bool Report(const v1::ReportRequest& req) {
+  bool Report(const v1::ReportRequest& req, v1::Command* reply_command) {
     const double now = Now();
     const int64_t wall = opt.wall_ms();
     std::vector<Outgoing> out;
@@ -439,7 +447,17 @@ struct CollectorCore::Impl {
       if (hang != nullptr && !episode_active) {
         episode_active = true;
         ++counters.hang_episodes;
-        StartRound(*hang, now, wall, &out);
+        StartRound(*hang, now, wall);
+      }
+      // Open rounds that have not asked this agent yet ask it now: in the reply when the caller
+      // takes one (the first such round), else through its command stream.
+      for (auto& round : active) {
+        std::optional<Outgoing> dump = AskToDump(*round, req.session());
+        if (!dump) continue;
+        if (reply_command != nullptr && reply_command->kind() == v1::Command::KIND_UNSPECIFIED)
+          *reply_command = std::move(dump->command);
+        else
+          out.push_back(std::move(*dump));
       }
     }
     if (invalid > 0) {
@@ -452,8 +470,8 @@ struct CollectorCore::Impl {
     return true;
   }
 
-  // Under mu. Makes the round and its folder; fills *out with a DUMP for every connected agent.
-  void StartRound(const v1::RankReport& hang, double now, int64_t wall, std::vector<Outgoing>* out) {
+  // Under mu. Makes the round and its folder. The agents are asked by Report and Tick.
+  void StartRound(const v1::RankReport& hang, double now, int64_t wall) {
     auto round = std::make_shared<Round>();
     round->dump_id = NewId(16);
     round->started_s = now;
@@ -504,10 +522,11 @@ struct CollectorCore::Impl {
       rounds.pop_back();
     }
     ++counters.dump_rounds;
-    for (auto& [id, s] : sessions) AskToDump(*round, id, out);
+    size_t agents = 0;
+    for (const auto& [id, s] : sessions) agents += s.connected && s.send;
     Log(LogLevel::kWarn, "collector: rank %d reports a hang (%s); dump round %s asks %zu agents for every rank's "
         "stacks (waiting up to %g s), output %s", hang.rank().rank(), Printable(hang.trigger(), 200).c_str(),
-        round->dump_id.c_str(), out->size(), opt.dump_wait_s, round->dir.empty() ? "(none)" : round->dir.c_str());
+        round->dump_id.c_str(), agents, opt.dump_wait_s, round->dir.empty() ? "(none)" : round->dir.c_str());
   }
 
   // ---- upload pacing ----
@@ -524,17 +543,27 @@ struct CollectorCore::Impl {
     return c;
   }
 
-  // Under mu. A DUMP for one session: upload at once while the window has room, else hold.
-  void AskToDump(Round& round, const std::string& session, std::vector<Outgoing>* out) {
+  // Under mu. The round's DUMP for one session, unless it was asked already or cannot be
+  // reached: upload at once while the window has room, else hold.
+  std::optional<Outgoing> AskToDump(Round& round, const std::string& session) {
     auto it = sessions.find(session);
-    if (it == sessions.end() || !it->second.connected || !it->second.send) return;
+    if (it == sessions.end() || !it->second.connected || !it->second.send) return std::nullopt;
+    if (!round.asked.insert(session).second) return std::nullopt;
     bool upload_now = opt.upload_window == 0 || round.granted.size() < opt.upload_window;
     if (opt.upload_window != 0) {
       if (upload_now) round.granted[session] = Now();
       else round.to_grant.push_back(session);
     }
-    out->push_back(Outgoing{it->second.send, MakeCommand(v1::Command::DUMP, round.dump_id, !upload_now)});
     ++counters.dump_commands_sent;
+    return Outgoing{it->second.send, MakeCommand(v1::Command::DUMP, round.dump_id, !upload_now)};
+  }
+
+  // Under mu. Every connected session the round has not asked yet, once kDumpFanoutDelayS passed.
+  void FanOut(Round& round, double now, std::vector<Outgoing>* out) {
+    if (round.fanned_out || now < round.started_s + kDumpFanoutDelayS) return;
+    round.fanned_out = true;
+    for (const auto& [id, s] : sessions)
+      if (std::optional<Outgoing> dump = AskToDump(round, id)) out->push_back(std::move(*dump));
   }
 
   // Under mu (takes round.mu): every rank the session is known to have has stacks in the round.
@@ -806,6 +835,7 @@ struct CollectorCore::Impl {
           if (finished_ids.size() > kMaxFinishedIds) finished_ids.pop_front();
           it = active.erase(it);
         } else {
+          FanOut(**it, now, &out);
           PaceOnTick(**it, now, &out);
           ++it;
         }
@@ -1122,7 +1152,9 @@ bool CollectorCore::HasSession(const std::string& session) const {
   return impl_->sessions.contains(session);
 }
 
-bool CollectorCore::Report(const v1::ReportRequest& request) { return impl_->Report(request); }
+bool CollectorCore::Report(const v1::ReportRequest& request, v1::Command* reply_command) {
+  return impl_->Report(request, reply_command);
+}
 v1::UploadReply CollectorCore::Upload(const v1::StackUpload& upload) { return impl_->Upload(upload); }
 void CollectorCore::Tick() { impl_->Tick(false); }
 void CollectorCore::FinishRounds() { impl_->Tick(true); }

@@ -4,10 +4,12 @@
 // behaviour in full; in short:
 //
 //   - agents register (a session each) with a way to reach them (SendCommand), and report ranks;
-//   - the first RANK_STATE_HUNG of a hang episode starts a dump round: every session gets a DUMP
-//     with a new dump_id at once, but only `upload_window` agents upload at a time (the others
-//     hold their stacks until an UPLOAD command), so calls do not queue behind a storm of
-//     stack files; uploads for it (and the stacks a rank dumped on its own,
+//   - the first RANK_STATE_HUNG of a hang episode starts a dump round with a new dump_id: the
+//     agent that reported it gets a DUMP at once, every other agent with the reply to its next
+//     report or at the latest 0.1 s later (on a Tick), so a burst of hang reports gets its DUMPs
+//     in the replies instead of a second burst of commands. Only `upload_window` agents upload
+//     at a time (the others hold their stacks until an UPLOAD command), so calls do not queue
+//     behind a storm of stack files; uploads for it (and the stacks a rank dumped on its own,
 //     dump_id "", around that time) are validated, merged as they come and written to
 //     out_dir/<hang time>/<rank:05d>-<world:05d>.stacktrace;
 //   - when every rank of the world has uploaded, or dump_wait_s has passed, Tick() finishes the
@@ -101,15 +103,19 @@ class CollectorCore {
 
   // false: unknown session (a restarted collector); the agent registers again. Rank reports
   // that make no sense (rank outside [0, world), world beyond 2^20) are dropped and counted.
-  bool Report(const v1::ReportRequest& request);
+  // A dump round that has not asked this agent yet asks it now: *reply_command gets the DUMP
+  // when given (the caller sends it with its reply; left untouched otherwise), else it goes
+  // through the agent's SendCommand.
+  bool Report(const v1::ReportRequest& request, v1::Command* reply_command = nullptr);
   // Validates one rank's stack file (docs/formats.md) and adds it to its dump round; refused
   // (accepted=false, one-line reason, logged) when too large, unparsable, of another
   // format/version, for another rank, for an unknown or finished round, or from an unknown
   // session.
   v1::UploadReply Upload(const v1::StackUpload& upload);
 
-  // Deadlines: finishes dump rounds that are complete or out of time (the merge runs in the
-  // calling thread), ends hang episodes, forgets idle sessions. Call about 10 times a second.
+  // Deadlines: asks the agents a round has not asked yet (0.1 s after it started), finishes
+  // dump rounds that are complete or out of time (the merge runs in the calling thread), ends
+  // hang episodes, forgets idle sessions. Call about 10 times a second.
   void Tick();
   // Finishes every open round now with what it has (at shutdown).
   void FinishRounds();

@@ -258,7 +258,9 @@ struct CollectorServer::Impl final : public v1::Collector::CallbackService {
       r->Finish(Unauthenticated());
       return r;
     }
-    reply->set_known(core->Report(*req));
+    v1::Command command;  // a DUMP for this agent, if a round has not asked it yet
+    reply->set_known(core->Report(*req, &command));
+    if (command.kind() != v1::Command::KIND_UNSPECIFIED) *reply->mutable_command() = std::move(command);
     r->Finish(Status::OK);
     return r;
   }

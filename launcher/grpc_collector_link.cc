@@ -255,9 +255,12 @@ class GrpcCollectorLink : public CollectorLink {
     v1::ReportReply reply;
     grpc::Status st = stub_->Report(&ctx, req, &reply);
     if (st.ok() && reply.known()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      ops_sent_.insert(with_ops.begin(), with_ops.end());
-      last_state_only_ = state_only;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ops_sent_.insert(with_ops.begin(), with_ops.end());
+        last_state_only_ = state_only;
+      }
+      if (reply.has_command()) OnCommand(reply.command());  // a DUMP that came with the reply
     }
     if (!st.ok() || !reply.known()) {
       if (!st.ok()) LogFailure("report to", st);

@@ -156,10 +156,12 @@ class StackMaker {
 struct Stats {
   std::mutex mu;
   std::vector<float> register_ms, report_ms, report_storm_ms, upload_ms;  // report_ms: before the storm
+  std::vector<float> burst_ms;   // the storm's hang reports, sent at the same moment (in report_storm_ms too)
   std::vector<float> stored_ms;  // accepted uploads: when, after the storm began
   uint64_t reports_ok = 0, reports_unknown = 0, reports_failed = 0, rank_reports_ok = 0;
   uint64_t uploads_accepted = 0, uploads_duplicate = 0, uploads_refused = 0, uploads_failed = 0;
-  uint64_t registrations_failed = 0, dumps_received = 0, dumps_waiting = 0, upload_commands = 0, streams_ended_early = 0;
+  uint64_t registrations_failed = 0, dumps_received = 0, dumps_in_replies = 0, dumps_waiting = 0, upload_commands = 0;
+  uint64_t streams_ended_early = 0;
   uint64_t own_dumps_sent = 0, own_dumps_dropped = 0;
   std::map<std::string, int> errors;  // first few error messages
   void Error(const std::string& what) {
@@ -423,12 +425,20 @@ void Agent::SendReport(bool hung, bool state_only) {
   ++child_->inflight_;
   Child* child = child_;
   int ranks = c.ranks_per_agent;
-  child_->Stub(index_)->async()->Report(&call->ctx, &call->req, &call->reply, [call, child, ranks](grpc::Status st) {
+  bool burst = state_only;  // only the storm sends state-only reports
+  child_->Stub(index_)->async()->Report(&call->ctx, &call->req, &call->reply, [this, call, child, ranks, burst](grpc::Status st) {
     double ms = (Now() - call->t0) * 1000;
+    const auto& cmd = call->reply.command();
+    if (st.ok() && cmd.kind() == xtimer::v1::Command::DUMP) {
+      OnDump(cmd.dump_id(), cmd.wait_for_upload());
+      std::lock_guard<std::mutex> lock(child->stats().mu);
+      ++child->stats().dumps_in_replies;
+    }
     {
       std::lock_guard<std::mutex> lock(child->stats().mu);
       Stats& s = child->stats();
       (call->t0 >= child->storm_at() ? s.report_storm_ms : s.report_ms).push_back(static_cast<float>(ms));
+      if (burst) s.burst_ms.push_back(static_cast<float>(ms));
       if (!st.ok()) ++s.reports_failed, s.Error("report: " + st.error_message());
       else if (!call->reply.known()) ++s.reports_unknown;
       else ++s.reports_ok, s.rank_reports_ok += ranks;
@@ -564,13 +574,13 @@ bool Agent::Done() {
 
 json StatsToJson(Stats& s) {
   std::lock_guard<std::mutex> lock(s.mu);
-  return {{"register_ms", s.register_ms}, {"report_ms", s.report_ms}, {"report_storm_ms", s.report_storm_ms},
+  return {{"register_ms", s.register_ms}, {"report_ms", s.report_ms}, {"report_storm_ms", s.report_storm_ms}, {"burst_ms", s.burst_ms},
           {"upload_ms", s.upload_ms}, {"stored_ms", s.stored_ms},
           {"reports_ok", s.reports_ok}, {"reports_unknown", s.reports_unknown}, {"reports_failed", s.reports_failed},
           {"rank_reports_ok", s.rank_reports_ok}, {"uploads_accepted", s.uploads_accepted},
           {"uploads_duplicate", s.uploads_duplicate}, {"uploads_refused", s.uploads_refused},
           {"uploads_failed", s.uploads_failed}, {"registrations_failed", s.registrations_failed},
-          {"dumps_received", s.dumps_received}, {"dumps_waiting", s.dumps_waiting}, {"upload_commands", s.upload_commands},
+          {"dumps_received", s.dumps_received}, {"dumps_in_replies", s.dumps_in_replies}, {"dumps_waiting", s.dumps_waiting}, {"upload_commands", s.upload_commands},
           {"own_dumps_sent", s.own_dumps_sent}, {"own_dumps_dropped", s.own_dumps_dropped},
           {"streams_ended_early", s.streams_ended_early}, {"errors", s.errors}};
 }
@@ -719,7 +729,7 @@ int main(int argc, char** argv) {
 
   // Gather.
   json all = {{"register_ms", json::array()}, {"report_ms", json::array()}, {"upload_ms", json::array()}};
-  std::vector<float> reg, rep, rep_storm, up, stored;
+  std::vector<float> reg, rep, rep_storm, burst, up, stored;
   std::map<std::string, uint64_t> n;
   std::map<std::string, int> errors;
   for (int p = 0; p < c.processes; ++p) {
@@ -733,6 +743,7 @@ int main(int argc, char** argv) {
     for (float v : j["register_ms"]) reg.push_back(v);
     for (float v : j["report_ms"]) rep.push_back(v);
     for (float v : j["report_storm_ms"]) rep_storm.push_back(v);
+    for (float v : j["burst_ms"]) burst.push_back(v);
     for (float v : j["upload_ms"]) up.push_back(v);
     for (float v : j["stored_ms"]) stored.push_back(v);
     for (auto& [k, v] : j.items())
@@ -754,7 +765,10 @@ int main(int argc, char** argv) {
   std::printf("  setup (register + open streams): %.1f s, %d of %d processes ready\n", setup_s, ready_count, c.processes);
   std::printf("  register: %s\n", Percentiles(reg).c_str());
   std::printf("  report, steady: %s\n", Percentiles(rep).c_str());
-  if (c.storm) std::printf("  report, storm:  %s\n", Percentiles(rep_storm).c_str());
+  if (c.storm) {
+    std::printf("  report, storm:  %s\n", Percentiles(rep_storm).c_str());
+    std::printf("  hang reports sent at once (the burst): %s\n", Percentiles(burst).c_str());
+  }
   std::printf("  reports: ok %lu, unknown session %lu, failed %lu\n", (unsigned long)n["reports_ok"],
               (unsigned long)n["reports_unknown"], (unsigned long)n["reports_failed"]);
   std::printf("  upload (storm): %s; accepted %lu, duplicate %lu, refused %lu, failed %lu\n", Percentiles(up).c_str(),
@@ -762,9 +776,10 @@ int main(int argc, char** argv) {
               (unsigned long)n["uploads_refused"], (unsigned long)n["uploads_failed"]);
   std::printf("  all report+upload calls: %s\n", Percentiles(calls).c_str());
   if (c.storm) {
-    std::printf("  DUMP commands received: %lu of %d agents (%lu to hold the stacks until UPLOAD; UPLOAD received: %lu)\n",
-                (unsigned long)n["dumps_received"], c.agents, (unsigned long)n["dumps_waiting"],
-                (unsigned long)n["upload_commands"]);
+    std::printf("  DUMP commands received: %lu of %d agents, %lu in a report's reply (%lu to hold the stacks until "
+                "UPLOAD; UPLOAD received: %lu)\n",
+                (unsigned long)n["dumps_received"], c.agents, (unsigned long)n["dumps_in_replies"],
+                (unsigned long)n["dumps_waiting"], (unsigned long)n["upload_commands"]);
     if (c.own_dumps)
       std::printf("  own dumps: %lu sent, %lu not sent (a DUMP came within 2 s: the round has them)\n",
                   (unsigned long)n["own_dumps_sent"], (unsigned long)n["own_dumps_dropped"]);

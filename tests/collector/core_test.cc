@@ -109,8 +109,9 @@ class CoreTest : public ::testing::Test {
     return m;
   }
 
-  // Reports ranks [first, first+4) of a session; `hung` ranks say RANK_STATE_HUNG.
-  bool Report(const std::string& session, int first, std::set<int> hung = {}) {
+  // Reports ranks [first, first+4) of a session; `hung` ranks say RANK_STATE_HUNG. With
+  // `reply`, a DUMP for the session comes back there (as in the gRPC reply).
+  bool Report(const std::string& session, int first, std::set<int> hung = {}, v1::Command* reply = nullptr) {
     v1::ReportRequest req;
     req.set_session(session);
     for (int r = first; r < first + 4; ++r) {
@@ -130,7 +131,7 @@ class CoreTest : public ::testing::Test {
       op->set_bytes(1 << 20);
       op->set_comm("3a9f0c12");
     }
-    return core_->Report(req);
+    return core_->Report(req, reply);
   }
 
   v1::UploadReply Upload(const std::string& session, const std::string& dump_id, int32_t rank, std::string json) {
@@ -164,6 +165,10 @@ class CoreTest : public ::testing::Test {
     EXPECT_TRUE(Report(b_, 4));
     EXPECT_TRUE(DumpsOf("node-a").empty());
     EXPECT_TRUE(Report(a_, 0, {0, 1, 2, 3}));  // the waiting ranks' watchdogs fire
+    EXPECT_EQ(DumpsOf("node-a").size(), 1u) << "the agent that reported the hang is asked at once";
+    EXPECT_TRUE(DumpsOf("node-b").empty()) << "the other one with its next report, or at the fan-out tick";
+    now_ += 0.1;
+    core_->Tick();
     auto da = DumpsOf("node-a"), db = DumpsOf("node-b");
     EXPECT_EQ(da.size(), 1u);
     EXPECT_EQ(db.size(), 1u);
@@ -209,6 +214,32 @@ TEST_F(CoreTest, HungReportStartsOneRoundAndAsksEveryAgent) {
   EXPECT_NE(rounds[0].trigger.find("rank 0"), std::string::npos) << rounds[0].trigger;
   EXPECT_EQ(core_->Counters().dump_rounds, 1u);
   EXPECT_EQ(core_->Counters().hang_episodes, 1u);
+}
+
+// When every rank hangs at once, the DUMPs ride on the replies to the hang reports: the agent
+// that started the round, and each that reports before the fan-out tick, get theirs in the reply
+// and never a second one on the command stream; a silent agent is asked at the tick 0.1 s on.
+TEST_F(CoreTest, DumpsRideOnReportRepliesAndSilentAgentsAreAskedAtTheFanOutTick) {
+  a_ = Register("node-a", "agent-a", 0);
+  b_ = Register("node-b", "agent-b", 4);
+  std::string c = Register("node-c", "agent-c", 0);
+  v1::Command ra, rb, again;
+  ASSERT_TRUE(Report(a_, 0, {0, 1, 2, 3}, &ra));
+  ASSERT_EQ(ra.kind(), v1::Command::DUMP);
+  const std::string id = ra.dump_id();
+  now_ += 0.05;
+  ASSERT_TRUE(Report(b_, 4, {4, 6, 7}, &rb));
+  EXPECT_EQ(rb.kind(), v1::Command::DUMP);
+  EXPECT_EQ(rb.dump_id(), id);
+  core_->Tick();
+  EXPECT_TRUE(DumpsOf("node-c").empty()) << "0.05 s after the hang: no fan-out yet";
+  now_ += 0.06;
+  core_->Tick();
+  EXPECT_EQ(DumpsOf("node-c"), std::vector<std::string>{id}) << "the silent agent, at the fan-out tick";
+  EXPECT_TRUE(CommandsOf("node-a").empty() && CommandsOf("node-b").empty()) << "asked in their replies, not twice";
+  ASSERT_TRUE(Report(b_, 4, {4, 6, 7}, &again));
+  EXPECT_EQ(again.kind(), v1::Command::KIND_UNSPECIFIED) << "an agent is asked once per round";
+  EXPECT_EQ(core_->Counters().dump_commands_sent, 3u);
 }
 
 TEST_F(CoreTest, RoundCompletesWhenEveryRankUploaded) {
@@ -324,6 +355,9 @@ TEST_F(CoreTest, TwoEpisodesMakeTwoRounds) {
   core_->Tick();
   now_ += 0.5;
   Report(b_, 4, {5});
+  EXPECT_EQ(DumpsOf("node-b").size(), 2u) << "the agent that reported the hang is asked at once";
+  now_ += 0.1;
+  core_->Tick();
   auto da = DumpsOf("node-a");
   ASSERT_EQ(da.size(), 2u);
   ASSERT_NE(da[1], id1);
@@ -536,7 +570,7 @@ TEST_F(CoreTest, SilentOrGoneAgentsLeaveTheWindow) {
   ASSERT_EQ(cc.size(), 1u);
   EXPECT_EQ(cc[0].kind(), v1::Command::DUMP);
   EXPECT_TRUE(cc[0].wait_for_upload()) << "the window is full";
-  now_ += 1.9;
+  now_ += 1.8;  // StartHang's fan-out tick came 0.1 s after the first agent's grant
   core_->Tick();
   EXPECT_EQ(CommandsOf(second_node).size(), 1u) << "1.9 s of silence: still its turn";
   now_ += 0.2;
@@ -651,7 +685,7 @@ TEST_F(CoreTest, MetricsCoverRanksAndTheCollector) {
            "xtimer_op_busbw_gbps{rank=\"7\",",
            "xtimer_rank_hung{rank=\"0\",host=\"node-a\"} 1\n",
            "xtimer_rank_hung{rank=\"5\",host=\"node-b\"} 0\n",
-           "xtimer_rank_report_age_seconds{rank=\"7\",host=\"node-b\"} 0\n",
+           "xtimer_rank_report_age_seconds{rank=\"7\",host=\"node-b\"} 0.1\n",  // StartHang's fan-out tick
            "xtimer_collector_agents_connected 2\n",
            "xtimer_collector_world_size 8\n",
            "xtimer_collector_rank_reports_total{result=\"ok\"} 12\n",

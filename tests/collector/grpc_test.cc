@@ -34,7 +34,8 @@ std::string Json(int32_t rank, int32_t world) {
   return testing::StackFileToJson(f);
 }
 
-// A hand-driven agent: sync calls, and a thread reading its Commands stream.
+// A hand-driven agent: sync calls, and a thread reading its Commands stream. A DUMP in a
+// report's reply counts like one on the stream, as in the node agent.
 class TestAgent {
  public:
   TestAgent(int port, std::string token = "", std::shared_ptr<grpc::ChannelCredentials> creds = nullptr)
@@ -88,6 +89,13 @@ class TestAgent {
     v1::ReportReply reply;
     grpc::Status st = stub_->Report(&ctx, req, &reply);
     *known = reply.known();
+    if (st.ok() && reply.command().kind() == v1::Command::DUMP) {
+      std::lock_guard<std::mutex> lock(mu_);
+      dumps_.push_back(reply.command().dump_id());
+      dump_waits_.push_back(reply.command().wait_for_upload());
+      ++dumps_in_replies_;
+      cv_.notify_all();
+    }
     return st;
   }
 
@@ -176,6 +184,11 @@ class TestAgent {
     return dumps_.size();
   }
 
+  size_t dumps_in_replies() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return dumps_in_replies_;
+  }
+
   std::string& session() { return session_; }
   v1::Collector::Stub* stub() { return stub_.get(); }
   std::shared_ptr<grpc::Channel> channel() { return channel_; }
@@ -193,6 +206,7 @@ class TestAgent {
   std::condition_variable cv_;
   std::vector<std::string> dumps_, grants_;
   std::vector<bool> dump_waits_;
+  size_t dumps_in_replies_ = 0;
   bool ended_ = true;
   grpc::Status end_status_;
 };
@@ -289,6 +303,9 @@ TEST_F(GrpcTest, HangAsksEveryAgentAndUploadsMakeTheRound) {
   std::string id_a = good_->WaitDump(0), id_b = b.WaitDump(0);
   ASSERT_FALSE(id_a.empty());
   EXPECT_EQ(id_a, id_b);
+  EXPECT_EQ(good_->dumps_in_replies(), 1u) << "the agent that reported the hang: in the reply";
+  EXPECT_EQ(b.dumps_in_replies(), 0u) << "the silent one: on its Commands stream, at the fan-out tick";
+  EXPECT_EQ(good_->dumps(), 1u) << "asked once";
   for (int r = 0; r < 8; ++r) {
     v1::UploadReply reply;
     grpc::Status st = (r < 4 ? *good_ : b).Upload(id_a, r, Json(r, 8), &reply);
@@ -465,11 +482,14 @@ TEST_F(GrpcTest, SecondStreamOfASessionReplacesTheFirstAndAClosedOneNeedsANewReg
   grpc::Status st;
   ASSERT_TRUE(good_->WaitEnded(&st));
   EXPECT_EQ(st.error_code(), grpc::StatusCode::ABORTED);
+  TestAgent other(port_);  // another agent's hang: the session is asked on its stream
+  ASSERT_TRUE(other.Register("node-b", 4, 4, 8).ok());
   bool known = false;
-  ASSERT_TRUE(good_->Report(&known, {0}).ok());  // the session's ranks
+  ASSERT_TRUE(other.Report(&known, {4}).ok());
   EXPECT_FALSE(twin.WaitDump(0).empty()) << "the newer stream gets the commands";
+  EXPECT_EQ(good_->dumps(), 0u);
   twin.CloseCommands();
-  ASSERT_TRUE(WaitFor([&] { return core_->SessionsConnected() == 0; }));
+  ASSERT_TRUE(WaitFor([&] { return core_->SessionsConnected() == 1; }));  // `other` only
   twin.OpenCommands();
   ASSERT_TRUE(twin.WaitEnded(&st));
   EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
