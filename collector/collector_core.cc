@@ -555,6 +555,7 @@ struct CollectorCore::Impl {
       else round.to_grant.push_back(session);
     }
     ++counters.dump_commands_sent;
+    counters.dump_commands_held += !upload_now;
     return Outgoing{it->second.send, MakeCommand(v1::Command::DUMP, round.dump_id, !upload_now)};
   }
 
@@ -1009,6 +1010,9 @@ struct CollectorCore::Impl {
     counter("xtimer_collector_dump_rounds_timed_out_total", "Dump rounds finished at the deadline with ranks missing", {},
             c.dump_rounds_timed_out);
     counter("xtimer_collector_dump_commands_total", "DUMP commands sent to agents", {}, c.dump_commands_sent);
+    counter("xtimer_collector_dump_commands_held_total",
+            "DUMP commands that told the agent to hold its stacks until an UPLOAD (the upload window was full)", {},
+            c.dump_commands_held);
     counter("xtimer_collector_upload_commands_total", "UPLOAD commands: an agent holding a round's stacks may send them",
             {}, c.upload_commands_sent);
   }

@@ -81,7 +81,7 @@ struct CoreCounters {
   uint64_t report_calls = 0, rank_reports = 0, reports_unknown_session = 0, rank_reports_invalid = 0;
   uint64_t uploads_accepted = 0, uploads_duplicate = 0, uploads_refused = 0;
   uint64_t hang_episodes = 0, dump_rounds = 0, dump_rounds_timed_out = 0;
-  uint64_t dump_commands_sent = 0, upload_commands_sent = 0;
+  uint64_t dump_commands_sent = 0, dump_commands_held = 0, upload_commands_sent = 0;
 };
 
 class CollectorCore {

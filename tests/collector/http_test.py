@@ -120,7 +120,8 @@ for series in [
     r'^xtimer_collector_rank_reports_total\{result="ok"\} \d+$',
     r'^xtimer_collector_uploads_total\{result="accepted"\} 8$',
     r'^xtimer_collector_uploads_total\{result="duplicate"\} 0$',  # own dumps not sent: a DUMP came
-    r'^xtimer_collector_upload_commands_total 0$',  # 2 agents, window 16: nobody waited
+    r'^xtimer_collector_dump_commands_held_total 0$',  # 2 agents, window 16: nobody waited
+    r'^xtimer_collector_upload_commands_total 0$',
     r'^xtimer_collector_uploads_refused_total\{reason="parse"\} 0$',
     r'^xtimer_collector_dump_rounds_total 1$',
     r'^xtimer_collector_hang_episodes_total 1$',

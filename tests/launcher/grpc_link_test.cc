@@ -1,0 +1,151 @@
+// The node agent's gRPC link (launcher/grpc_collector_link.cc) against an in-process collector
+// with an upload window of 1: a round's stacks are held until the collector's UPLOAD. Another
+// agent, driven by hand, reports the hang first and keeps the window until it uploads, so the
+// order is fixed (agent_two-agents, with real timing, may not need to hold anything).
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "collector.grpc.pb.h"
+#include "collector/collector_core.h"
+#include "collector/collector_server.h"
+#include "launcher/collector_link.h"
+#include "tests/viewer/stack_json.h"
+
+namespace xtimer {
+namespace {
+
+namespace fs = std::filesystem;
+using collector::CollectorCore;
+using collector::CollectorServer;
+
+std::string Json(int32_t rank) {
+  StackFile f = testing::MakeRank(rank, 8, {testing::Py("all_reduce", "/job/train.py", 2)},
+                                  {testing::Native("_start", "/usr/bin/python3.11")});
+  return testing::StackFileToJson(f);
+}
+
+v1::RankReport Ranked(int32_t rank, bool hung) {
+  v1::RankReport r;
+  r.mutable_rank()->set_rank(rank);
+  r.mutable_rank()->set_local_rank(rank % 4);
+  r.mutable_rank()->set_world_size(8);
+  r.mutable_rank()->set_host(rank < 4 ? "node-a" : "node-b");
+  r.set_state(hung ? v1::RANK_STATE_HUNG : v1::RANK_STATE_RUNNING);
+  return r;
+}
+
+template <typename F>
+bool WaitFor(F f, double timeout_s = 10) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < end) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return f();
+}
+
+TEST(GrpcCollectorLink, HoldsARoundsStacksUntilTheCollectorSaysUpload) {
+  fs::path dir = fs::temp_directory_path() / ("xtimer-grpc-link-test-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  collector::CoreOptions c;
+  c.out_dir = dir.string();
+  c.upload_window = 1;
+  c.upload_idle_s = 60;  // the hand-driven agent keeps its turn until it uploads
+  c.output_formats = 1 | 2;
+  CollectorCore core(c);
+  std::string error;
+  collector::ServerOptions o;
+  o.listen = "127.0.0.1:0";
+  auto server = CollectorServer::Start(&core, o, &error);
+  ASSERT_TRUE(server) << error;
+  std::atomic<bool> stop{false};
+  std::thread ticker([&] {
+    while (!stop) {
+      core.Tick();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  const std::string address = "127.0.0.1:" + std::to_string(server->port());
+
+  // node-a, by hand: ranks 0-3 hang first; its DUMP (in the reply) gets the window.
+  auto stub = v1::Collector::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  v1::RegisterRequest reg;
+  reg.set_protocol_version(1);
+  reg.set_node("node-a");
+  reg.set_agent_id("node-a-agent");
+  for (int r = 0; r < 4; ++r) *reg.add_ranks() = Ranked(r, false).rank();
+  v1::RegisterReply registered;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->Register(&ctx, reg, &registered).ok());
+  }
+  v1::ReportRequest hang;
+  hang.set_session(registered.session());
+  for (int r = 0; r < 4; ++r) *hang.add_reports() = Ranked(r, true);
+  v1::ReportReply reply;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->Report(&ctx, hang, &reply).ok());
+  }
+  ASSERT_EQ(reply.command().kind(), v1::Command::DUMP);
+  ASSERT_FALSE(reply.command().wait_for_upload());
+  const std::string dump_id = reply.command().dump_id();
+
+  // node-b: the link under test. Its ranks answer the DUMP at once.
+  std::unique_ptr<CollectorLink> link = ConnectToCollector(address, "", "", &error);
+  ASSERT_TRUE(link) << error;
+  std::mutex mu;
+  std::vector<std::string> dumps;
+  link->Start([&](const std::string& id) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      dumps.push_back(id);
+    }
+    for (int r = 4; r < 8; ++r) link->Upload(r, id, Json(r));
+  });
+  link->Report({Ranked(4, true), Ranked(5, false), Ranked(6, true), Ranked(7, true)}, /*urgent=*/true);
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return !dumps.empty();
+  }));
+  EXPECT_EQ(dumps.at(0), dump_id);
+  EXPECT_EQ(core.Counters().dump_commands_held, 1u) << "node-b is asked while node-a has the window";
+
+  // Held: nothing of node-b's arrives while node-a keeps the window.
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  EXPECT_EQ(core.Rounds().at(0).reported_count, 0u) << "node-b sent its stacks before the UPLOAD";
+
+  // node-a uploads; the upload that completes it gives node-b the window (UPLOAD), and the link
+  // sends what it held.
+  for (int r = 0; r < 4; ++r) {
+    v1::StackUpload u;
+    u.set_session(registered.session());
+    u.set_dump_id(dump_id);
+    u.set_rank(r);
+    u.set_stack_json(Json(r));
+    v1::UploadReply up;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->UploadStacks(&ctx, u, &up).ok());
+    EXPECT_TRUE(up.accepted()) << up.reason();
+  }
+  EXPECT_TRUE(WaitFor([&] { return core.Rounds().at(0).finished; })) << "node-b's held stacks never came";
+  EXPECT_EQ(core.Rounds().at(0).ranks_reported, "0-7");
+  EXPECT_EQ(core.Counters().upload_commands_sent, 1u);
+  EXPECT_EQ(core.Counters().uploads_duplicate, 0u);
+
+  link->Stop(1000);
+  stop = true;
+  ticker.join();
+  server->Shutdown(0.5);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace xtimer
