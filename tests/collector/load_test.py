@@ -83,18 +83,15 @@ def burst_against_null():
     finally:
         proc.terminate()
         proc.wait(30)
+        log.close()
     print(f"== burst, null: collector_load {' '.join(BURST)}; null_collector (handlers that do nothing)")
     print(p.stdout + p.stderr)
     return p.returncode, p.stdout
 
 
-def p99(text, label):
-    m = re.search(re.escape(label) + r".*?p99=([\d.]+) ms", text)
-    return float(m.group(1)) if m else None
-
-
-def p50(text, label):
-    m = re.search(re.escape(label) + r".*?p50=([\d.]+) ms", text)
+def quantile(text, label, q="p99"):
+    """A figure of collector_load's output: the `q` ("p50", "p99") on the line starting with `label`."""
+    m = re.search(re.escape(label) + r".*?" + q + r"=([\d.]+) ms", text)
     return float(m.group(1)) if m else None
 
 
@@ -109,7 +106,7 @@ if not OPTIONS:
     status = status or base_status
     print("storm p99, paced (--upload-window 16, the default) vs every agent uploading at once, same run:")
     for label in ("upload (storm):", "report, storm:", "all report+upload calls:"):
-        a, b = p99(paced, label), p99(unpaced, label)
+        a, b = quantile(paced, label), quantile(unpaced, label)
         ratio = f"{b / a:.1f}x lower paced" if a and b else "n/a"
         print(f"  {label:26s} {a} ms vs {b} ms ({ratio})")
 if not OPTIONS and NULL:
@@ -119,8 +116,8 @@ if not OPTIONS and NULL:
     status = status or null_status or coll_status
     label = "hang reports sent at once (the burst):"
     print("the burst of hang reports alone, xtimer_collector vs a gRPC server that does nothing (null_collector), same run:")
-    for what, get in (("p50", p50), ("p99", p99)):
-        a, b = get(coll_out, label), get(null_out, label)
+    for what in ("p50", "p99"):
+        a, b = quantile(coll_out, label, what), quantile(null_out, label, what)
         ratio = f"{a / b:.2f}x the floor" if a and b else "n/a"
         print(f"  {what}: {a} ms vs {b} ms ({ratio})")
 sys.exit(status)
