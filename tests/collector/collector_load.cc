@@ -187,6 +187,8 @@ class Agent {
   void OpenCommands();
   // `state_only`: without op statistics, as the node agent sends a hang the moment it is found.
   void SendReport(bool hung, bool state_only = false);
+  // A command from the collector, on the Commands stream or in a report's reply.
+  void OnCommand(const xtimer::v1::Command& cmd);
   void OnDump(const std::string& dump_id, bool wait);
   void OnUploadCommand(const std::string& dump_id);
   void HoldOwnDumps(double now);
@@ -224,8 +226,7 @@ class CommandReader : public grpc::ClientReadReactor<xtimer::v1::Command> {
   }
   void OnReadDone(bool ok) override {
     if (!ok) return;
-    if (cmd_.kind() == xtimer::v1::Command::DUMP) agent_->OnDump(cmd_.dump_id(), cmd_.wait_for_upload());
-    if (cmd_.kind() == xtimer::v1::Command::UPLOAD) agent_->OnUploadCommand(cmd_.dump_id());
+    agent_->OnCommand(cmd_);
     StartRead(&cmd_);
   }
   void OnDone(const grpc::Status& s) override;
@@ -428,9 +429,8 @@ void Agent::SendReport(bool hung, bool state_only) {
   bool burst = state_only;  // only the storm sends state-only reports
   child_->Stub(index_)->async()->Report(&call->ctx, &call->req, &call->reply, [this, call, child, ranks, burst](grpc::Status st) {
     double ms = (Now() - call->t0) * 1000;
-    const auto& cmd = call->reply.command();
-    if (st.ok() && cmd.kind() == xtimer::v1::Command::DUMP) {
-      OnDump(cmd.dump_id(), cmd.wait_for_upload());
+    if (st.ok() && call->reply.command().kind() == xtimer::v1::Command::DUMP) {
+      OnCommand(call->reply.command());
       std::lock_guard<std::mutex> lock(child->stats().mu);
       ++child->stats().dumps_in_replies;
     }
@@ -450,6 +450,11 @@ void Agent::SendReport(bool hung, bool state_only) {
     std::lock_guard<std::mutex> lock(mu_);
     hung_ = true;
   }
+}
+
+void Agent::OnCommand(const xtimer::v1::Command& cmd) {
+  if (cmd.kind() == xtimer::v1::Command::DUMP) OnDump(cmd.dump_id(), cmd.wait_for_upload());
+  if (cmd.kind() == xtimer::v1::Command::UPLOAD) OnUploadCommand(cmd.dump_id());
 }
 
 void Agent::OnDump(const std::string& dump_id, bool wait) {

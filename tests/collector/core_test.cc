@@ -185,6 +185,15 @@ class CoreTest : public ::testing::Test {
     }
   }
 
+  // Ticks; the newest round must be finished by completeness (not the deadline) with every rank.
+  void ExpectRoundCompleteWithEveryRank() {
+    core_->Tick();
+    RoundInfo r = core_->Rounds()[0];
+    ASSERT_TRUE(r.finished);
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_EQ(r.ranks_reported, "0-7");
+  }
+
   nlohmann::json Verdict(const RoundInfo& r) { return nlohmann::json::parse(ReadFile(r.dir + "/verdict.json")); }
 
   TempDir dir_;
@@ -492,11 +501,7 @@ TEST_F(CoreTest, OwnDumpsJoinTheRound) {
   EXPECT_TRUE(Upload(a_, "", 1, StackJson(1)).accepted());
   core_->Tick();  // takes in rank 0's dump
   for (int r = 2; r < 8; ++r) ASSERT_TRUE(Upload(r < 4 ? a_ : b_, id, r, StackJson(r)).accepted());
-  core_->Tick();
-  RoundInfo r = core_->Rounds()[0];
-  ASSERT_TRUE(r.finished);
-  EXPECT_FALSE(r.timed_out);
-  EXPECT_EQ(r.ranks_reported, "0-7");
+  ExpectRoundCompleteWithEveryRank();
 }
 
 TEST_F(CoreTest, OldOwnDumpsDoNotJoin) {
@@ -525,8 +530,8 @@ TEST_F(CoreTest, AgentRegisteringDuringARoundIsAsked) {
   EXPECT_TRUE(core_->HasSession(b2));
 }
 
-// Upload pacing (window 1 of 2 agents): every agent is asked to dump at once, one uploads, the
-// other holds its stacks until the first has sent all its ranks, then gets UPLOAD.
+// Upload pacing (window 1 of 2 agents): both agents are asked to dump (StartHang), one uploads,
+// the other holds its stacks until the first has sent all its ranks, then gets UPLOAD.
 TEST_F(CoreTest, UploadsArePacedByTheWindow) {
   MakeCore(30, 1);
   std::string id = StartHang();
@@ -550,11 +555,7 @@ TEST_F(CoreTest, UploadsArePacedByTheWindow) {
   EXPECT_EQ(core_->Counters().dump_commands_sent, 2u);
   EXPECT_NE(core_->MetricsText().find("xtimer_collector_upload_commands_total 1\n"), std::string::npos);
   for (int r = second_rank; r < second_rank + 4; ++r) ASSERT_TRUE(Upload(second, id, r, StackJson(r)).accepted());
-  core_->Tick();
-  RoundInfo round = core_->Rounds()[0];
-  EXPECT_TRUE(round.finished);
-  EXPECT_FALSE(round.timed_out);
-  EXPECT_EQ(round.ranks_reported, "0-7");
+  ExpectRoundCompleteWithEveryRank();
 }
 
 // An agent that sends nothing (or goes away) does not hold the window; one arriving mid-round

@@ -91,10 +91,8 @@ class TestAgent {
     *known = reply.known();
     if (st.ok() && reply.command().kind() == v1::Command::DUMP) {
       std::lock_guard<std::mutex> lock(mu_);
-      dumps_.push_back(reply.command().dump_id());
-      dump_waits_.push_back(reply.command().wait_for_upload());
+      RecordLocked(reply.command());
       ++dumps_in_replies_;
-      cv_.notify_all();
     }
     return st;
   }
@@ -130,9 +128,7 @@ class TestAgent {
       v1::Command c;
       while (stream->Read(&c)) {
         std::lock_guard<std::mutex> lock(mu_);
-        if (c.kind() == v1::Command::DUMP) dumps_.push_back(c.dump_id()), dump_waits_.push_back(c.wait_for_upload());
-        if (c.kind() == v1::Command::UPLOAD) grants_.push_back(c.dump_id());
-        cv_.notify_all();
+        RecordLocked(c);
       }
       grpc::Status st = stream->Finish();
       std::lock_guard<std::mutex> lock(mu_);
@@ -194,6 +190,13 @@ class TestAgent {
   std::shared_ptr<grpc::Channel> channel() { return channel_; }
 
  private:
+  // A command from the stream or a reply.
+  void RecordLocked(const v1::Command& c) {
+    if (c.kind() == v1::Command::DUMP) dumps_.push_back(c.dump_id()), dump_waits_.push_back(c.wait_for_upload());
+    if (c.kind() == v1::Command::UPLOAD) grants_.push_back(c.dump_id());
+    cv_.notify_all();
+  }
+
   static inline int next_ = 0;
   std::string token_;
   std::shared_ptr<grpc::Channel> channel_;
