@@ -29,7 +29,7 @@ constexpr Var kVars[] = {
     // --- hang detection
     {"XTIMER_HANG_TIMEOUT", "300", "Seconds an operation (or a synchronising call) may run before it is a hang; fractions allowed."},
     {"XTIMER_HANG_ACTION", "dump",
-     "On a hang: dump (write stacks once), abort (dump, then abort the process), log (only log; a collector may still ask for stacks)."},
+     "On a hang: dump (write stacks once), abort (dump, then abort the process), log (only log; a collector may still ask for stacks), restart (dump; xtimer_run then restarts every worker; its default)."},
     {"XTIMER_DUMP_SIGNAL", "SIGUSR2",
      "Signal that makes a rank dump its stacks (name or number; 'none' disables). Installed only if the program has no handler."},
     {"XTIMER_CAPTURE_SIGNAL", "SIGRTMIN+5", "Real-time signal used internally to interrupt each thread during a dump."},
@@ -40,6 +40,8 @@ constexpr Var kVars[] = {
     {"XTIMER_COLLECTOR_TOKEN_FILE", "", "File holding the token the agent presents to the collector."},
     {"XTIMER_COLLECTOR_CA", "", "PEM file of the CA that signed a TLS collector's certificate; set = the agent uses TLS."},
     {"XTIMER_DUMP_WAIT", "30", "Seconds the collector waits for every rank's stacks after a hang before merging."},
+    // --- elastic launcher
+    {"XTIMER_PYTHON", "python3", "Python interpreter xtimer_run starts the training script with (without --no-python); looked up on PATH."},
     // --- network check
     {"XTIMER_NETPROBE_TIMEOUT", "30", "Deadline in seconds for every connect, send and wait of xtimer_netprobe."},
     // --- flash checkpoint

@@ -27,6 +27,9 @@ class CollectorLink {
   // Sends what is queued for at most `ms` milliseconds, then stops.
   virtual void Stop(int ms) = 0;
   virtual bool connected() const = 0;
+  // A dump round is still open (waiting for stacks or merging); only the embedded collector
+  // knows, a remote one says false.
+  virtual bool RoundOpen() const { return false; }
 };
 
 // XTIMER_COLLECTOR=host:port. `token_file` (may be empty) holds the bearer token; `ca_file`

@@ -65,6 +65,11 @@ class EmbeddedCollectorLink : public CollectorLink {
 
   bool connected() const override { return true; }
 
+  bool RoundOpen() const override {
+    std::vector<collector::RoundInfo> rounds = core_.Rounds();
+    return !rounds.empty() && !rounds.front().finished;
+  }
+
  private:
   static collector::CoreOptions Options(const std::string& out_dir, double dump_wait_s) {
     collector::CoreOptions o;

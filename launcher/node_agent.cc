@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/clock.h"
 #include "common/env.h"
 #include "common/http_port.h"
 #include "common/log.h"
@@ -106,6 +107,7 @@ void NodeAgent::OnRankMessage(int conn, const nlohmann::json& msg) {
 // carries the request id back), except those that just dumped for a hang of their own, whose
 // dump is sent (again) for this round.
 void NodeAgent::OnDumpRequest(const std::string& dump_id) {
+  last_dump_request_ms_ = static_cast<int64_t>(WallNs() / 1000000);
   RankRegistry::DumpPlan plan = registry_.PlanDump(config_.dump_wait_s);
   std::string msg = nlohmann::json{{"type", "dump"}, {"request_id", dump_id}}.dump();
   int asked = 0;
@@ -131,20 +133,42 @@ void NodeAgent::SymbolizeLoop() {
       if (dumps_.empty()) return;
       d = dumps_.front();
       dumps_.pop_front();
+      ++symbolizing_;
     }
-    std::string error;
-    SymbolizeSummary summary;
-    if (!SymbolizeStackFile(d.path, symbolizer, &summary, &error))
-      Log(LogLevel::kWarn, "agent: %s (the stack file stays unsymbolised)", error.c_str());
-    std::ifstream in(d.path);
-    if (!in) {
-      Log(LogLevel::kWarn, "agent: cannot read rank %d's stack file %s", d.rank, d.path.c_str());
-      continue;
-    }
-    std::stringstream text;
-    text << in.rdbuf();
-    if (link_) link_->Upload(d.rank, d.request_id, text.str());
+    HandOn(symbolizer, d);
+    std::lock_guard<std::mutex> lock(mu_);
+    --symbolizing_;
   }
+}
+
+void NodeAgent::HandOn(Symbolizer& symbolizer, const Dump& d) {
+  std::string error;
+  SymbolizeSummary summary;
+  if (!SymbolizeStackFile(d.path, symbolizer, &summary, &error))
+    Log(LogLevel::kWarn, "agent: %s (the stack file stays unsymbolised)", error.c_str());
+  std::ifstream in(d.path);
+  if (!in) {
+    Log(LogLevel::kWarn, "agent: cannot read rank %d's stack file %s", d.rank, d.path.c_str());
+    return;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  if (link_) link_->Upload(d.rank, d.request_id, text.str());
+}
+
+bool NodeAgent::DumpsSettled(int64_t since_ms) {
+  if (last_dump_request_ms_ < since_ms) return false;  // the round has not asked us yet
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!dumps_.empty() || symbolizing_ > 0) return false;
+  }
+  return !(link_ && link_->RoundOpen());
+}
+
+bool NodeAgent::WaitCheckpointsPersisted(double timeout_s) {
+  if (!saver_) return true;
+  (void)timeout_s;  // MERGE: saver_->WaitUntilPersisted(timeout_s) from the ckpt branch
+  return true;
 }
 
 void NodeAgent::StartMetrics() {

@@ -25,6 +25,8 @@ class Server;
 
 namespace xtimer {
 
+class Symbolizer;
+
 struct AgentConfig {
   std::string timeline_path;    // XTIMER_TIMELINE_PATH: also where an embedded collector writes
   int metrics_port = 18889;     // XTIMER_METRICS_PORT, 0 = off
@@ -47,6 +49,18 @@ class NodeAgent {
   // The command ended: last reports, then everything stops.
   void Stop();
 
+  // For xtimer_run, between rounds of workers:
+  // A rank reports a hang (its rank and trigger).
+  bool FindHung(int* rank, std::string* trigger) const { return registry_.FindHung(rank, trigger); }
+  // The stacks asked for since `since_ms` (unix ms) are symbolised and handed to the collector,
+  // and the embedded collector's round is merged. False while one is still under way.
+  bool DumpsSettled(int64_t since_ms);
+  // A new round of workers starts: the old round's ranks are forgotten.
+  void BeginRound() { registry_.ForgetExited(); }
+  // Waits (at most `timeout_s`) until the checkpoint saver has written what it must: the
+  // newest memory snapshots of workers that died. True if done (or no saver runs here).
+  bool WaitCheckpointsPersisted(double timeout_s);
+
  private:
   void OnRankMessage(int conn, const nlohmann::json& msg);
   void OnDumpRequest(const std::string& dump_id);
@@ -61,6 +75,7 @@ class NodeAgent {
     int rank;
     std::string request_id;
   };
+  void HandOn(Symbolizer& symbolizer, const Dump& d);  // symbolise one dump, upload it
 
   AgentConfig config_;
   std::string socket_dir_;
@@ -75,7 +90,9 @@ class NodeAgent {
   std::mutex mu_;  // guards the dump queue
   std::condition_variable cv_;
   std::deque<Dump> dumps_;
+  int symbolizing_ = 0;  // dumps taken from the queue and not yet handed on
   bool stopping_ = false;
+  std::atomic<int64_t> last_dump_request_ms_{0};
 };
 
 }  // namespace xtimer

@@ -136,4 +136,21 @@ bool RankRegistry::TakeStateChange() {
   return c;
 }
 
+bool RankRegistry::FindHung(int* rank, std::string* trigger) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [pid, e] : ranks_) {
+    if (e.report.state() != v1::RANK_STATE_HUNG) continue;
+    *rank = e.report.rank().rank();
+    *trigger = e.report.trigger();
+    return true;
+  }
+  return false;
+}
+
+void RankRegistry::ForgetExited() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(ranks_, [](const auto& kv) { return kv.second.report.state() == v1::RANK_STATE_EXITED; });
+  changed_ = true;
+}
+
 }  // namespace xtimer

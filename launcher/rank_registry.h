@@ -36,6 +36,11 @@ class RankRegistry {
   DumpPlan PlanDump(double recent_s) const;
   // Whether a rank's state changed (a hang found or resolved, an exit) since the last call.
   bool TakeStateChange();
+  // A rank that reports a hang now: its rank and the trigger it reported; false if none.
+  bool FindHung(int* rank, std::string* trigger) const;
+  // A new round of workers (xtimer_run): ranks whose process ended are forgotten, so that the
+  // old round's ranks are not reported beside the new ones.
+  void ForgetExited();
 
  private:
   struct Entry {

@@ -16,6 +16,7 @@
 
 #include "common/env.h"
 #include "common/log.h"
+#include "launcher/preload_env.h"
 #ifdef XTIMER_WITH_AGENT
 #include "launcher/child_process.h"
 #include "launcher/node_agent.h"
@@ -32,19 +33,6 @@ void Usage(FILE* out) {
                "examples:\n"
                "  xtimer_launch python train.py\n"
                "  xtimer_launch torchrun --nproc-per-node 8 train.py\n");
-}
-
-// <dir of this executable>/../lib/libxtimer_preload.so, unless XTIMER_PRELOAD_LIB says otherwise.
-std::string PreloadPath() {
-  std::string configured = xtimer::env::String("XTIMER_PRELOAD_LIB");
-  if (!configured.empty()) return configured;
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) return "libxtimer_preload.so";
-  exe[n] = '\0';
-  std::string dir(exe);
-  dir.erase(dir.rfind('/'));
-  return dir + "/../lib/libxtimer_preload.so";
 }
 
 }  // namespace
@@ -65,26 +53,11 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  char resolved[PATH_MAX];
-  std::string lib = PreloadPath();
-  if (realpath(lib.c_str(), resolved) == nullptr || access(resolved, R_OK) != 0) {
-    std::fprintf(stderr,
-                 "xtimer_launch: cannot read the preload library %s (%s); build it (scripts/test.sh) or set "
-                 "XTIMER_PRELOAD_LIB\n",
-                 lib.c_str(), std::strerror(errno));
+  std::string preload_error;
+  if (!xtimer::SetPreloadEnvironment(&preload_error)) {
+    std::fprintf(stderr, "xtimer_launch: %s\n", preload_error.c_str());
     return 2;
   }
-  // Prepend, keeping what the user preloads; a nested xtimer_launch does not add it twice.
-  std::string preload = resolved;
-  if (const char* old = std::getenv("LD_PRELOAD"); old != nullptr && *old != '\0') {
-    if (std::strstr(old, resolved) != nullptr) {
-      preload = old;
-    } else {
-      preload += ":";
-      preload += old;
-    }
-  }
-  setenv("LD_PRELOAD", preload.c_str(), 1);
 
 #ifdef XTIMER_WITH_AGENT
   if (xtimer::env::String("XTIMER_AGENT_SOCKET").empty()) {

@@ -25,8 +25,8 @@ PreloadConfig PreloadConfig::FromEnv() {
     c.hang_action = HangAction::kAbort;
   } else if (action == "log") {
     c.hang_action = HangAction::kLog;
-  } else if (action != "dump") {
-    Log(LogLevel::kWarn, "XTIMER_HANG_ACTION=%s is not dump, abort or log; using dump", action.c_str());
+  } else if (action != "dump" && action != "restart") {  // restart: the rank dumps, xtimer_run restarts it
+    Log(LogLevel::kWarn, "XTIMER_HANG_ACTION=%s is not dump, abort, log or restart; using dump", action.c_str());
   }
   return c;
 }

@@ -16,6 +16,8 @@ packages=(
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
   chromium curl prometheus iproute2 nftables procps psmisc
+  # elastic launcher: a real etcd v3 for multi-node rendezvous tests
+  etcd-server
 )
 
 missing=()

@@ -1,0 +1,14 @@
+// LD_PRELOAD for the processes xtimer_launch and xtimer_run start: libxtimer_preload.so first,
+// whatever the user preloads after it, never twice.
+#pragma once
+
+#include <string>
+
+namespace xtimer {
+
+// Finds the library (XTIMER_PRELOAD_LIB, else ../lib/ beside this executable) and sets
+// LD_PRELOAD in this process' environment, to be inherited. False with *error (one line, naming
+// the path and what to do) when the library cannot be read.
+bool SetPreloadEnvironment(std::string* error);
+
+}  // namespace xtimer

@@ -1,0 +1,60 @@
+// xtimer_run's command line: torchrun's flags (both spellings, `--flag value` and
+// `--flag=value`), then the training script and its arguments, plus xtimer's own flags
+// (--network-check, --exclude-straggler, --save-at-breakpoint). Parsing never exits: a bad
+// flag gives one line naming the flag and what it accepts.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace xtimer::run {
+
+// Which streams of a worker go to a file under --log-dir (torchrun's --redirects / --tee):
+// 0 none, 1 stdout, 2 stderr, 3 both.
+enum Streams { kNone = 0, kStdout = 1, kStderr = 2, kBoth = 3 };
+
+struct RunOptions {
+  int min_nodes = 1, max_nodes = 1;   // --nnodes N | MIN:MAX
+  int nproc_per_node = 1;             // --nproc-per-node N | cpu | gpu | auto
+  int max_restarts = 0;               // --max-restarts
+  std::string rdzv_backend = "static";  // static | etcd (etcd-v2 is taken as etcd)
+  std::string rdzv_endpoint;            // host:port of etcd
+  std::string rdzv_id = "none";
+  double join_timeout_s = 600;        // --rdzv-conf join_timeout= (torchrun: timeout=)
+  double last_call_timeout_s = 30;    // --rdzv-conf last_call_timeout=
+  double lease_ttl_s = 10;            // --rdzv-conf lease_ttl= (ours): a silent node drops out after it
+  int node_rank = 0;                  // --node-rank (static)
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  bool master_port_given = false;
+  bool standalone = false;
+  double monitor_interval_s = 0.1;
+  std::string local_addr;             // what other nodes use to reach this one ("" = host name)
+  bool no_python = false;
+  bool module = false;                // -m: run the script as `python -m`
+  std::string role = "default";
+  std::string log_dir;
+  int redirects = kNone, tee = kNone;
+  // Ours.
+  bool network_check = false;
+  bool exclude_straggler = false;
+  bool save_at_breakpoint = true;
+  double stop_grace_s = 5;            // SIGTERM, then SIGKILL after this many seconds
+
+  std::vector<std::string> script;    // the training script (or program) and its arguments
+
+  bool elastic() const { return rdzv_backend == "etcd"; }
+};
+
+// Parses argv[1..]. False with *error (one line) on a bad or missing value; *help set when
+// --help was asked (then nothing else is checked).
+bool ParseRunOptions(int argc, char** argv, RunOptions* out, std::string* error, bool* help);
+
+// The usage text.
+std::string RunUsage();
+
+// The command line a worker runs: `python3 [-u] [-m] script args` (python3 from PATH, or
+// XTIMER_PYTHON), or the program itself with --no-python.
+std::vector<std::string> WorkerCommand(const RunOptions& o);
+
+}  // namespace xtimer::run

@@ -1,0 +1,59 @@
+// xtimer_run [torchrun options] SCRIPT [ARGS...]: torchrun's command line and worker
+// environment on a C++ agent that is also the node's xtimer agent (launcher/README.md).
+#include <stdlib.h>
+
+#include <cstdio>
+#include <string>
+
+#include "common/env.h"
+#include "common/log.h"
+#include "launcher/child_process.h"
+#include "launcher/elastic_agent.h"
+#include "launcher/node_agent.h"
+#include "launcher/preload_env.h"
+
+int main(int argc, char** argv) {
+  using namespace xtimer;
+  run::RunOptions options;
+  std::string error;
+  bool help = false;
+  if (!run::ParseRunOptions(argc, argv, &options, &error, &help)) {
+    std::fprintf(stderr, "xtimer_run: %s\n", error.c_str());
+    return 2;
+  }
+  if (help) {
+    std::fputs(run::RunUsage().c_str(), stdout);
+    return 0;
+  }
+  if (!SetPreloadEnvironment(&error)) {
+    std::fprintf(stderr, "xtimer_run: %s\n", error.c_str());
+    return 2;
+  }
+  // A hang restarts the workers (after the stacks are merged) unless the user chose otherwise.
+  if (const char* action = std::getenv("XTIMER_HANG_ACTION"); action == nullptr || *action == '\0')
+    setenv("XTIMER_HANG_ACTION", "restart", 1);
+
+  std::unique_ptr<run::Rendezvous> rdzv;
+  if (options.elastic()) {
+    rdzv = run::MakeEtcdRendezvous(options, &error);
+    if (!rdzv) {
+      std::fprintf(stderr, "xtimer_run: %s\n", error.c_str());
+      return 1;
+    }
+  } else {
+    rdzv = run::MakeStaticRendezvous(options);
+  }
+
+  ChildProcess::BlockSignals();  // before the agent's threads exist
+  std::unique_ptr<NodeAgent> agent;
+  if (env::String("XTIMER_AGENT_SOCKET").empty()) {
+    agent = std::make_unique<NodeAgent>(AgentConfig::FromEnv());
+    if (!agent->Start(&error)) {
+      Log(LogLevel::kWarn, "agent: %s; the workers run without a node agent", error.c_str());
+      agent.reset();
+    }
+  }
+  int status = run::ElasticAgent(options, std::move(rdzv), agent.get()).Run();
+  if (agent) agent->Stop();
+  return status;
+}

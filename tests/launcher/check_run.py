@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""End-to-end checks of xtimer_run (issue 12): real gloo DDP workers with Debian's CPU torch,
+several nodes as several xtimer_run processes on localhost, a real etcd.
+
+  check_run.py CHECK --bin BUILD/bin --pypath BUILD/lib/python [--lib libpyccl.so --simgpu DIR]
+  CHECK: crash | exhausted | agent-killed | sigterm | etcd-crash | etcd-node-lost | etcd-scale-out
+         | etcd-below-min | hang
+
+Timings printed as 'figure:' lines are the README's recovery figures (not asserted).
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import check, failures, load_json, wait_for  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON = "/usr/bin/python3"  # Debian's, with torch
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def steps(out):
+    rows = []
+    try:
+        with open(os.path.join(out, "steps.jsonl")) as f:
+            for line in f:
+                try:
+                    rows.append(json.loads(line))
+                except ValueError:
+                    pass  # a line being written
+    except OSError:
+        pass
+    return rows
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is not alive
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class Etcd:
+    def __init__(self, tmp):
+        self.port = free_port()
+        peer = free_port()
+        exe = shutil.which("etcd")
+        if exe is None:
+            sys.exit("etcd is not installed (Debian package etcd-server; scripts/setup.sh installs it)")
+        self.proc = subprocess.Popen(
+            [exe, "--data-dir", os.path.join(tmp, "etcd"), "--listen-client-urls", f"http://127.0.0.1:{self.port}",
+             "--advertise-client-urls", f"http://127.0.0.1:{self.port}", "--listen-peer-urls",
+             f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+             "--initial-cluster", f"default=http://127.0.0.1:{peer}"],
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "etcd.log"), "w"))
+        ok = wait_for(lambda: self._up(), 20, 0.1)
+        if not ok:
+            sys.exit("etcd did not start (see etcd.log)")
+
+    def _up(self):
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                return True
+        except OSError:
+            return False
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+class Run:
+    """One xtimer_run (one node)."""
+
+    def __init__(self, args, out, run_args, script_args, env=None, name="node"):
+        self.log_path = os.path.join(out, f"{name}.log")
+        e = dict(os.environ, OUT=out, PYTHONPATH=args.pypath, XTIMER_PYTHON=PYTHON, XTIMER_METRICS_PORT="0",
+                 XTIMER_TIMELINE_PATH=os.path.join(out, "timeline"), XTIMER_CKPT_SHM_DIR=os.path.join(out, "shm"))
+        os.makedirs(e["XTIMER_CKPT_SHM_DIR"], exist_ok=True)
+        e.update(env or {})
+        self.proc = subprocess.Popen([os.path.join(args.bin, "xtimer_run")] + run_args + script_args, env=e,
+                                     stdout=open(os.path.join(out, f"{name}.out"), "w"),
+                                     stderr=open(self.log_path, "w"), start_new_session=True)
+
+    def wait(self, timeout):
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return None
+
+    def log(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+
+def train(steps_n=30, step_s=0.1):
+    return ["--max-restarts", "3", os.path.join(HERE, "elastic_train.py")], {"STEPS": str(steps_n),
+                                                                            "STEP_S": str(step_s)}
+
+
+def check_resumed(rows, world_of_restart, what):
+    """Every rank of every round agrees on the parameters at each step, and each round after the
+    first started from a checkpoint no more than 5 steps old."""
+    by_step = {}
+    for r in rows:
+        by_step.setdefault((r["step"], r["restart"], r["world"]), set()).add(r["digest"])
+    check(all(len(d) == 1 for d in by_step.values()), f"{what}: every rank holds the same parameters at each step")
+    rounds = sorted({(r["restart"], r["start"]) for r in rows})
+    check(len(rounds) >= 2, f"{what}: the workers ran again after the failure (rounds {rounds})")
+    for restart, start in rounds[1:]:
+        before = [r["step"] for r in rows if (r["restart"], r["start"]) < (restart, start)]
+        last = max(before) if before else -1
+        check(start > 0 and last - start < 5,
+              f"{what}: round (restart {restart}) resumed at step {start}, the last step done before was {last}")
+
+
+def first_step_after(rows, t, pred=lambda r: True):
+    later = [r["t"] for r in rows if r["t"] > t and pred(r)]
+    return min(later) if later else None
+
+
+# ---------------------------------------------------------------- single node (static)
+
+def c_crash(args, out):
+    run_args, env = train()
+    env["CRASH_AT"] = "8:1"
+    r = Run(args, out, ["--standalone", "--nproc-per-node", "2"] + run_args, [], env)
+    rc = r.wait(240)
+    log = r.log()
+    check(rc == 0, f"the job finishes with exit 0 after one crash (rc {rc})")
+    check("rank 1 (local rank 1)" in log and "exit code 7" in log, "the crash is named: rank 1, exit code 7")
+    rows = steps(out)
+    check(all(any(x["rank"] == k and x["step"] == 29 for x in rows) for k in (0, 1)), "both ranks reach the last step")
+    check(any(x["restart"] == 1 for x in rows), "the second round has TORCHELASTIC_RESTART_COUNT=1")
+    check_resumed(rows, None, "crash")
+    crash_t = os.path.getmtime(os.path.join(out, "CRASH_AT.done"))
+    again = first_step_after(rows, crash_t, lambda x: x["restart"] == 1)
+    if again:
+        print(f"figure: crash -> training again (standalone, 2 workers): {again - crash_t:.2f} s")
+
+
+def c_exhausted(args, out):
+    r = Run(args, out, ["--nproc-per-node", "2", "--max-restarts", "2", "--no-python", "/bin/sh", "-c",
+                        'echo "worker $RANK bad input at restart $TORCHELASTIC_RESTART_COUNT" >&2; '
+                        'test "$RANK" = 1 && exit 5; sleep 30'], [])
+    rc = r.wait(120)
+    log = r.log()
+    check(rc == 1, f"exit 1 once --max-restarts 2 is used up (rc {rc})")
+    check("no restarts left (--max-restarts 2)" in log, "the summary says the restarts are used up")
+    check("rank      : 1 (local_rank: 1)" in log and "exit code 5" in log, "the summary names rank 1 and exit code 5")
+    check("| worker 1 bad input at restart 2" in log, "the summary ends with the failed worker's last stderr line")
+    check(log.count("warning: run: rank 1 (local rank 1)") == 3, "three rounds ran (restart 0, 1, 2)")
+
+
+def worker_pids(out):
+    return sorted({r["pid"] for r in steps(out)})
+
+
+def c_agent_killed(args, out):
+    run_args, env = train(steps_n=10000)
+    r = Run(args, out, ["--nproc-per-node", "2"] + run_args, [], env)
+    check(wait_for(lambda: len(worker_pids(out)) == 2, 120), "two workers train")
+    pids = worker_pids(out)
+    r.proc.kill()  # SIGKILL: no chance to clean up
+    r.proc.wait()
+    gone = wait_for(lambda: not any(alive(p) for p in pids), 5, 0.1)
+    check(gone, f"no worker is left 5 s after xtimer_run was SIGKILLed (pids {pids})")
+    for p in pids:
+        if alive(p):
+            os.kill(p, signal.SIGKILL)
+
+
+def c_sigterm(args, out):
+    run_args, env = train(steps_n=10000)
+    r = Run(args, out, ["--nproc-per-node", "2"] + run_args, [], env)
+    check(wait_for(lambda: len(worker_pids(out)) == 2, 120), "two workers train")
+    pids = worker_pids(out)
+    r.proc.send_signal(signal.SIGTERM)
+    rc = r.wait(30)
+    check(rc == 128 + signal.SIGTERM, f"xtimer_run exits with 143 after SIGTERM (rc {rc})")
+    check(not any(alive(p) for p in pids), "its workers are gone")
+
+
+# ---------------------------------------------------------------- several nodes (etcd)
+
+def etcd_args(etcd, nnodes, rid, extra=""):
+    return ["--nnodes", nnodes, "--rdzv-backend", "etcd", "--rdzv-endpoint", f"127.0.0.1:{etcd.port}",
+            "--rdzv-id", rid, "--local-addr", "127.0.0.1",
+            "--rdzv-conf", "last_call_timeout=2,join_timeout=60,lease_ttl=3" + extra]
+
+
+def c_etcd_crash(args, out):
+    etcd = Etcd(out)
+    try:
+        run_args, env = train(steps_n=40)
+        env["CRASH_AT"] = "10:3"
+        nodes = [Run(args, out, etcd_args(etcd, "3", "crash") + ["--nproc-per-node", "2"] + run_args, [], env,
+                     name=f"node{i}") for i in range(3)]
+        rcs = [n.wait(300) for n in nodes]
+        check(rcs == [0, 0, 0], f"all three nodes finish with exit 0 (rc {rcs})")
+        rows = steps(out)
+        check({r["rank"] for r in rows if r["step"] == 39} == set(range(6)), "all 6 ranks reach the last step")
+        check({r["world"] for r in rows} == {6}, "the world stays 6")
+        check_resumed(rows, None, "etcd crash")
+        crash_t = os.path.getmtime(os.path.join(out, "CRASH_AT.done"))
+        again = [first_step_after(rows, crash_t, lambda x, k=k: x["rank"] == k and x["restart"] == 1) for k in range(6)]
+        if all(again):
+            print(f"figure: crash -> all 6 workers (3 nodes x 2) training again: {max(again) - crash_t:.2f} s")
+    finally:
+        etcd.stop()
+
+
+def c_etcd_node_lost(args, out):
+    etcd = Etcd(out)
+    try:
+        run_args, env = train(steps_n=100000)
+        nodes = [Run(args, out, etcd_args(etcd, "2:3", "lost") + ["--nproc-per-node", "1"] + run_args, [], env,
+                     name=f"node{i}") for i in range(3)]
+        check(wait_for(lambda: len({r["rank"] for r in steps(out) if r["world"] == 3}) == 3, 180),
+              "three nodes train with world size 3")
+        wait_for(lambda: max(r["step"] for r in steps(out)) >= 12, 60)
+        victim = nodes[2]
+        os.killpg(victim.proc.pid, signal.SIGKILL)  # the whole node: agent and its worker
+        t_kill = time.time()
+        victim.proc.wait()
+        ok = wait_for(lambda: len({r["rank"] for r in steps(out) if r["world"] == 2 and r["t"] > t_kill}) == 2, 120)
+        check(ok, "the two remaining nodes train on with world size 2")
+        rows = steps(out)
+        after = [r for r in rows if r["world"] == 2 and r["t"] > t_kill]
+        before = [r["step"] for r in rows if r["world"] == 3]
+        if after:
+            check(min(r["start"] for r in after) >= max(before) - 5,
+                  f"the smaller world resumed from the newest checkpoint (step {min(r['start'] for r in after)}, "
+                  f"last done {max(before)})")
+            print(f"figure: node SIGKILLed -> training again with 2 nodes (lease TTL 3 s): "
+                  f"{min(r['t'] for r in after) - t_kill:.2f} s")
+        for n in nodes[:2]:
+            os.killpg(n.proc.pid, signal.SIGTERM)
+            n.wait(30)
+    finally:
+        etcd.stop()
+
+
+def c_etcd_scale_out(args, out):
+    etcd = Etcd(out)
+    try:
+        run_args, env = train(steps_n=100000)
+        common = etcd_args(etcd, "2:3", "grow") + ["--nproc-per-node", "1"] + run_args
+        nodes = [Run(args, out, common, [], env, name=f"node{i}") for i in range(2)]
+        check(wait_for(lambda: len({r["rank"] for r in steps(out) if r["world"] == 2}) == 2, 180),
+              "two nodes train with world size 2")
+        wait_for(lambda: max(r["step"] for r in steps(out)) >= 8, 60)
+        t_add = time.time()
+        nodes.append(Run(args, out, common, [], env, name="node2"))
+        ok = wait_for(lambda: len({r["rank"] for r in steps(out) if r["world"] == 3}) == 3, 180)
+        check(ok, "a third node joins mid-run: three ranks train with world size 3")
+        rows = steps(out)
+        grown = [r for r in rows if r["world"] == 3]
+        if grown:
+            check(min(r["start"] for r in grown) > 0, "the grown world resumed from a checkpoint, not step 0")
+            print(f"figure: node added -> training with 3 nodes: {min(r['t'] for r in grown) - t_add:.2f} s")
+        for n in nodes:
+            os.killpg(n.proc.pid, signal.SIGTERM)
+            n.wait(30)
+    finally:
+        etcd.stop()
+
+
+def c_etcd_below_min(args, out):
+    etcd = Etcd(out)
+    try:
+        r = Run(args, out, ["--nnodes", "2:3", "--rdzv-backend", "etcd", "--rdzv-endpoint", f"127.0.0.1:{etcd.port}",
+                            "--rdzv-id", "few", "--rdzv-conf", "join_timeout=3", "--no-python", "/bin/true"], [])
+        rc = r.wait(60)
+        log = r.log()
+        check(rc == 1, f"exit 1 when too few nodes come (rc {rc})")
+        check("only 1 of at least 2 node(s) joined" in log, "the message says how many nodes came")
+    finally:
+        etcd.stop()
+    r = Run(args, out, ["--nnodes", "2:3", "--rdzv-backend", "etcd", "--rdzv-endpoint", "127.0.0.1:1",
+                        "--rdzv-id", "x", "--no-python", "/bin/true"], [], name="noetcd")
+    rc = r.wait(60)
+    check(rc == 1 and "cannot be reached" in r.log(), f"no etcd: exit 1 and a line naming the endpoint (rc {rc})")
+
+
+# ---------------------------------------------------------------- hang (simulated NCCL)
+
+def c_hang(args, out):
+    env = {"LD_LIBRARY_PATH": args.simgpu, "XTIMER_HANG_TIMEOUT": "2", "XTIMER_DUMP_WAIT": "10"}
+    r = Run(args, out, ["--nproc-per-node", "4", "--max-restarts", "1", "--no-python", PYTHON,
+                        os.path.join(HERE, "elastic_hang.py"), args.lib, out, "--stuck-rank", "2"], [], env)
+    rc = r.wait(180)
+    log = r.log()
+    check(rc == 0, f"the job finishes after the hang and one restart (rc {rc})")
+    check("rank 2" in log or "hangs" in log, "xtimer_run says a rank hangs")
+    verdicts = glob.glob(os.path.join(out, "timeline", "*", "verdict.json"))
+    check(len(verdicts) >= 1, f"a merged verdict was written before the restart ({verdicts})")
+    text = open(verdicts[0]).read() if verdicts else ""
+    check("load_batch" in text, "the verdict names the stuck rank's Python function (load_batch)")
+    with open(os.path.join(out, "node.out")) as f:
+        done = [json.loads(line) for line in f if '"done"' in line]
+    check(len(done) == 4, f"all four ranks finish in the second round ({len(done)})")
+
+
+CHECKS = {"crash": c_crash, "exhausted": c_exhausted, "agent-killed": c_agent_killed, "sigterm": c_sigterm,
+          "etcd-crash": c_etcd_crash, "etcd-node-lost": c_etcd_node_lost, "etcd-scale-out": c_etcd_scale_out,
+          "etcd-below-min": c_etcd_below_min, "hang": c_hang}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("check", choices=sorted(CHECKS))
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--pypath", required=True)
+    ap.add_argument("--lib")
+    ap.add_argument("--simgpu")
+    args = ap.parse_args()
+    out = tempfile.mkdtemp(prefix=f"xtimer-run-{args.check}-")
+    try:
+        CHECKS[args.check](args, out)
+    finally:
+        if failures:
+            for name in sorted(glob.glob(os.path.join(out, "*.log"))):
+                print(f"--- {name}\n" + open(name).read()[-3000:])
+    print(f"{len(failures)} failed" if failures else "all passed")
+    if not failures:
+        shutil.rmtree(out, ignore_errors=True)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
