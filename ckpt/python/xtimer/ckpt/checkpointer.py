@@ -8,7 +8,13 @@ written to disk behind the job by the node's saver, loaded from memory when ever
     step, state_dict = ckpt.load_checkpoint()   # newest valid: memory, else disk; (0, None)
     ckpt.wait()                                 # pending disk writes are durable
 
-The names follow DLRover's DdpCheckpointer so that switching is an import away.
+Across a change of world size (an elastic restart with fewer or more nodes), a step saved with
+`replicated=True` (every rank holds the whole state, as in DDP) loads at any world size; a
+step of per-rank (sharded) state loads only at the world size that saved it, else
+CheckpointError names both sizes.
+
+DdpCheckpointer is DLRover's class of that name: replicated, and load_checkpoint() returns the
+state dict alone, so a DLRover user changes only the import.
 """
 import atexit
 import enum
@@ -141,14 +147,17 @@ class Checkpointer:
     """One per rank. The rank and world size come from torch.distributed when it is initialised,
     else from RANK / WORLD_SIZE (default 0 / 1)."""
 
-    def __init__(self, checkpoint_dir, *, shm_dir=None, keep=None, persist_on_failure=None, copy_threads=0,
-                 saver=None, saver_idle_exit=300.0):
+    def __init__(self, checkpoint_dir, *, replicated=False, shm_dir=None, keep=None, persist_on_failure=None,
+                 copy_threads=0, saver=None, saver_idle_exit=300.0):
         """checkpoint_dir: the folder on disk (shared by all ranks; DIR/<step>/rank_<r>.xtc).
+        replicated: every rank saves the same whole state (DDP), so a step loads at any world
+        size (rank r reads the file of rank r % saved_world); recorded in each file's tree.
         shm_dir, keep, persist_on_failure: default to XTIMER_CKPT_SHM_DIR, XTIMER_CKPT_KEEP,
         XTIMER_CKPT_PERSIST_ON_FAILURE. copy_threads: threads of the copy into shared memory (0:
         automatic). saver: path of xtimer_ckpt_saver, or False to write disk saves in this
         process. saver_idle_exit: seconds the saver waits with nothing to do before it exits."""
         self.checkpoint_dir = os.path.realpath(os.fspath(checkpoint_dir))
+        self.replicated = bool(replicated)
         self._shm_dir = shm_dir if shm_dir is not None else _ckpt.env_string("XTIMER_CKPT_SHM_DIR")
         self._keep = -1 if keep is None else int(keep)
         self._persist_on_failure = -1 if persist_on_failure is None else int(bool(persist_on_failure))
@@ -199,8 +208,10 @@ class Checkpointer:
         if ents.cuda_devices:
             for d in ents.cuda_devices:
                 torch.cuda.synchronize(d)  # the copy runs on our own stream
-        tree_json = json.dumps({"format": "xtimer-ckpt-tree", "version": 1, "root": tree},
-                               separators=(",", ":"), allow_nan=False)
+        tree_doc = {"format": "xtimer-ckpt-tree", "version": 1, "root": tree}
+        if self.replicated:
+            tree_doc["replicated"] = True
+        tree_json = json.dumps(tree_doc, separators=(",", ":"), allow_nan=False)
         with self._lock:
             core = self._get_core(rank)
             saved, why = core.save(step, world, tree_json, entries, storage_type == StorageType.DISK)
@@ -212,8 +223,10 @@ class Checkpointer:
     # --- load
     def load_checkpoint(self, map_location=None):
         """Returns (step, state_dict) of the newest valid checkpoint: from memory if every rank
-        holds the same newest step there and it verifies, else the newest complete step on disk
-        whose files verify; (0, None) if there is none. A corrupt file is named and never
+        holds the same newest step there and it verifies, else the newest step on disk whose
+        files verify: complete at this world size, or saved with replicated state at any world
+        size and with any of its rank files present; (0, None) if there is none. A complete step
+        of sharded state saved at another world size raises CheckpointError naming both sizes. A corrupt file is named and never
         loaded; if no valid step remains, CheckpointError names the corrupt files.
         map_location: None (the devices they were saved from), or a device for every tensor."""
         rank, world = self._rank_world()
@@ -238,7 +251,11 @@ class Checkpointer:
                 core.release_memory()
                 log.warning("xtimer.ckpt: the in-memory snapshot is not usable (%s); loading from disk", e)
                 mem_step, mem = -1, None
-            disk = [s for s in _ckpt.scan_disk(self.checkpoint_dir) if s[2] and s[1] == world]
+            # Steps of any world size with at least one rank file, newest first. A complete step
+            # (every rank's file) always qualifies; one with files missing (a node died before its
+            # snapshots reached disk) only if its state is replicated, since any rank's copy will do.
+            disk = _ckpt.scan_disk(self.checkpoint_dir)
+            steps = {s[0]: s for s in disk}
             disk_top = disk[0][0] if disk else -1
             lo, hi, disk_top = _agree(dist, [mem_step, -mem_step, disk_top], ["min", "min", "min"])
             hi = -hi
@@ -253,27 +270,53 @@ class Checkpointer:
                 (cand,) = _agree(dist, [mine], ["min"])
                 if cand < 0:
                     break
-                ok, result = 1, None
-                path = _ckpt.rank_file(self.checkpoint_dir, cand, rank)
-                try:
-                    f = _ckpt.XtcFile(path)
-                    index = json.loads(f.index_json)
-                    leaves = self._alloc(index)
-                    f.read_into([_ptr(v) for v in leaves])
-                    result = (index, leaves)
-                except CheckpointError as e:
-                    ok = 0
-                    corrupt.append(str(e))
-                    log.error("xtimer.ckpt: %s", e)
+                ok, result, sw, why = self._read_step(steps.get(cand), cand, rank, world)
+                if ok == _CORRUPT:
+                    corrupt.append(why)
+                    log.error("xtimer.ckpt: %s", why)
                 (all_ok,) = _agree(dist, [ok], ["min"])
-                if all_ok:
+                if all_ok == _SHARDED_ELSEWHERE:
+                    raise CheckpointError(
+                        f"step {cand} in {self.checkpoint_dir} was saved by {sw} ranks with per-rank (sharded) state "
+                        f"and this job has {world}: it loads only at world size {sw}; state that every rank holds "
+                        "in full (DDP) is saved with Checkpointer(..., replicated=True) or DdpCheckpointer")
+                if all_ok == _READ:
                     if corrupt:
                         log.warning("xtimer.ckpt: loaded step %d instead of a newer one that did not verify", cand)
+                    if sw != world:
+                        log.info("xtimer.ckpt: step %d was saved at world size %d; loaded at world size %d "
+                                 "(replicated state)", cand, sw, world)
                     return cand, self._build(result[0], result[1], map_location)
                 bound = cand - 1
             if corrupt:
                 raise CheckpointError("no valid checkpoint in %s: %s" % (self.checkpoint_dir, "; ".join(corrupt)))
             return 0, None
+
+    def _read_step(self, found, step, rank, world):
+        """Reads this rank's state of one step found on disk ((step, world, complete, ranks) or
+        None). Returns (status, (index, leaves) or None, the step's world size, why)."""
+        if found is None:
+            return _CORRUPT, None, world, f"step {step}: no rank file of it in {self.checkpoint_dir}"
+        _, sw, complete, ranks = found
+        if not ranks:
+            return _INCOMPLETE, None, world, ""
+        if sw <= 0:
+            return _CORRUPT, None, world, f"step {step}: no rank file of it in {self.checkpoint_dir} is readable"
+        if complete and sw == world:
+            src = rank
+        else:  # another world size, or files missing: readable only if replicated
+            src = rank % sw if rank % sw in ranks else ranks[0]
+        try:
+            f = _ckpt.XtcFile(_ckpt.rank_file(self.checkpoint_dir, step, src))
+            index = json.loads(f.index_json)
+            if src != rank or sw != world:
+                if not (index.get("tree") or {}).get("replicated"):
+                    return (_SHARDED_ELSEWHERE if complete else _INCOMPLETE), None, sw, ""
+            leaves = self._alloc(index)
+            f.read_into([_ptr(v) for v in leaves])
+            return _READ, (index, leaves), sw, ""
+        except CheckpointError as e:
+            return _CORRUPT, None, sw, str(e)
 
     def _alloc(self, index):
         """Empty CPU tensors / arrays for every entry, in entry order."""
@@ -351,6 +394,29 @@ class Checkpointer:
     def shm_path(self):
         """The rank's shared-memory control file (after the first save or load)."""
         return self._core.ctl_path if self._core is not None else None
+
+
+class DdpCheckpointer(Checkpointer):
+    """DLRover's DdpCheckpointer: every rank saves the whole (replicated) state, so a step loads
+    at any world size, and load_checkpoint() returns the state dict alone ({} when nothing was
+    saved), as DLRover's does. Keep the step inside the state dict to resume from it."""
+
+    def __init__(self, checkpoint_dir, **kwargs):
+        kwargs.setdefault("replicated", True)
+        super().__init__(checkpoint_dir, **kwargs)
+
+    def load_checkpoint(self, resume_path="", map_location=None):
+        """The newest valid state dict, {} if there is none. resume_path: accepted for DLRover
+        compatibility and ignored (the newest step of checkpoint_dir is loaded)."""
+        _, state = super().load_checkpoint(map_location=map_location)
+        return {} if state is None else state
+
+
+# What one rank found in a step (all ranks take the minimum, so one bad file moves every rank on).
+_SHARDED_ELSEWHERE = -1  # complete, per-rank state, saved at another world size: an error
+_CORRUPT = 0             # this rank's file is missing or did not verify: try an older step
+_INCOMPLETE = 1          # files missing and the state is per-rank: try an older step
+_READ = 2
 
 
 def _ptr(v):
