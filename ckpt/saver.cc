@@ -161,7 +161,7 @@ void Saver::ReleaseNodeLock() {
   lock_fd_ = -1;
 }
 
-void Saver::Serve(Segment& seg, bool* busy) {
+void Saver::Serve(Segment& seg, bool* busy, bool* pending) {
   Control* c = seg.ctl();
   A(c->saver).store(SelfTag());
   auto persist = [&](int slot, const char* why) {
@@ -185,7 +185,7 @@ void Saver::Serve(Segment& seg, bool* busy) {
     if (A(s.disk).load() == kDiskWanted && (A(s.seq).load() & 1) == 0 && A(s.step).load() >= 0) {
       persist(slot, "disk save");
     }
-    if (A(s.disk).load() == kDiskWanted) *busy = true;  // still pending (busy slot): try again
+    if (A(s.disk).load() == kDiskWanted) *busy = *pending = true;  // still pending (busy slot): try again
   }
 
   // 2. The training process died without closing: write what is newer than the disk.
@@ -214,11 +214,17 @@ void Saver::Serve(Segment& seg, bool* busy) {
 }
 
 bool Saver::PollOnce() {
+  {
+    std::lock_guard<std::mutex> lock(scan_mu_);
+    scanning_ = true;
+  }
   std::vector<std::string> found;
   DIR* d = opendir(opt_.shm_dir.c_str());
   if (d == nullptr) {
     gone_ = errno == ENOENT;  // the folder was removed: nothing can ever need us again
     if (gone_) segments_.clear();
+    std::lock_guard<std::mutex> lock(scan_mu_);
+    scanning_ = false;
     return false;
   }
   while (dirent* e = readdir(d)) {
@@ -229,7 +235,7 @@ bool Saver::PollOnce() {
   // Forget segments whose files are gone.
   for (auto it = segments_.begin(); it != segments_.end();)
     it = std::find(found.begin(), found.end(), it->first) == found.end() ? segments_.erase(it) : std::next(it);
-  bool busy = false;
+  bool busy = false, pending = false;
   for (const std::string& path : found) {
     auto it = segments_.find(path);
     if (it == segments_.end()) {
@@ -237,8 +243,15 @@ bool Saver::PollOnce() {
       if (!Segment::Open(path, /*writable=*/false, &seg).ok()) continue;  // being created, or not ours
       it = segments_.emplace(path, std::move(seg)).first;
     }
-    Serve(*it->second, &busy);
+    Serve(*it->second, &busy, &pending);
   }
+  {
+    std::lock_guard<std::mutex> lock(scan_mu_);
+    ++scans_;
+    scanning_ = false;
+    last_scan_pending_ = pending;
+  }
+  scan_cv_.notify_all();
   return busy;
 }
 
@@ -280,6 +293,20 @@ void Saver::Run(const std::atomic<bool>* stop) {
     wake_fd_ = open(path.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
   }
   WritePid();
+  {
+    std::lock_guard<std::mutex> lock(scan_mu_);
+    running_ = true;
+  }
+  struct NotRunning {
+    Saver* s;
+    ~NotRunning() {
+      {
+        std::lock_guard<std::mutex> lock(s->scan_mu_);
+        s->running_ = false;
+      }
+      s->scan_cv_.notify_all();
+    }
+  } not_running{this};
   while (stop == nullptr || !stop->load()) {
     bool busy = PollOnce();
     if (gone_ && segments_.empty()) {
@@ -312,6 +339,20 @@ void Saver::Run(const std::atomic<bool>* stop) {
       std::this_thread::sleep_for(std::chrono::milliseconds(opt_.poll_ms));
     }
   }
+}
+
+bool Saver::WaitUntilPersisted(double timeout_s) {
+  std::unique_lock<std::mutex> lock(scan_mu_);
+  if (!running_) return false;
+  // A scan in progress may have begun before the caller's event: then wait for the one after it.
+  uint64_t until = scans_ + (scanning_ ? 2 : 1);
+  lock.unlock();
+  WakeSaver(opt_.shm_dir);
+  lock.lock();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  // A scan that leaves work pending is followed by another within poll_ms.
+  return scan_cv_.wait_until(lock, deadline, [&] { return !running_ || (scans_ >= until && !last_scan_pending_); }) &&
+         running_;
 }
 
 Status EnsureSaver(const std::string& binary, const std::string& shm_dir, double idle_exit_s) {

@@ -16,7 +16,9 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 
@@ -60,16 +62,28 @@ class Saver {
   bool PollOnce();
   // Polls until *stop or the idle timeout. Needs the node lock.
   void Run(const std::atomic<bool>* stop);
+  // From any thread while Run() runs on another: wakes the saver and waits until a scan that
+  // began after this call ended with no disk write pending, so every disk save asked for and
+  // every dead process' newest snapshot is on disk (or failed and was logged). False on
+  // timeout, or if Run() is not running.
+  bool WaitUntilPersisted(double timeout_s);
   // Removes segments that no longer need to be in memory (see above); returns how many.
   int RemoveFinishedSegments(bool log_kept);
 
  private:
-  void Serve(Segment& seg, bool* busy);
+  void Serve(Segment& seg, bool* busy, bool* pending);
   SaverOptions opt_;
   int lock_fd_ = -1;
   int wake_fd_ = -1;
   bool gone_ = false;
   std::map<std::string, std::unique_ptr<Segment>> segments_;
+  // Scans ended and whether the last one left a disk write pending, for WaitUntilPersisted.
+  std::mutex scan_mu_;
+  std::condition_variable scan_cv_;
+  uint64_t scans_ = 0;
+  bool scanning_ = false;
+  bool last_scan_pending_ = false;
+  bool running_ = false;
 };
 
 // Makes sure a saver runs for shm_dir: if nobody holds the lock, starts `binary --daemon`

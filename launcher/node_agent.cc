@@ -167,8 +167,7 @@ bool NodeAgent::DumpsSettled(int64_t since_ms) {
 
 bool NodeAgent::WaitCheckpointsPersisted(double timeout_s) {
   if (!saver_) return true;
-  (void)timeout_s;  // MERGE: saver_->WaitUntilPersisted(timeout_s) from the ckpt branch
-  return true;
+  return saver_->WaitUntilPersisted(timeout_s);
 }
 
 void NodeAgent::StartMetrics() {

@@ -32,6 +32,10 @@ int main(int argc, char** argv) {
   // A hang restarts the workers (after the stacks are merged) unless the user chose otherwise.
   if (const char* action = std::getenv("XTIMER_HANG_ACTION"); action == nullptr || *action == '\0')
     setenv("XTIMER_HANG_ACTION", "restart", 1);
+  // --save-at-breakpoint 0: a failed worker's newest memory snapshot is not written out (the flag
+  // travels in each worker's checkpoint segment); an explicit variable wins.
+  if (!options.save_at_breakpoint && env::String("XTIMER_CKPT_PERSIST_ON_FAILURE").empty())
+    setenv("XTIMER_CKPT_PERSIST_ON_FAILURE", "0", 1);
 
   std::unique_ptr<run::Rendezvous> rdzv;
   if (options.elastic()) {
