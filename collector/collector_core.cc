@@ -363,13 +363,13 @@ struct CollectorCore::Impl {
         if (!s.agent_id.empty()) session_of_agent[s.agent_id] = session;
         for (const v1::Rank& r : req.ranks()) {
           if (!ValidRank(r)) continue;
+          AdoptWorldLocked(r.world_size());
           s.ranks.insert(r.rank());
           RankEntry& e = ranks[r.rank()];
           if (!e.reported) {
             *e.report.mutable_rank() = r;
             Truncate(e.report.mutable_rank()->mutable_host(), 255);
           }
-          world = std::max(world, r.world_size());
         }
         // An agent that comes (back) during a dump round is asked too.
         if (!active.empty())
@@ -414,6 +414,7 @@ struct CollectorCore::Impl {
           continue;
         }
         ++counters.rank_reports;
+        AdoptWorldLocked(r.rank().world_size());
         sit->second.ranks.insert(r.rank().rank());
         RankEntry& e = ranks[r.rank().rank()];
         v1::RankState prev = e.reported ? e.report.state() : v1::RANK_STATE_UNKNOWN;
@@ -440,7 +441,6 @@ struct CollectorCore::Impl {
         e.reported = true;
         e.last_seen_s = now;
         e.last_seen_wall_ms = wall;
-        world = std::max(world, r.rank().world_size());
         if (r.state() == v1::RANK_STATE_HUNG && prev != v1::RANK_STATE_HUNG && hang == nullptr) hang = &r;
       }
       counters.rank_reports_invalid += invalid;
@@ -468,6 +468,20 @@ struct CollectorCore::Impl {
     }
     SendAll(out);
     return true;
+  }
+
+  // Under mu, before a rank's entry is touched. The job's world size is the one its ranks report
+  // now: after an elastic restart with another world size, what the old world's ranks said is
+  // forgotten, so no dump round waits for a rank that no longer exists or names it missing.
+  void AdoptWorldLocked(int32_t w) {
+    if (w == world) return;
+    if (world != 0)
+      Log(LogLevel::kInfo, "collector: the job's world size is now %d (was %d)", static_cast<int>(w),
+          static_cast<int>(world));
+    world = w;
+    for (auto it = ranks.begin(); it != ranks.end();)
+      it = it->second.report.rank().world_size() != w ? ranks.erase(it) : std::next(it);
+    for (auto& [id, s] : sessions) std::erase_if(s.ranks, [w](int32_t r) { return r >= w; });
   }
 
   // Under mu. Makes the round and its folder. The agents are asked by Report and Tick.
@@ -988,7 +1002,7 @@ struct CollectorCore::Impl {
     gauge("xtimer_collector_agents_connected", "Agents with an open command stream", static_cast<double>(n_connected));
     gauge("xtimer_collector_sessions", "Agent sessions the collector knows", static_cast<double>(n_sessions));
     gauge("xtimer_collector_ranks_known", "Ranks that have reported", static_cast<double>(reports.size()));
-    gauge("xtimer_collector_world_size", "The job's world size (the largest any rank reported)", w);
+    gauge("xtimer_collector_world_size", "The job's world size (as its ranks report it now)", w);
     gauge("xtimer_collector_hang_active", "1 while a hang episode is on (some rank reports a hang)", episode ? 1 : 0);
     gauge("xtimer_collector_dump_rounds_active", "Dump rounds waiting for stacks", static_cast<double>(n_active));
     gauge("xtimer_collector_last_round_ranks_missing", "Ranks without stacks in the last finished dump round", missing);

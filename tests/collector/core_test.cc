@@ -111,12 +111,13 @@ class CoreTest : public ::testing::Test {
 
   // Reports ranks [first, first+4) of a session; `hung` ranks say RANK_STATE_HUNG. With
   // `reply`, a DUMP for the session comes back there (as in the gRPC reply).
-  bool Report(const std::string& session, int first, std::set<int> hung = {}, v1::Command* reply = nullptr) {
+  bool Report(const std::string& session, int first, std::set<int> hung = {}, v1::Command* reply = nullptr,
+              int world = 8) {
     v1::ReportRequest req;
     req.set_session(session);
     for (int r = first; r < first + 4; ++r) {
       v1::RankReport* rr = req.add_reports();
-      *rr->mutable_rank() = RankMsg(r);
+      *rr->mutable_rank() = RankMsg(r, world);
       rr->set_time_unix_ms(wall_ms_ + static_cast<int64_t>(now_ * 1000));
       rr->set_state(hung.contains(r) ? v1::RANK_STATE_HUNG : v1::RANK_STATE_RUNNING);
       if (hung.contains(r)) rr->set_trigger("ncclAllReduce #1234 on comm 3a9f0c12 running for 302.1 s");
@@ -318,6 +319,35 @@ TEST_F(CoreTest, DeadlineNamesMissingRanks) {
   EXPECT_FALSE(late.accepted());
   EXPECT_NE(late.reason().find("already merged"), std::string::npos) << late.reason();
   EXPECT_NE(core_->MetricsText().find("xtimer_collector_last_round_ranks_missing 2\n"), std::string::npos);
+}
+
+// An elastic restart without node-b: node-a's ranks 0-3 now say world size 4. The next hang's
+// round is complete with those four; ranks 4-7 of the old world are neither waited for nor
+// named missing, and the metrics show the new world.
+TEST_F(CoreTest, AfterAShrinkTheOldWorldsRanksAreNotMissing) {
+  a_ = Register("node-a", "agent-a", 0);
+  b_ = Register("node-b", "agent-b", 4);
+  ASSERT_TRUE(Report(a_, 0));
+  ASSERT_TRUE(Report(b_, 4));
+  EXPECT_NE(core_->MetricsText().find("xtimer_collector_world_size 8\n"), std::string::npos);
+  ASSERT_TRUE(Report(a_, 0, {}, nullptr, 4));
+  std::string metrics = core_->MetricsText();
+  EXPECT_NE(metrics.find("xtimer_collector_world_size 4\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("xtimer_collector_ranks_known 4\n"), std::string::npos) << metrics;
+  ASSERT_TRUE(Report(a_, 0, {1}, nullptr, 4));
+  auto ids = DumpsOf("node-a");
+  ASSERT_EQ(ids.size(), 1u);
+  for (int r = 0; r < 4; ++r) {
+    v1::UploadReply rep = Upload(a_, ids[0], r, StackJson(r, 4));
+    EXPECT_TRUE(rep.accepted()) << "rank " << r << ": " << rep.reason();
+  }
+  core_->Tick();
+  RoundInfo round = core_->Rounds()[0];
+  ASSERT_TRUE(round.finished);
+  EXPECT_FALSE(round.timed_out) << "the round must not wait for ranks 4-7";
+  EXPECT_EQ(round.world_size, 4);
+  EXPECT_EQ(round.ranks_reported, "0-3");
+  EXPECT_EQ(round.missing_count, 0u);
 }
 
 TEST_F(CoreTest, RoundWithNoUploadAtAllStillNamesEveryRankMissing) {
