@@ -6,7 +6,11 @@ several nodes as several xtimer_run processes on localhost, a real etcd.
   CHECK: crash | exhausted | agent-killed | sigterm | etcd-crash | etcd-node-lost | etcd-scale-out
          | etcd-below-min | hang
 
-Timings printed as 'figure:' lines are the README's recovery figures (not asserted).
+Timings printed as 'figure:' lines are the README's recovery figures (not asserted), split into
+phases: detection (the fault until an agent says so), rendezvous (until the last node has its
+new round), worker start (until every worker's process group is up: Python, torch, gloo),
+checkpoint load, and the first step done. Each node's stderr is stamped with the wall time as it
+arrives, so the agents' lines can be placed on the same clock as the workers' events.
 """
 import argparse
 import glob
@@ -18,6 +22,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
@@ -99,15 +104,32 @@ class Run:
         e.update(env or {})
         self.proc = subprocess.Popen([os.path.join(args.bin, "xtimer_run")] + run_args + script_args, env=e,
                                      stdout=open(os.path.join(out, f"{name}.out"), "w"),
-                                     stderr=open(self.log_path, "w"), start_new_session=True)
+                                     stderr=subprocess.PIPE, start_new_session=True)
+        self.stamped = []  # (wall time the line arrived, line)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        with open(self.log_path, "w") as f:
+            for raw in self.proc.stderr:
+                line = raw.decode(errors="replace")
+                self.stamped.append((time.time(), line.rstrip("\n")))
+                f.write(line)
+                f.flush()
+
+    def first_line(self, text, after):
+        """When the first stderr line containing `text` arrived after `after`, or None."""
+        return next((t for t, line in list(self.stamped) if t > after and text in line), None)
 
     def wait(self, timeout):
         try:
-            return self.proc.wait(timeout)
+            rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-            return None
+            rc = None
+        self.reader.join(10)
+        return rc
 
     def log(self):
         with open(self.log_path) as f:
@@ -135,9 +157,35 @@ def check_resumed(rows, world_of_restart, what):
               f"{what}: round (restart {restart}) resumed at step {start}, the last step done before was {last}")
 
 
-def first_step_after(rows, t, pred=lambda r: True):
-    later = [r["t"] for r in rows if r["t"] > t and pred(r)]
-    return min(later) if later else None
+def events(out):
+    try:
+        with open(os.path.join(out, "events.jsonl")) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except (OSError, ValueError):
+        return []
+
+
+def print_phases(what, out, nodes, t_fault, detected_by, round_of, restart_pred):
+    """One figure line for a recovery: the fault at t_fault; the first agent line containing one
+    of `detected_by`; every node's line 'round <round_of>'; the workers of the new round (events
+    matching restart_pred) started, initialised and loaded; every such rank's first step."""
+    t_detect = min((t for n in nodes for text in detected_by if (t := n.first_line(text, t_fault))), default=None)
+    rounds = [n.first_line(f"run: round {round_of} ", t_fault) for n in nodes]
+    evs = [e for e in events(out) if restart_pred(e) and e["started"] > t_fault]
+    firsts = {}
+    for r in steps(out):
+        if restart_pred(r) and r["t"] > t_fault:
+            firsts[r["rank"]] = min(firsts.get(r["rank"], r["t"]), r["t"])
+    if t_detect is None or None in rounds or not evs or not firsts:
+        print(f"figure: {what}: phases not all seen (detect {t_detect}, rounds {rounds}, {len(evs)} starts)")
+        return
+    t_round = max(rounds)
+    t_init = max(e["initialized"] for e in evs)
+    load = max(e["loaded"] - e["initialized"] for e in evs)
+    t_first = max(firsts.values())
+    print(f"figure: {what}: {t_first - t_fault:.2f} s = detection {t_detect - t_fault:.2f} s + rendezvous "
+          f"{t_round - t_detect:.2f} s + worker start {t_init - t_round:.2f} s + checkpoint load {load:.2f} s "
+          f"+ first step {t_first - t_init - load:.2f} s")
 
 
 # ---------------------------------------------------------------- single node (static)
@@ -155,9 +203,8 @@ def c_crash(args, out):
     check(any(x["restart"] == 1 for x in rows), "the second round has TORCHELASTIC_RESTART_COUNT=1")
     check_resumed(rows, None, "crash")
     crash_t = os.path.getmtime(os.path.join(out, "CRASH_AT.done"))
-    again = first_step_after(rows, crash_t, lambda x: x["restart"] == 1)
-    if again:
-        print(f"figure: crash -> training again (standalone, 2 workers): {again - crash_t:.2f} s")
+    print_phases("crash -> training again (standalone, 2 workers)", out, [r], crash_t, ["failed"], 1,
+                 lambda x: x["restart"] == 1)
 
 
 def c_exhausted(args, out):
@@ -224,9 +271,8 @@ def c_etcd_crash(args, out):
         check({r["world"] for r in rows} == {6}, "the world stays 6")
         check_resumed(rows, None, "etcd crash")
         crash_t = os.path.getmtime(os.path.join(out, "CRASH_AT.done"))
-        again = [first_step_after(rows, crash_t, lambda x, k=k: x["rank"] == k and x["restart"] == 1) for k in range(6)]
-        if all(again):
-            print(f"figure: crash -> all 6 workers (3 nodes x 2) training again: {max(again) - crash_t:.2f} s")
+        print_phases("crash -> all 6 workers (3 nodes x 2) training again", out, nodes, crash_t,
+                     ["failed", "stopping the workers"], 1, lambda x: x["restart"] == 1)
     finally:
         etcd.stop()
 
@@ -253,8 +299,8 @@ def c_etcd_node_lost(args, out):
             check(min(r["start"] for r in after) >= max(before) - 5,
                   f"the smaller world resumed from the newest checkpoint (step {min(r['start'] for r in after)}, "
                   f"last done {max(before)})")
-            print(f"figure: node SIGKILLed -> training again with 2 nodes (lease TTL 3 s): "
-                  f"{min(r['t'] for r in after) - t_kill:.2f} s")
+            print_phases("node SIGKILLed -> training again with 2 nodes (lease TTL 3 s)", out, nodes[:2], t_kill,
+                         ["lost", "failed", "stopping the workers"], 1, lambda x: x["world"] == 2)
         for n in nodes[:2]:
             os.killpg(n.proc.pid, signal.SIGTERM)
             n.wait(30)
@@ -279,7 +325,8 @@ def c_etcd_scale_out(args, out):
         grown = [r for r in rows if r["world"] == 3]
         if grown:
             check(min(r["start"] for r in grown) > 0, "the grown world resumed from a checkpoint, not step 0")
-            print(f"figure: node added -> training with 3 nodes: {min(r['t'] for r in grown) - t_add:.2f} s")
+            print_phases("node added -> training with 3 nodes", out, nodes, t_add, ["waiting to join"], 1,
+                         lambda x: x["world"] == 3)
         for n in nodes:
             os.killpg(n.proc.pid, signal.SIGTERM)
             n.wait(30)
@@ -319,8 +366,22 @@ def c_hang(args, out):
     text = open(verdicts[0]).read() if verdicts else ""
     check("load_batch" in text, "the verdict names the stuck rank's Python function (load_batch)")
     with open(os.path.join(out, "node.out")) as f:
-        done = [json.loads(line) for line in f if '"done"' in line]
+        rows = [json.loads(line) for line in f if line.startswith("{")]
+    done = [x for x in rows if x.get("done")]
     check(len(done) == 4, f"all four ranks finish in the second round ({len(done)})")
+    # Phases: rank 2 entered load_batch right after its step-2 allreduce; the agent's 'hangs' line
+    # (after XTIMER_HANG_TIMEOUT); its new round (stacks merged and written, workers stopped); every
+    # rank's first allreduce of the new round (Python start, simulated NCCL set-up, one step).
+    t_round = r.first_line("run: round 1 ", 0)
+    t_hang = max((x["allreduce_at"] for x in rows if x.get("rank") == 2 and x.get("step") == 2 and
+                  "allreduce_at" in x and (t_round is None or x["allreduce_at"] < t_round)), default=None)
+    t_detect = r.first_line("hangs", t_hang or 0)
+    again = [min((x["allreduce_at"] for x in rows if x.get("rank") == k and "allreduce_at" in x and
+                  t_round and x["allreduce_at"] > t_round), default=None) for k in range(4)]
+    if t_hang and t_detect and t_round and all(again):
+        print(f"figure: hang -> training again (1 node x 4 workers, XTIMER_HANG_TIMEOUT=2): {max(again) - t_hang:.2f} s "
+              f"= detection {t_detect - t_hang:.2f} s + stacks merged, workers stopped, new round "
+              f"{t_round - t_detect:.2f} s + worker start and first step {max(again) - t_round:.2f} s")
 
 
 CHECKS = {"crash": c_crash, "exhausted": c_exhausted, "agent-killed": c_agent_killed, "sigterm": c_sigterm,

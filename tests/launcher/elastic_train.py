@@ -4,17 +4,23 @@ default env://, a replicated model saved every step with the flash checkpoint, r
 Each step appends one JSON line to $OUT/steps.jsonl: rank, world, step, restart count, the step it
 resumed from, and a digest of the parameters (equal on every rank: DDP keeps them replicated).
 
+$OUT/events.jsonl gets, per rank and round, when the process started, when the process group was
+up and how long the checkpoint load took (the phases of the README's recovery figures).
+
 Faults, each at most once per job (a marker file in $OUT remembers it):
   CRASH_AT=STEP:RANK   that rank exits with code 7 at that step
   HANG_AT=STEP:RANK    that rank sleeps in sleep_forever() at that step (the others wait in the
                        allreduce; with simulated NCCL the hang is timed by the preload)
 STEPS (default 30) steps; STEP_S (default 0.1) seconds of 'compute' per step.
 """
+import time
+
+STARTED = time.time()  # before the imports: starting Python and torch is part of a restart
+
 import hashlib
 import json
 import os
 import sys
-import time
 
 import torch
 import torch.distributed as dist
@@ -57,6 +63,7 @@ def digest(model):
 
 def main():
     dist.init_process_group("gloo")
+    initialized = time.time()
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     model = torch.nn.Linear(64, 64)
@@ -69,12 +76,16 @@ def main():
     except CheckpointError as e:
         print(f"rank {rank}: {e}", file=sys.stderr)
         raise
+    loaded_t = time.time()
     state = loaded[1] if isinstance(loaded, tuple) else loaded
     if state:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         start = int(state["step"]) + 1
     restart = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+    with open(os.path.join(OUT, "events.jsonl"), "a") as ev:
+        ev.write(json.dumps({"rank": rank, "world": world, "restart": restart, "started": STARTED,
+                             "initialized": initialized, "loaded": loaded_t, "step": start}) + "\n")
     log = open(os.path.join(OUT, "steps.jsonl"), "a")
     for step in range(start, STEPS):
         if fault("CRASH_AT", step, rank):
