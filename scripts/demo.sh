@@ -4,15 +4,17 @@
 #   2. runs a 4-rank training-like job (GEMMs, kernels, NCCL allreduce; rank 3 is slow) under
 #      xtimer_launch and prints what was measured;
 #   3. runs 4 Python ranks of which one stalls in its data loader: the others hang in NCCL, the
-#      node agent collects every rank's stacks and prints who is out of step.
+#      node agent collects every rank's stacks and prints who is out of step;
+#   4. runs a small DDP job (gloo, CPU torch) under xtimer_run with 2 workers and SIGKILLs one
+#      mid-run: xtimer_run restarts both and they resume from the flash checkpoint.
 # Outputs stay in build/demo/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
 echo "== building (first time: a few minutes)"
 cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$root/build" -j "$(nproc)" --target xtimer_launch xtimer_preload timing_workload simgpu pyccl \
-  xtimer_stacktrace_viewer >/dev/null
+cmake --build "$root/build" -j "$(nproc)" --target xtimer_launch xtimer_run xtimer_preload timing_workload simgpu pyccl \
+  xtimer_stacktrace_viewer xtimer_ckpt_all >/dev/null
 
 bin=$root/build/bin
 out=$root/build/demo
@@ -65,3 +67,36 @@ if [ -z "$verdict" ]; then
 fi
 python3 -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))["summary"]))' "$verdict"
 echo "every rank's stacks, flame graphs (py_stack.svg, cpp_stack.svg) and verdict.json: $(dirname "$verdict")"
+
+echo
+echo "== elastic: a DDP job (gloo, CPU torch) under xtimer_run with 2 workers; worker rank 1 is SIGKILLed at step 6"
+el=$out/elastic
+mkdir -p "$el/shm"
+OUT=$el STEPS=16 STEP_S=0.2 PYTHONPATH=$root/build/lib/python XTIMER_PYTHON=/usr/bin/python3 XTIMER_METRICS_PORT=0 \
+  XTIMER_CKPT_SHM_DIR=$el/shm XTIMER_TIMELINE_PATH=$el/timeline \
+  "$bin/xtimer_run" --standalone --nproc-per-node 2 --max-restarts 2 "$root/tests/launcher/elastic_train.py" \
+  >"$el/run.log" 2>&1 &
+run=$!
+victim=""
+for _ in $(seq 1 600); do
+  victim=$(python3 -c 'import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print(next((r["pid"] for r in rows if r["rank"] == 1 and r["step"] >= 6), ""))' "$el/steps.jsonl" 2>/dev/null || true)
+  [ -n "$victim" ] && break
+  sleep 0.1
+done
+[ -n "$victim" ] && kill -KILL "$victim" && echo "killed worker pid $victim (rank 1)"
+rc=0
+wait "$run" || rc=$?
+grep -E "xtimer\[[0-9]+\]: (warning: )?run:" "$el/run.log" || true
+python3 -c 'import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+for restart in sorted({r["restart"] for r in rows}):
+    mine = [r for r in rows if r["restart"] == restart]
+    done, start = sorted(r["step"] for r in mine), mine[0]["start"]
+    print(f"restart count {restart}: steps {done[0]}-{done[-1]}, resumed from step {start}")' "$el/steps.jsonl"
+if [ "$rc" != 0 ]; then
+  echo "xtimer_run exited $rc; see $el/run.log" >&2
+  exit 1
+fi
+echo "the job went on after losing a worker and finished (exit 0); its log: $el/run.log"
