@@ -23,6 +23,72 @@ using testing::FakeState;
 using testing::StepState;
 using testing::TempDirs;
 
+// What xtimer_run does between rounds: the workers died; before new ones load, the agent waits
+// for its in-process saver to write their newest memory snapshots.
+TEST(Concurrent, WaitUntilPersistedReturnsOnceADeadProcessSnapshotIsOnDisk) {
+  TempDirs dirs("wait-persisted");
+  // The training process, forked while this process has one thread (ThreadSanitizer forbids
+  // threads after a fork of a threaded process; hence this test comes first in the file, and
+  // ctest runs each test in its own process): on a byte from the pipe it saves step 7 to
+  // memory only and dies without closing its segment.
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(go[1]);
+    char c;
+    if (read(go[0], &c, 1) != 1) _exit(2);
+    std::unique_ptr<Segment> seg;
+    FakeState state(7, {5000, 17});
+    SaveResult r;
+    std::string w;
+    bool ok = Segment::Create(dirs.shm(), dirs.ckpt(), 0, &seg).ok() && seg->Claim(2, true).ok() &&
+              seg->Save(state.Args(7, false), &r, &w).ok();
+    _exit(ok ? 0 : 1);
+  }
+  close(go[0]);
+
+  Saver saver({dirs.shm(), -1, 3000, false});
+  std::string why;
+  ASSERT_TRUE(saver.AcquireNodeLock(&why)) << why;
+  EXPECT_FALSE(saver.WaitUntilPersisted(0.1)) << "Run() is not running: nothing can be waited for";
+  std::atomic<bool> stop{false};
+  std::thread run([&] { saver.Run(&stop); });
+  struct Join {
+    std::atomic<bool>& stop;
+    std::thread& t;
+    const std::string& shm;
+    ~Join() {
+      stop.store(true);
+      WakeSaver(shm);
+      if (t.joinable()) t.join();
+    }
+  } join{stop, run, dirs.shm()};
+  bool started = false;  // false until Run() is under way on its thread
+  for (int i = 0; i < 500 && !started; ++i) started = saver.WaitUntilPersisted(30) || (usleep(10000), false);
+  ASSERT_TRUE(started) << "nothing pending: the wait ends after one scan";
+
+  ASSERT_EQ(write(go[1], "g", 1), 1);
+  close(go[1]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_FALSE(std::filesystem::exists(RankFile(dirs.ckpt(), 7, 0)));
+
+  // The saver sleeps up to 3 s between scans: the file is there on return only if the wait woke
+  // it and waited for a whole scan.
+  ASSERT_TRUE(saver.WaitUntilPersisted(30));
+  XtcFile f;
+  Status st = XtcFile::Open(RankFile(dirs.ckpt(), 7, 0), &f);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_TRUE(f.Verify().ok());
+  stop.store(true);
+  WakeSaver(dirs.shm());
+  run.join();
+  EXPECT_FALSE(saver.WaitUntilPersisted(0.1)) << "Run() has returned";
+}
+
 TEST(Concurrent, WriterPersisterLoaderAndSaverAgree) {
   TempDirs dirs("concurrent");
   const std::vector<size_t> sizes = {20000, 3000, 1};
@@ -122,58 +188,6 @@ TEST(Concurrent, WriterPersisterLoaderAndSaverAgree) {
   EXPECT_EQ(ReadLatest(dirs.ckpt(), nullptr), kLast);
   std::printf("%d loads, %d slots persisted by the persister thread, %d memory saves skipped\n", loads.load(),
               persisted.load(), skipped.load());
-}
-
-// What xtimer_run does between rounds: the workers died; before new ones load, the agent waits
-// for its in-process saver to write their newest memory snapshots. The saver polls only every
-// 3 s here, so the file can be there on return only if the wait woke it and waited for it.
-TEST(Concurrent, WaitUntilPersistedReturnsOnceADeadProcessSnapshotIsOnDisk) {
-  TempDirs dirs("wait-persisted");
-  Saver saver({dirs.shm(), -1, 3000, false});
-  std::string why;
-  ASSERT_TRUE(saver.AcquireNodeLock(&why)) << why;
-  EXPECT_FALSE(saver.WaitUntilPersisted(0.1)) << "Run() is not running: nothing can be waited for";
-  std::atomic<bool> stop{false};
-  std::thread run([&] { saver.Run(&stop); });
-  struct Join {
-    std::atomic<bool>& stop;
-    std::thread& t;
-    const std::string& shm;
-    ~Join() {
-      stop.store(true);
-      WakeSaver(shm);
-      if (t.joinable()) t.join();
-    }
-  } join{stop, run, dirs.shm()};
-  bool started = false;  // false until Run() is under way on its thread
-  for (int i = 0; i < 500 && !started; ++i) started = saver.WaitUntilPersisted(30) || (usleep(10000), false);
-  ASSERT_TRUE(started) << "nothing pending: the wait ends after one scan";
-
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {  // a training process that saves step 7 to memory only and dies
-    std::unique_ptr<Segment> seg;
-    FakeState state(7, {5000, 17});
-    SaveResult r;
-    std::string w;
-    bool ok = Segment::Create(dirs.shm(), dirs.ckpt(), 0, &seg).ok() && seg->Claim(2, true).ok() &&
-              seg->Save(state.Args(7, false), &r, &w).ok();
-    _exit(ok ? 0 : 1);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  EXPECT_FALSE(std::filesystem::exists(RankFile(dirs.ckpt(), 7, 0)));
-
-  ASSERT_TRUE(saver.WaitUntilPersisted(30));
-  XtcFile f;
-  Status st = XtcFile::Open(RankFile(dirs.ckpt(), 7, 0), &f);
-  ASSERT_TRUE(st.ok()) << st.message();
-  EXPECT_TRUE(f.Verify().ok());
-  stop.store(true);
-  WakeSaver(dirs.shm());
-  run.join();
-  EXPECT_FALSE(saver.WaitUntilPersisted(0.1)) << "Run() has returned";
 }
 
 }  // namespace
