@@ -14,7 +14,7 @@ namespace {
 constexpr Var kVars[] = {
     // --- general
     {"XTIMER_TIMELINE_PATH", "/tmp/xtimer",
-     "Folder for every file a rank writes: summaries, traces, stack files."},
+     "Folder for every file a rank writes: summaries, traces, stack files.", "XPU_TIMER_TIMELINE_PATH"},
     {"XTIMER_LOG_LEVEL", "info", "error, warn, info or debug: what the library and tools print on stderr."},
     {"XTIMER_DISABLE", "0", "1 makes the preloaded library pass every call straight through."},
     {"XTIMER_PRELOAD_LIB", "",
@@ -27,7 +27,8 @@ constexpr Var kVars[] = {
     {"XTIMER_MAX_INFLIGHT", "65536",
      "Timed operations that may be in flight at once per process; beyond it launches go untimed (and are counted)."},
     // --- hang detection
-    {"XTIMER_HANG_TIMEOUT", "300", "Seconds an operation (or a synchronising call) may run before it is a hang; fractions allowed."},
+    {"XTIMER_HANG_TIMEOUT", "300", "Seconds an operation (or a synchronising call) may run before it is a hang; fractions allowed.",
+     "XPU_TIMER_HANG_TIMEOUT"},
     {"XTIMER_HANG_ACTION", "dump",
      "On a hang: dump (write stacks once), abort (dump, then abort the process), log (only log; a collector may still ask for stacks), restart (dump; xtimer_run then restarts every worker; its default)."},
     {"XTIMER_DUMP_SIGNAL", "SIGUSR2",
@@ -61,10 +62,20 @@ bool ParseBool(const char* s, bool* out) {
   return false;
 }
 
-// The user's value if set and non-empty, else nullptr.
-const char* UserValue(const char* name) {
+const char* NonEmpty(const char* name) {
   const char* v = std::getenv(name);
   return (v != nullptr && *v != '\0') ? v : nullptr;
+}
+
+// The user's value if set and non-empty, else its alias's (ours wins when both are set), else
+// nullptr. *from: the variable the value came from, for warnings.
+const char* UserValue(const char* name, const char** from = nullptr) {
+  if (from != nullptr) *from = name;
+  if (const char* v = NonEmpty(name)) return v;
+  const Var* var = Find(name);
+  if (var == nullptr || var->alias == nullptr) return nullptr;
+  if (from != nullptr) *from = var->alias;
+  return NonEmpty(var->alias);
 }
 
 const char* DefaultOf(const char* name) {
@@ -76,8 +87,9 @@ const char* DefaultOf(const char* name) {
   return var->default_value;
 }
 
-void ReportBad(const char* name, const char* value, const char* what) {
-  Log(LogLevel::kWarn, "%s=%s is not %s; using the default %s", name, value, what, DefaultOf(name));
+// `from`: the variable the bad value came from (`name` or its alias).
+void ReportBad(const char* name, const char* from, const char* value, const char* what) {
+  Log(LogLevel::kWarn, "%s=%s is not %s; using the default %s", from, value, what, DefaultOf(name));
 }
 
 }  // namespace
@@ -96,32 +108,35 @@ std::string String(const char* name) {
 }
 
 double Double(const char* name) {
-  if (const char* v = UserValue(name)) {
+  const char* from = name;
+  if (const char* v = UserValue(name, &from)) {
     char* end = nullptr;
     errno = 0;
     double d = std::strtod(v, &end);
     if (errno == 0 && end != v && *end == '\0') return d;
-    ReportBad(name, v, "a number");
+    ReportBad(name, from, v, "a number");
   }
   return std::strtod(DefaultOf(name), nullptr);
 }
 
 int64_t Int(const char* name) {
-  if (const char* v = UserValue(name)) {
+  const char* from = name;
+  if (const char* v = UserValue(name, &from)) {
     char* end = nullptr;
     errno = 0;
     long long i = std::strtoll(v, &end, 10);
     if (errno == 0 && end != v && *end == '\0') return i;
-    ReportBad(name, v, "an integer");
+    ReportBad(name, from, v, "an integer");
   }
   return std::strtoll(DefaultOf(name), nullptr, 10);
 }
 
 bool Bool(const char* name) {
   bool b = false;
-  if (const char* v = UserValue(name)) {
+  const char* from = name;
+  if (const char* v = UserValue(name, &from)) {
     if (ParseBool(v, &b)) return b;
-    ReportBad(name, v, "a boolean (1/0, true/false)");
+    ReportBad(name, from, v, "a boolean (1/0, true/false)");
   }
   ParseBool(DefaultOf(name), &b);
   return b;

@@ -16,6 +16,8 @@ struct Var {
   const char* name;
   const char* default_value;  // as a user would write it; "" means unset
   const char* meaning;
+  // The name the seed (xpu_timer) gave the same setting, read when `name` is unset; or nullptr.
+  const char* alias = nullptr;
 };
 
 // The whole table, in documentation order.
@@ -23,7 +25,8 @@ std::span<const Var> All();
 // The table row for `name`, or nullptr.
 const Var* Find(std::string_view name);
 
-// The raw value: the environment's if set, else the table default.
+// The raw value: the environment's if set (under the name, else under its alias), else the
+// table default.
 std::string String(const char* name);
 double Double(const char* name);
 int64_t Int(const char* name);

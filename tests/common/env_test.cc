@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <string>
+
 namespace xtimer::env {
 namespace {
 
@@ -41,6 +43,27 @@ TEST(Env, EmptyValueMeansDefault) {
   setenv("XTIMER_TIMELINE_PATH", "", 1);
   EXPECT_EQ(String("XTIMER_TIMELINE_PATH"), "/tmp/xtimer");
   unsetenv("XTIMER_TIMELINE_PATH");
+}
+
+// The seed's (xpu_timer's) names are read when ours are unset; ours win when both are set.
+TEST(Env, SeedAliasesAreReadAndOursWin) {
+  unsetenv("XTIMER_HANG_TIMEOUT");
+  unsetenv("XTIMER_TIMELINE_PATH");
+  setenv("XPU_TIMER_HANG_TIMEOUT", "7", 1);
+  setenv("XPU_TIMER_TIMELINE_PATH", "/tmp/seed", 1);
+  EXPECT_DOUBLE_EQ(Double("XTIMER_HANG_TIMEOUT"), 7.0);
+  EXPECT_EQ(String("XTIMER_TIMELINE_PATH"), "/tmp/seed");
+  setenv("XTIMER_HANG_TIMEOUT", "9", 1);
+  setenv("XTIMER_TIMELINE_PATH", "/tmp/ours", 1);
+  EXPECT_DOUBLE_EQ(Double("XTIMER_HANG_TIMEOUT"), 9.0);
+  EXPECT_EQ(String("XTIMER_TIMELINE_PATH"), "/tmp/ours");
+  setenv("XTIMER_HANG_TIMEOUT", "", 1);  // empty is unset: the alias counts again
+  EXPECT_DOUBLE_EQ(Double("XTIMER_HANG_TIMEOUT"), 7.0);
+  setenv("XPU_TIMER_HANG_TIMEOUT", "soon", 1);  // a bad alias value: the default
+  EXPECT_DOUBLE_EQ(Double("XTIMER_HANG_TIMEOUT"), 300.0);
+  for (const char* n : {"XTIMER_HANG_TIMEOUT", "XTIMER_TIMELINE_PATH", "XPU_TIMER_HANG_TIMEOUT", "XPU_TIMER_TIMELINE_PATH"})
+    unsetenv(n);
+  EXPECT_EQ(Find("XTIMER_HANG_TIMEOUT")->alias, std::string("XPU_TIMER_HANG_TIMEOUT"));
 }
 
 TEST(Env, FindKnowsEveryRowAndNothingElse) {
