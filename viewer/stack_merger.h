@@ -1,5 +1,5 @@
 // Merges parsed stack files, one rank at a time, into MergedStacks. This is the one merge that
-// the offline viewer and the live collector share (DESIGN.md principle 4): the viewer feeds it
+// the offline viewer and the live collector share (`docs/design.md`, "One merge, two front doors"): the viewer feeds it
 // files read from a folder, the collector the uploads it received.
 //
 //   StackMerger m({.world_size = 8});
