@@ -64,6 +64,7 @@ TEST(RunOptions, BadInputGetsOneLineNamingTheFlag) {
       {{"--frobnicate", "t.py"}, "unknown option --frobnicate"},
       {{"--nproc-per-node", "2"}, "no training script"},
       {{"--exclude-straggler", "t.py"}, "needs --network-check"},
+      {{"--network-check", "t.py"}, "run xtimer_netprobe"},
       {{"--node-rank", "2", "--nnodes", "2", "t.py"}, "is not below --nnodes 2"},
   };
   for (const Case& c : cases) {
