@@ -94,8 +94,7 @@ namespace {
 // data[size .. size + kPadding) is readable.
 bool ParsePadded(const char* data, size_t size, StackFile* out, std::string* error) {
   if (size == 0) return *error = "empty file", false;
-  if (stack_reader::HaveSimdjson()) return stack_reader::ParseWithSimdjson(data, size, out, error);
-  return stack_reader::ParseWithNlohmann(std::string_view(data, size), out, error);
+  return stack_reader::ParseWithSimdjson(data, size, out, error);
 }
 
 constexpr std::align_val_t kReadAlignment{64};
@@ -123,7 +122,6 @@ void StackReadBuffer::Release() {
 
 bool ParseStackFile(std::string_view json, StackFile* out, std::string* error) {
   if (json.empty()) return *error = "empty file", false;
-  if (!stack_reader::HaveSimdjson()) return stack_reader::ParseWithNlohmann(json, out, error);
   // simdjson reads a little past the end: copy into a padded buffer (cheap next to parsing).
   thread_local StackReadBuffer padded;
   char* data = padded.Reserve(json.size());

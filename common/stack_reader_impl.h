@@ -1,7 +1,7 @@
-// Internal to the stack reader: what its two JSON back ends share. simdjson (when the build finds
-// it) reads ~6x faster than nlohmann-json, which a 4,096-rank merge needs; nlohmann-json is the
-// fallback and the reference the tests compare simdjson against. Both fill StackFile in place,
-// reusing its buffers, and leave the checks that need the whole document to FinishParse.
+// Internal to the stack reader: what its JSON parser (simdjson, stack_reader_simdjson.cc) and the
+// tests' reference reader (nlohmann-json, tests/viewer/reference_stack_reader.cc) share. Both fill
+// StackFile in place, reusing its buffers, and leave the checks that need the whole document to
+// FinishParse.
 #pragma once
 
 #include <cstddef>
@@ -51,9 +51,7 @@ std::string Printable(std::string_view s);
 // The checks after parsing, in the order that makes the best message.
 bool FinishParse(const ParseState& st, const StackFile& out, std::string* error);
 
-bool ParseWithNlohmann(std::string_view json, StackFile* out, std::string* error);
-// data[size .. size + kPadding) must be readable. Only built with simdjson.
+// data[size .. size + kPadding) must be readable.
 bool ParseWithSimdjson(const char* data, size_t size, StackFile* out, std::string* error);
-bool HaveSimdjson();
 
 }  // namespace xtimer::stack_reader

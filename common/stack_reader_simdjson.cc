@@ -1,6 +1,6 @@
-// The simdjson back end of the stack reader: walks the document once and fills StackFile in place.
-// Mirrors the nlohmann-json back end field for field, type rule for type rule; the tests run both
-// on the same inputs and the fuzz corpus compares them.
+// The stack reader's parser (simdjson): walks the document once and fills StackFile in place.
+// The tests' reference reader (tests/viewer/reference_stack_reader.cc, nlohmann-json) follows the
+// same field and type rules; the tests run both on the same inputs and the fuzz corpus compares them.
 //
 // Two of simdjson's APIs feed one Reader (the field and type rules are written once, over a small
 // adapter per API):
@@ -475,8 +475,6 @@ class Reader {
 };
 
 }  // namespace
-
-bool HaveSimdjson() { return true; }
 
 bool ParseWithSimdjson(const char* data, size_t size, StackFile* out, std::string* error) {
   // One parser of each kind per thread: their buffers grow to the largest file and are reused.

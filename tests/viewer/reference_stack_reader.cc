@@ -1,9 +1,11 @@
-// The nlohmann-json back end of the stack reader: a SAX handler (no DOM) that fills StackFile as
-// the parser walks the document. The fallback when simdjson is missing, and the reference the
-// tests hold simdjson to.
+// The tests' reference stack-file reader: nlohmann-json's SAX interface (no DOM) filling StackFile
+// as the parser walks the document. Written independently of the product's simdjson reader, so
+// the tests and the fuzz target can hold that one to it (tests/viewer/reference_stack_reader.h).
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <vector>
+
+#include "tests/viewer/reference_stack_reader.h"
 
 #include "common/stack_reader_impl.h"
 
