@@ -14,7 +14,7 @@ packages=(
   # flash checkpoint (Python package over the C++ core)
   pybind11-dev python3-dev python3-numpy python3-torch
   # tests and benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
+  libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev clang-format
   chromium curl prometheus iproute2 nftables procps psmisc
   # elastic launcher: a real etcd v3 for multi-node rendezvous tests
   etcd-server
