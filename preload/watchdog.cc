@@ -39,7 +39,7 @@ Watchdog::Watchdog(Tracker& tracker) : tracker_(tracker) {}
 
 void Watchdog::Start() {
   capture::DumperOptions options;
-  // With a node agent the agent symbolises (principle 2: interpretation outside the process).
+  // With a node agent the agent symbolises (docs/design.md, "Capture": interpretation outside the process).
   if (tracker_.agent().active()) options.symbolizer = "none";
   capture::Dumper::Instance().Start(this, options);
   thread_ = StartInternalThread("xtimer-watchdog", [this] { Loop(); });
