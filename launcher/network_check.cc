@@ -167,7 +167,12 @@ RoundVerdict JudgeRound(const json& report, int nnodes, bool exclude_straggler) 
     if (status[r] == "missing") ++missing;
   }
   const int reached = nnodes - 1 - missing;  // other nodes that reached group rank 0
-  if (status[0] == "missing") return fail("group rank 0 is missing from its own probe");
+  if (status[0] == "missing") {
+    // Its own node side never reached the rendezvous it hosts, at the address the others use.
+    v.nodes[0] = {Fate::kExcluded, "faulty",
+                  "cut off: it could not reach the probe it hosted at its own address (group rank 0)"};
+    return v;  // the rest are probed again, under another group rank 0
+  }
   if (missing > 0 && reached < missing) {
     if (nnodes == 2) {
       std::string why = "the two nodes could not reach each other (group rank 1 never reached the probe on "

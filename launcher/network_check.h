@@ -76,7 +76,8 @@ struct RoundVerdict {
 //  - missing (the node was in the round, so it runs, but never reached the probe's rendezvous
 //    on group rank 0): it is unreachable, faulty, when group rank 0 reached at least as many
 //    other nodes as it missed. Otherwise group rank 0 is the one cut off: it is left out and
-//    the others stay unchecked (probed again in the next round, under a new group rank 0). With
+//    the others stay unchecked (probed again in the next round, under a new group rank 0); so
+//    too when group rank 0 itself never reached the probe it hosts. With
 //    two nodes nobody can tell which side is cut off; both are left out, as the probe's own
 //    judge does for a failed pair.
 //  - a report with an error or without nodes: RoundVerdict::error, every node unchecked.

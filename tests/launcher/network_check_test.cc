@@ -56,6 +56,10 @@ TEST(NetworkCheck, HostThatMostNodesCouldNotReachIsTheOneLeftOut) {
   RoundVerdict v = JudgeRound(Report({"ok", "missing", "missing", "ok"}), 4, false);
   EXPECT_EQ(Fates(v), (std::vector<Fate>{X, U, U, U}));
   EXPECT_NE(v.nodes[0].reason.find("2 of the 3 other nodes"), std::string::npos) << v.nodes[0].reason;
+  // Group rank 0 could not even reach the probe it hosts.
+  RoundVerdict self = JudgeRound(Report({"missing", "missing", "missing"}), 3, false);
+  EXPECT_EQ(Fates(self), (std::vector<Fate>{X, U, U}));
+  EXPECT_NE(self.nodes[0].reason.find("its own address"), std::string::npos) << self.nodes[0].reason;
   // Two nodes: nobody can tell which side is cut off.
   EXPECT_EQ(Fates(JudgeRound(Report({"ok", "missing"}), 2, false)), (std::vector<Fate>{X, X}));
   // Three nodes, one missed: group rank 0 reached the other, so the missed one is at fault.
