@@ -54,7 +54,8 @@ def check(cond, what):
 class Node:
     """One xtimer_run in node namespace i; stderr lines stamped with the time they arrived."""
 
-    def __init__(self, args, cluster, out, i, extra):
+    def __init__(self, args, cluster, out, i, extra, name=None):
+        name = name or f"node{i}"
         self.i = i
         env = dict(os.environ, OUT=out, NODE=str(i), XTIMER_METRICS_PORT="0",
                    XTIMER_TIMELINE_PATH=os.path.join(out, f"timeline{i}"),
@@ -65,12 +66,12 @@ class Node:
                "--rdzv-endpoint", f"{ns.RDZV_IP}:{ETCD_PORT}", "--rdzv-id", "netns",
                "--local-addr", cluster.ip(i), "--network-check", *extra,
                "--no-python", "/bin/sh", "-c", WORKER]
-        self.out_path = os.path.join(out, f"node{i}.out")
+        self.out_path = os.path.join(out, f"{name}.out")
         self.proc = subprocess.Popen(cmd, env=env, stdout=open(self.out_path, "w"),
                                      stderr=subprocess.PIPE)
         ns.procs.append(self.proc)
         self.lines = []  # (time, line)
-        self.log_path = os.path.join(out, f"node{i}.log")
+        self.log_path = os.path.join(out, f"{name}.log")
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
@@ -207,6 +208,12 @@ def run(args, out, scenario):
     print(f"{scenario}: passed: {summary.split('run: ', 1)[-1]}")
     print(f"figure: {scenario}: start -> verdict {t_verdict:.2f} s, start -> all workers running "
           f"{t_workers:.2f} s (8 xtimer_run, defaults XTIMER_NETCHECK_SIZE=3M, XTIMER_NETCHECK_TIMEOUT=4)")
+    if left_out:
+        # The node left out cannot come back into this run (P/netcheck/excluded/<its address>).
+        again = Node(args, cluster, out, FAULT, extra, name="again")
+        rc = again.wait(time.monotonic() + 30)
+        check(rc == 1 and "cannot join this run again" in again.log(),
+              f"node {FAULT} started again is refused (rc {rc}): {again.log()[-300:]}")
     if scenario.startswith("faulty8"):
         check(t_verdict <= 15, f"a black-holed node is judged within 15 s (took {t_verdict:.1f} s)")
 
