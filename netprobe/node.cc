@@ -253,8 +253,9 @@ int RunNode(const Options& o) {
   std::string error;
   // RunNodeSide closes our rendezvous connection when it returns, so the server can finish.
   bool finished = RunNodeSide(mine, &report, &error);
+  int rc = finished ? 0 : Fail(error);  // said at once, not after the rendezvous' deadlines
   server.Wait();
-  if (!finished) return Fail(error);
+  if (!finished) return rc;
   if (!WriteReport(o, report, report["self"].get<int>())) return 2;
   return ExitCodeOf(report);
 }
