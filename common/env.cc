@@ -45,6 +45,10 @@ constexpr Var kVars[] = {
     {"XTIMER_PYTHON", "python3", "Python interpreter xtimer_run starts the training script with (without --no-python); looked up on PATH."},
     // --- network check
     {"XTIMER_NETPROBE_TIMEOUT", "30", "Deadline in seconds for every connect, send and wait of xtimer_netprobe."},
+    {"XTIMER_NETCHECK_SIZE", "3M",
+     "Bytes per direction per test of xtimer_run --network-check (suffixes k, M, G)."},
+    {"XTIMER_NETCHECK_TIMEOUT", "4",
+     "Deadline in seconds for every connect, send and wait of xtimer_run --network-check; a silent node costs a few of them."},
     // --- flash checkpoint
     {"XTIMER_CKPT_SHM_DIR", "/dev/shm", "Folder (a tmpfs) that holds the in-memory checkpoint segments."},
     {"XTIMER_CKPT_KEEP", "3", "Checkpoint steps kept on disk; older ones are deleted once a newer one is durable."},

@@ -8,9 +8,22 @@
 //   P/rounds/R/closed           {"nodes": [...], "restarts": K}: created once (create-if-absent)
 //                               when R closes: MAX nodes came, or MIN came and last_call_timeout
 //                               passed since. A node's index is its group rank.
-//   P/rounds/R/master           "addr:port", put by group rank 0 of R.
+//   P/rounds/R/master           "addr:port", put by group rank 0 of R (not under its lease, so a
+//                               node slow to read it still finds it after rank 0 finished and left).
 //   P/rounds/R/done/<node>      the node's workers all succeeded (its leaving is not a loss).
 //   P/waiting/<node>            under the node's lease: it came while R was running.
+//
+// With --network-check (network_check.h), after R closes and before any worker starts:
+//   P/rounds/R/netcheck         "host:port" of the probe's rendezvous, put by group rank 0 of R.
+//   P/rounds/R/netcheck_verdict {"nodes": [{"node", "fate", "status", "reason"}...],
+//                               "probe_time_s", "error"?}: put by group rank 0 once the probe is
+//                               over; every node of R acts on it (a node that could not reach the
+//                               probe too). Written after the two below.
+//   P/netcheck/passed/<node>    the node passed a check: it is not probed again in this run.
+//   P/netcheck/excluded/<addr>  {"node", "round", "status", "reason"}: left out; a node with
+//                               this address (--local-addr or host name) cannot join the run again.
+// A round whose nodes all passed before is not probed. When nodes are left out, the others move
+// P/state on with "expect": [the nodes that stay]; that round closes as soon as they are all in.
 //
 // Group ranks: a node of the last round keeps its rank if it is below the new size; the other
 // nodes fill the free ranks in order (last round's rank, then arrival). A node lost (its lease
@@ -31,7 +44,9 @@
 
 #include "common/log.h"
 #include "launcher/etcd_client.h"
+#include "launcher/network_check.h"
 #include "launcher/rendezvous.h"
+#include "netprobe/node.h"
 
 namespace xtimer::run {
 namespace {
@@ -44,6 +59,7 @@ struct State {
   int64_t round = 0;
   int restarts = 0;
   std::string reason;
+  std::vector<std::string> expect;  // the round closes once these nodes are in (after a network check)
   std::string raw;  // the value as stored, for compare-and-swap
 };
 
@@ -53,6 +69,7 @@ bool ParseState(const std::string& raw, State* s) {
     s->round = j.at("round").get<int64_t>();
     s->restarts = j.at("restarts").get<int>();
     s->reason = j.value("reason", "");
+    s->expect = j.value("expect", std::vector<std::string>{});
     s->raw = raw;
     return true;
   } catch (...) {
@@ -60,8 +77,11 @@ bool ParseState(const std::string& raw, State* s) {
   }
 }
 
-std::string StateValue(int64_t round, int restarts, const std::string& reason) {
-  return nlohmann::json{{"round", round}, {"restarts", restarts}, {"reason", reason}}.dump();
+std::string StateValue(int64_t round, int restarts, const std::string& reason,
+                       const std::vector<std::string>& expect = {}) {
+  nlohmann::json j = {{"round", round}, {"restarts", restarts}, {"reason", reason}};
+  if (!expect.empty()) j["expect"] = expect;
+  return j.dump();
 }
 
 std::string RandomHex() {
@@ -83,6 +103,7 @@ class EtcdRendezvous : public Rendezvous {
   ~EtcdRendezvous() override { Leave(); }
 
   bool Start(std::string* error) {
+    if (o_.network_check && Excluded(error)) return false;
     int64_t lease = 0;
     if (!etcd_.GrantLease(static_cast<int64_t>(o_.lease_ttl_s + 0.5), &lease, error)) return false;
     lease_ = lease;
@@ -129,6 +150,14 @@ class EtcdRendezvous : public Rendezvous {
       int outcome = WaitForClose(st, deadline, round, error);
       if (outcome < 0) return false;
       if (outcome == 0) continue;  // the state moved on (or we were not taken): try again
+      if (o_.network_check) {
+        outcome = NetworkCheck(st, *round, error);
+        if (outcome < 0) return false;
+        if (outcome == 0) {  // nodes were left out, or the check's host was lost: a new round
+          prev_rank_ = round->group_rank;
+          continue;
+        }
+      }
       std::string ignored;
       etcd_.Delete(prefix_ + "waiting/" + node_id_, &ignored);
       prev_rank_ = round->group_rank;
@@ -259,7 +288,15 @@ class EtcdRendezvous : public Rendezvous {
         double t = NowS();
         if (n >= o_.min_nodes && enough_since < 0) enough_since = t;
         if (n < o_.min_nodes) enough_since = -1;
-        if (n >= o_.max_nodes || (enough_since >= 0 && t - enough_since >= o_.last_call_timeout_s)) {
+        // After a network check left nodes out, the nodes that stay need not wait for them.
+        bool expected_in = !now.expect.empty() && n >= o_.min_nodes;
+        for (const std::string& id : now.expect) {
+          bool in = false;
+          for (const KeyValue& kv : joined) in = in || kv.key.substr(kv.key.rfind('/') + 1) == id;
+          expected_in = expected_in && in;
+        }
+        if (n >= o_.max_nodes || expected_in ||
+            (enough_since >= 0 && t - enough_since >= o_.last_call_timeout_s)) {
           bool created = false;
           if (!etcd_.CreateIfAbsent(rp + "closed", CloseValue(joined, now.restarts), 0, &created, error)) return -1;
           continue;
@@ -297,7 +334,9 @@ class EtcdRendezvous : public Rendezvous {
     if (round->group_rank == 0) {
       round->master_addr = addr_;
       round->master_port = FreePort();
-      return etcd_.Put(rp + "master", addr_ + ":" + std::to_string(round->master_port), lease_, error);
+      // Not under our lease: when this node's workers finish at once and it leaves, a node still
+      // reading the master must find it (it belongs to this round only, so it never misleads).
+      return etcd_.Put(rp + "master", addr_ + ":" + std::to_string(round->master_port), 0, error);
     }
     for (;;) {
       std::string v;
@@ -312,6 +351,180 @@ class EtcdRendezvous : public Rendezvous {
       if (NowS() > deadline) return (*error = "group rank 0 did not publish the master address in time"), false;
       WaitForChange(0.05);
     }
+  }
+
+  // True (with *error) when a network check of this run left out this node's address.
+  bool Excluded(std::string* error) {
+    std::string raw, ignored;
+    bool found = false;
+    if (!etcd_.Get(prefix_ + "netcheck/excluded/" + addr_, &raw, &found, &ignored) || !found) return false;
+    std::string why = raw;
+    try {
+      nlohmann::json j = nlohmann::json::parse(raw);
+      why = j.value("status", "") + " in round " + std::to_string(j.value("round", 0)) + ": " + j.value("reason", "");
+    } catch (...) {
+    }
+    *error = "this node (" + addr_ + ") was left out of run '" + o_.rdzv_id + "' by the network check (" + why +
+             "); it cannot join this run again: repair it and start the job under a new --rdzv-id";
+    return true;
+  }
+
+  // Waits for `key` while round `round` (of state `st`) runs its network check. 1 with *value;
+  // 0 when the job moved to another round meanwhile or group rank 0, the check's host, was lost
+  // (this node then moves the state on); -1 with *error after `limit_s` or when etcd fails.
+  int WaitForKey(const std::string& key, const State& st, const Round& round, double limit_s, std::string* value,
+                 std::string* error) {
+    const double until = NowS() + limit_s;
+    double next_host_check = NowS() + 1;
+    for (;;) {
+      bool found = false;
+      if (!etcd_.Get(key, value, &found, error)) return -1;
+      if (found) return 1;
+      State now;
+      if (!ReadState(&now, error)) return -1;
+      if (now.round != st.round) return 0;
+      if (NowS() >= next_host_check) {
+        next_host_check = NowS() + 1;
+        std::string ignored;
+        bool alive = false;
+        if (!etcd_.Get(RoundPrefix(round.number) + "join/" + round.nodes[0], &ignored, &alive, error)) return -1;
+        if (!alive) {
+          std::string reason = "node " + round.nodes[0] + " (group rank 0) was lost during the network check: its "
+                               "etcd lease expired";
+          bool swapped = false;
+          etcd_.CompareAndSwap(prefix_ + "state", st.raw, StateValue(st.round + 1, st.restarts, reason), &swapped,
+                               error);
+          Log(LogLevel::kWarn, "run: %s", reason.c_str());
+          return 0;
+        }
+      }
+      if (NowS() > until) {
+        *error = "group rank 0 did not put etcd key " + key + " within " + std::to_string(static_cast<int>(limit_s)) +
+                 " s of the network check";
+        return -1;
+      }
+      WaitForChange(0.1);
+    }
+  }
+
+  // The network check of round `round`, just closed (state `st`): network_check.h, keys above.
+  // 1: the workers start; 0: a new round (nodes were left out, or the check's host was lost);
+  // -1 with *error: this node was left out, or etcd failed.
+  int NetworkCheck(const State& st, const Round& round, std::string* error) {
+    const int n = round.group_world_size;
+    const std::string rp = RoundPrefix(round.number);
+    if (n < 2) {
+      if (!said_alone_)
+        Log(LogLevel::kInfo, "run: --network-check: round %lld has one node, nobody to probe it with",
+            (long long)round.number);
+      said_alone_ = true;
+      return 1;
+    }
+    std::vector<KeyValue> passed;
+    if (!etcd_.GetPrefix(prefix_ + "netcheck/passed/", &passed, error)) return -1;
+    std::set<std::string> ok;
+    for (const KeyValue& kv : passed) ok.insert(kv.key.substr(kv.key.rfind('/') + 1));
+    if (std::all_of(round.nodes.begin(), round.nodes.end(), [&](const std::string& id) { return ok.count(id); })) {
+      Log(LogLevel::kInfo, "run: network check: the %d nodes of round %lld all passed it before; not probed again", n,
+          (long long)round.number);
+      return 1;
+    }
+    const ProbeSettings settings = ProbeSettingsFromEnv(o_.exclude_straggler);
+    // Between two messages the probe waits at most 3 deadlines + 10 s; ten rounds at most.
+    const double verdict_limit = 10 * (3 * settings.timeout_s + 10) + 30;
+    const double t0 = NowS();
+    Log(LogLevel::kInfo, "run: network check of round %lld: %d nodes, %lld bytes per test, %g s deadlines",
+        (long long)round.number, n, (long long)settings.size, settings.timeout_s);
+    std::string verdict_raw;
+    if (round.group_rank == 0) {
+      nlohmann::json report, full;
+      std::string perr;
+      netprobe::RendezvousThread host;
+      if (!host.Start(ProbeOptions(settings, "", 0, 0, n), "", 0, &perr)) {
+        full = {{"error", "group rank 0 cannot host the probe: " + perr}};
+      } else {
+        if (!etcd_.Put(rp + "netcheck", JoinHostPort(addr_, host.port()), lease_, error)) return -1;
+        if (!RunProbeNode(settings, addr_, host.port(), 0, n, &report, &perr))
+          Log(LogLevel::kWarn, "run: network check: this node's side of the probe failed: %s", perr.c_str());
+        full = host.Wait();
+      }
+      RoundVerdict v = JudgeRound(full, n, o_.exclude_straggler);
+      std::map<std::string, std::string> addr_of;
+      std::vector<KeyValue> joined;
+      if (!etcd_.GetPrefix(rp + "join/", &joined, error)) return -1;
+      for (const KeyValue& kv : joined) {
+        try {
+          addr_of[kv.key.substr(kv.key.rfind('/') + 1)] = nlohmann::json::parse(kv.value).value("addr", "");
+        } catch (...) {
+        }
+      }
+      // The passed and excluded keys first: a node that sees the verdict sees them too.
+      for (int r = 0; r < n; ++r) {
+        const std::string& id = round.nodes[r];
+        const NodeFate& f = v.nodes[r];
+        if (f.fate == Fate::kPassed &&
+            !etcd_.Put(prefix_ + "netcheck/passed/" + id, std::to_string(round.number), 0, error))
+          return -1;
+        std::string addr = addr_of.count(id) && !addr_of[id].empty() ? addr_of[id] : id;
+        nlohmann::json ex = {{"node", id}, {"round", round.number}, {"status", f.status}, {"reason", f.reason}};
+        if (f.fate == Fate::kExcluded && !etcd_.Put(prefix_ + "netcheck/excluded/" + addr, ex.dump(), 0, error))
+          return -1;
+      }
+      verdict_raw = v.ToJson(round.nodes).dump();
+      if (!etcd_.Put(rp + "netcheck_verdict", verdict_raw, 0, error)) return -1;
+    } else {
+      std::string where, host;
+      int port = 0;
+      int w = WaitForKey(rp + "netcheck", st, round, 60, &where, error);
+      if (w <= 0) return w;
+      if (!SplitProbeAddress(where, &host, &port))
+        return (*error = "etcd key " + rp + "netcheck is not host:port (" + where.substr(0, 80) + ")"), -1;
+      nlohmann::json report;
+      std::string perr;
+      if (!RunProbeNode(settings, host, port, round.group_rank, n, &report, &perr))
+        Log(LogLevel::kWarn, "run: network check: this node could not take part in the probe on group rank 0 (%s): %s",
+            where.c_str(), perr.c_str());
+      w = WaitForKey(rp + "netcheck_verdict", st, round, verdict_limit, &verdict_raw, error);
+      if (w <= 0) return w;
+    }
+    RoundVerdict v;
+    std::string perr;
+    nlohmann::json vj = nlohmann::json::parse(verdict_raw, nullptr, false);
+    if (!RoundVerdict::FromJson(vj, n, &v, &perr))
+      return (*error = "etcd key " + rp + "netcheck_verdict: " + perr), -1;
+    const std::string summary = v.Summary();
+    if (!v.error.empty()) {
+      Log(LogLevel::kWarn, "run: network check of round %lld could not be done (%s); the workers start unchecked",
+          (long long)round.number, summary.c_str());
+      return 1;
+    }
+    Log(LogLevel::kInfo, "run: network check of round %lld: verdict after %.2f s: %s", (long long)round.number,
+        NowS() - t0, summary.c_str());
+    const NodeFate& me = v.nodes[round.group_rank];
+    if (me.fate == Fate::kExcluded) {
+      *error = "left out by the network check of round " + std::to_string(round.number) + ": this node (group rank " +
+               std::to_string(round.group_rank) + ", " + addr_ + ") is " + me.status + ": " + me.reason;
+      return -1;
+    }
+    if (me.status == "straggler")
+      Log(LogLevel::kWarn, "run: this node is a straggler (%s); it stays (--exclude-straggler would leave it out)",
+          me.reason.c_str());
+    std::vector<int> out = v.Excluded();
+    if (out.empty()) return 1;
+    std::vector<std::string> stay;
+    std::string names;
+    for (int r = 0; r < n; ++r) {
+      if (v.nodes[r].fate != Fate::kExcluded) stay.push_back(round.nodes[r]);
+      else names += (names.empty() ? "" : ", ") + round.nodes[r] + " (" + v.nodes[r].status + ")";
+    }
+    std::string reason = std::to_string(out.size()) + " node(s) left out by the network check of round " +
+                         std::to_string(round.number) + ": " + names;
+    bool swapped = false;
+    std::string ignored;
+    etcd_.CompareAndSwap(prefix_ + "state", st.raw, StateValue(st.round + 1, st.restarts, reason, stay), &swapped,
+                         &ignored);
+    Log(LogLevel::kInfo, "run: %s; the %zu other node(s) go to a new round without them", reason.c_str(), stay.size());
+    return 0;
   }
 
   // The closed round: who is in it, in group-rank order.
@@ -383,6 +596,7 @@ class EtcdRendezvous : public Rendezvous {
   Round current_;
   State state_;
   double last_check_s_ = 0;
+  bool said_alone_ = false;
 };
 
 }  // namespace

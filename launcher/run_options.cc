@@ -117,7 +117,9 @@ std::string RunUsage() {
          "  --monitor-interval S      how often workers are checked (default 0.1)\n"
          "  --no-python, -m/--module, --role NAME, --log-dir DIR, -r/--redirects N, -t/--tee N\n"
          "xtimer options:\n"
-         "  --network-check, --exclude-straggler   not built in yet: run xtimer_netprobe first\n"
+         "  --network-check           probe the round's nodes before its workers start; faulty nodes leave\n"
+         "                            (etcd rendezvous; XTIMER_NETCHECK_SIZE / _TIMEOUT, default 3M / 4 s)\n"
+         "  --exclude-straggler       with --network-check, stragglers leave too\n"
          "  --save-at-breakpoint[=0|1] persist the newest memory checkpoint when a worker fails (default 1)\n"
          "  --stop-grace S            seconds between SIGTERM and SIGKILL when stopping workers (default 5)\n"
          "examples:\n"
@@ -238,10 +240,11 @@ bool ParseRunOptions(int argc, char** argv, RunOptions* o, std::string* error, b
   }
   if (o->exclude_straggler && !o->network_check)
     return (*error = "--exclude-straggler needs --network-check"), false;
-  // Refused rather than ignored: a user who asks for the check must not believe it ran.
-  if (o->network_check)
-    return (*error = "--network-check is not built into xtimer_run yet: run xtimer_netprobe on every node before "
-                     "the job (netprobe/README.md)"), false;
+  // The nodes must agree on who is left out, which needs the store: refused rather than ignored,
+  // so that a user who asks for the check never believes it ran. One node alone: nothing to probe.
+  if (o->network_check && !o->elastic() && o->max_nodes > 1)
+    return (*error = "--network-check with several nodes needs --rdzv-backend etcd (the nodes agree there on "
+                     "who is left out); with a static rendezvous run xtimer_netprobe on every node first"), false;
   (void)nnodes_given;
   return true;
 }

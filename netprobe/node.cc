@@ -27,6 +27,9 @@ int Fail(const std::string& what) {
   return 2;
 }
 
+// What NodeClient::Run returns when this node could not finish (never a rendezvous report).
+json ErrorReport(const std::string& what) { return json{{"node_error", true}, {"error", what}}; }
+
 void Print(const std::string& text) {
   std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
@@ -51,14 +54,19 @@ bool WriteReport(const Options& o, json report, int self) {
   return true;
 }
 
+// One node's side of the probe. Run() returns the final report, or ErrorReport() when this
+// node could not finish (nothing is printed on stderr: the caller says it its own way).
 class NodeClient {
  public:
   explicit NodeClient(const Options& o) : o_(o) {}
-  int Run();
+  json Run();
+  int rank() const { return rank_; }
 
  private:
-  int HandleTest(const json& msg);
-  int HandleLocal(const json& msg);
+  json Fail(const std::string& what) { return ErrorReport(what); }
+  // "" when done, else why this node cannot go on.
+  std::string HandleTest(const json& msg);
+  std::string HandleLocal(const json& msg);
   bool Send(const json& msg, std::string* error) {
     return SendMessage(rdzv_.get(), msg, Deadline::In(o_.timeout_s), error);
   }
@@ -70,7 +78,7 @@ class NodeClient {
   int rank_ = -1;
 };
 
-int NodeClient::Run() {
+json NodeClient::Run() {
   std::string error;
   probe_ = Listen("", &probe_port_, &error);
   if (!probe_.valid()) return Fail("cannot open the probe port: " + error);
@@ -105,24 +113,21 @@ int NodeClient::Run() {
       if (!f.Str("text", &text, 1 << 20)) return Fail("rendezvous: " + error);
       if (!text.empty()) Print(text);
     } else if (type == "test") {
-      if (int rc = HandleTest(msg); rc != 0) return rc;
+      if (std::string e = HandleTest(msg); !e.empty()) return Fail(e);
     } else if (type == "local") {
-      if (int rc = HandleLocal(msg); rc != 0) return rc;
+      if (std::string e = HandleLocal(msg); !e.empty()) return Fail(e);
     } else if (type == "report") {
       auto it = msg.find("report");
       if (it == msg.end() || !it->is_object()) return Fail("rendezvous: the report is malformed");
-      const json& report = *it;
-      Print(RenderTable(report));
-      int code = ExitCodeOf(report);
-      if (!WriteReport(o_, report, rank_)) return 2;
-      return code;
+      Print(RenderTable(*it));
+      return *it;
     } else {
       return Fail("rendezvous sent an unknown message '" + type + "'");
     }
   }
 }
 
-int NodeClient::HandleTest(const json& msg) {
+std::string NodeClient::HandleTest(const json& msg) {
   std::string error;
   Fields f(msg, &error);
   int64_t id = 0, size = 0;
@@ -134,8 +139,8 @@ int NodeClient::HandleTest(const json& msg) {
       !f.Int("peer_port", 0, 65535, &port) || !f.Int("size", 1, int64_t{1} << 40, &size) ||
       !f.Int("streams", 1, 64, &streams) || !f.Num("timeout", &timeout) || timeout <= 0 ||
       (role != "initiator" && role != "responder"))
-    return Fail("rendezvous sent a bad test: " + (error.empty() ? "role '" + role + "'" : error));
-  if (msg.contains("uid") && !f.Str("uid", &uid, 1024)) return Fail("rendezvous: " + error);
+    return "rendezvous sent a bad test: " + (error.empty() ? "role '" + role + "'" : error);
+  if (msg.contains("uid") && !f.Str("uid", &uid, 1024)) return "rendezvous: " + error;
   Deadline deadline = Deadline::In(timeout);
   json result = {{"type", "result"}, {"id", id}};
   if (role == "initiator") {
@@ -174,17 +179,17 @@ int NodeClient::HandleTest(const json& msg) {
     result["ok"] = ok;
     if (!ok) result["error"] = error;
   }
-  if (!Send(result, &error)) return Fail("lost the rendezvous: " + error);
-  return 0;
+  if (!Send(result, &error)) return "lost the rendezvous: " + error;
+  return "";
 }
 
-int NodeClient::HandleLocal(const json& msg) {
+std::string NodeClient::HandleLocal(const json& msg) {
   std::string error;
   Fields f(msg, &error);
   int64_t size = 0;
   double timeout = 0;
   if (!f.Int("size", 1, int64_t{1} << 40, &size) || !f.Num("timeout", &timeout) || timeout <= 0)
-    return Fail("rendezvous sent a bad local check: " + error);
+    return "rendezvous sent a bad local check: " + error;
   LocalResult l = RunLocalGpuCheck(size, Deadline::In(timeout));
   json result = {{"type", "local_result"}, {"ok", l.ok}};
   if (!l.ok) {
@@ -197,24 +202,45 @@ int NodeClient::HandleLocal(const json& msg) {
     result["gpus"] = gpus;
     result["pairs"] = pairs;
   }
-  if (!Send(result, &error)) return Fail("lost the rendezvous: " + error);
-  return 0;
+  if (!Send(result, &error)) return "lost the rendezvous: " + error;
+  return "";
 }
 
 }  // namespace
 
+bool RunNodeSide(const Options& options, json* report, std::string* error) {
+  NodeClient client(options);
+  json r = client.Run();
+  if (r.value("node_error", false)) return (*error = r.value("error", "")), false;
+  r["self"] = client.rank();
+  *report = std::move(r);
+  return true;
+}
+
+RendezvousThread::RendezvousThread() = default;
+RendezvousThread::~RendezvousThread() { Wait(); }
+
+bool RendezvousThread::Start(const Options& options, const std::string& host, int port, std::string* error) {
+  port_ = port;
+  Fd listen = Listen(host, &port_, error);
+  if (!listen.valid()) return false;
+  server_ = std::make_unique<Rendezvous>(options, std::move(listen), false);
+  thread_ = std::thread([this] { report_ = server_->Run(); });
+  return true;
+}
+
+json RendezvousThread::Wait() {
+  if (thread_.joinable()) thread_.join();
+  return report_;
+}
+
 int RunNode(const Options& o) {
   // Node 0 hosts the rendezvous when its address is one of ours and the port is free.
-  std::unique_ptr<Rendezvous> server;
-  std::thread thread;
+  RendezvousThread server;
   int requested_rank = o.node_rank;
   if ((o.node_rank == 0 || o.node_rank < 0) && IsLocalAddress(o.rdzv_host)) {
-    int port = o.rdzv_port;
     std::string error;
-    Fd listen = Listen(o.rdzv_host, &port, &error);
-    if (listen.valid()) {
-      server = std::make_unique<Rendezvous>(o, std::move(listen), false);
-      thread = std::thread([&server] { server->Run(); });
+    if (server.Start(o, o.rdzv_host, o.rdzv_port, &error)) {
       requested_rank = 0;
     } else if (o.node_rank == 0) {
       Log(LogLevel::kInfo, "not hosting the rendezvous (%s); joining the one at %s:%d",
@@ -223,13 +249,15 @@ int RunNode(const Options& o) {
   }
   Options mine = o;
   mine.node_rank = requested_rank;
-  int rc;
-  {
-    NodeClient client(mine);
-    rc = client.Run();
-  }  // closes our rendezvous connection, so the server can finish
-  if (thread.joinable()) thread.join();
-  return rc;
+  json report;
+  std::string error;
+  // RunNodeSide closes our rendezvous connection when it returns, so the server can finish.
+  bool finished = RunNodeSide(mine, &report, &error);
+  int rc = finished ? 0 : Fail(error);  // said at once, not after the rendezvous' deadlines
+  server.Wait();
+  if (!finished) return rc;
+  if (!WriteReport(o, report, report["self"].get<int>())) return 2;
+  return ExitCodeOf(report);
 }
 
 int RunServe(const Options& o) {

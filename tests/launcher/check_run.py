@@ -4,7 +4,7 @@ several nodes as several xtimer_run processes on localhost, a real etcd.
 
   check_run.py CHECK --bin BUILD/bin --pypath BUILD/lib/python [--lib libpyccl.so --simgpu DIR]
   CHECK: crash | exhausted | agent-killed | sigterm | etcd-crash | etcd-node-lost | etcd-scale-out
-         | etcd-below-min | hang
+         | etcd-below-min | etcd-netcheck | hang
 
 Timings printed as 'figure:' lines are the README's recovery figures (not asserted), split into
 phases: detection (the fault until an agent says so), rendezvous (until the last node has its
@@ -351,6 +351,37 @@ def c_etcd_below_min(args, out):
     check(rc == 1 and "cannot be reached" in r.log(), f"no etcd: exit 1 and a line naming the endpoint (rc {rc})")
 
 
+def c_etcd_netcheck(args, out):
+    """--network-check over loopback, 3 healthy nodes: the probe runs before any worker, every
+    node prints its table, the workers start; after a worker fails, the new round (same nodes,
+    all passed) is not probed again."""
+    etcd = Etcd(out)
+    try:
+        worker = ['echo "$RANK $WORLD_SIZE $TORCHELASTIC_RESTART_COUNT" >> "$OUT/ranks.txt"; '
+                  'test "$TORCHELASTIC_RESTART_COUNT" = 0 || exit 0; test "$RANK" = 1 && exit 3; exec sleep 60']
+        common = etcd_args(etcd, "3", "netcheck") + ["--network-check", "--nproc-per-node", "1", "--max-restarts", "1",
+                                                     "--no-python", "/bin/sh", "-c"] + worker
+        nodes = [Run(args, out, common, [], name=f"node{i}") for i in range(3)]
+        rcs = [n.wait(120) for n in nodes]
+        check(rcs == [0, 0, 0], f"all three nodes finish with exit 0 (rc {rcs})")
+        for i, n in enumerate(nodes):
+            log = n.log()
+            with open(os.path.join(out, f"node{i}.out")) as f:
+                table = f.read()
+            verdict = log.find("network check of round 0: verdict")
+            check(verdict >= 0 and "3 passed, 0 left out" in log, f"node {i}: round 0 was probed and all passed")
+            check(0 <= verdict < log.find("run: round 0 "), f"node {i}: the probe ran before the workers started")
+            check("xtimer_netprobe: 3 nodes, tcp backend, 1 round" in table, f"node {i} prints the probe's table")
+            check("the 3 nodes of round 1 all passed it before; not probed again" in log,
+                  f"node {i}: the round after the failure is not probed again")
+        with open(os.path.join(out, "ranks.txt")) as f:
+            seen = sorted(tuple(map(int, line.split())) for line in f if line.strip())
+        check(seen == sorted((r, 3, k) for r in range(3) for k in (0, 1)),
+              f"three workers ran with WORLD_SIZE 3 in both rounds ({seen})")
+    finally:
+        etcd.stop()
+
+
 # ---------------------------------------------------------------- hang (simulated NCCL)
 
 def c_hang(args, out):
@@ -386,7 +417,7 @@ def c_hang(args, out):
 
 CHECKS = {"crash": c_crash, "exhausted": c_exhausted, "agent-killed": c_agent_killed, "sigterm": c_sigterm,
           "etcd-crash": c_etcd_crash, "etcd-node-lost": c_etcd_node_lost, "etcd-scale-out": c_etcd_scale_out,
-          "etcd-below-min": c_etcd_below_min, "hang": c_hang}
+          "etcd-below-min": c_etcd_below_min, "etcd-netcheck": c_etcd_netcheck, "hang": c_hang}
 
 
 def main():

@@ -49,6 +49,20 @@ TEST(RunOptions, ModuleAndNoPython) {
   EXPECT_EQ(WorkerCommand(p), (std::vector<std::string>{"/bin/echo", "hi"}));
 }
 
+TEST(RunOptions, NetworkCheckWithEtcdOrOneNode) {
+  RunOptions o;
+  std::string error;
+  ASSERT_TRUE(Parse({"--nnodes", "7:8", "--rdzv-backend", "etcd", "--rdzv-endpoint", "e:2379", "--rdzv-id", "j",
+                     "--network-check", "--exclude-straggler", "t.py"},
+                    &o, &error))
+      << error;
+  EXPECT_TRUE(o.network_check);
+  EXPECT_TRUE(o.exclude_straggler);
+  RunOptions one;
+  ASSERT_TRUE(Parse({"--standalone", "--network-check", "t.py"}, &one, &error)) << error;  // a no-op, said once
+  EXPECT_TRUE(one.network_check);
+}
+
 TEST(RunOptions, BadInputGetsOneLineNamingTheFlag) {
   struct Case {
     std::vector<std::string> args;
@@ -64,7 +78,7 @@ TEST(RunOptions, BadInputGetsOneLineNamingTheFlag) {
       {{"--frobnicate", "t.py"}, "unknown option --frobnicate"},
       {{"--nproc-per-node", "2"}, "no training script"},
       {{"--exclude-straggler", "t.py"}, "needs --network-check"},
-      {{"--network-check", "t.py"}, "run xtimer_netprobe"},
+      {{"--network-check", "--nnodes", "2", "--node-rank", "0", "t.py"}, "needs --rdzv-backend etcd"},
       {{"--node-rank", "2", "--nnodes", "2", "t.py"}, "is not below --nnodes 2"},
   };
   for (const Case& c : cases) {
