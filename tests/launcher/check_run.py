@@ -16,6 +16,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -396,8 +397,15 @@ def c_hang(args, out):
     check(len(verdicts) >= 1, f"a merged verdict was written before the restart ({verdicts})")
     text = open(verdicts[0]).read() if verdicts else ""
     check("load_batch" in text, "the verdict names the stuck rank's Python function (load_batch)")
+    # Four workers print JSON lines into one file: lines may run into each other, so take every
+    # {...} that parses.
     with open(os.path.join(out, "node.out")) as f:
-        rows = [json.loads(line) for line in f if line.startswith("{")]
+        rows = []
+        for text in re.findall(r"\{[^{}]*\}", f.read()):
+            try:
+                rows.append(json.loads(text))
+            except ValueError:
+                pass
     done = [x for x in rows if x.get("done")]
     check(len(done) == 4, f"all four ranks finish in the second round ({len(done)})")
     # Phases: rank 2 entered load_batch right after its step-2 allreduce; the agent's 'hangs' line
