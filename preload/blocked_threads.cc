@@ -11,6 +11,7 @@ namespace {
 struct Slot {
   std::atomic<pid_t> tid{0};  // 0 = free
   std::atomic<const char*> what{nullptr};
+  std::atomic<const char*> kind{nullptr};
   std::atomic<uint64_t> since_ns{0};  // 0 = not inside a call
 };
 
@@ -43,9 +44,10 @@ int MySlot() {
 
 }  // namespace
 
-BlockedThreads::Scope::Scope(const char* what) : slot_(t_depth++ == 0 ? MySlot() : -1) {
+BlockedThreads::Scope::Scope(const char* what, const char* kind) : slot_(t_depth++ == 0 ? MySlot() : -1) {
   if (slot_ < 0) return;
   g_slots[slot_].what.store(what, std::memory_order_relaxed);
+  g_slots[slot_].kind.store(kind, std::memory_order_relaxed);
   g_slots[slot_].since_ns.store(MonotonicNs(), std::memory_order_release);
 }
 
@@ -59,7 +61,8 @@ std::vector<BlockedCall> BlockedThreads::Snapshot() {
   for (const Slot& s : g_slots) {
     uint64_t since = s.since_ns.load(std::memory_order_acquire);
     pid_t tid = s.tid.load(std::memory_order_relaxed);
-    if (since != 0 && tid != 0) out.push_back({tid, s.what.load(std::memory_order_relaxed), since});
+    if (since != 0 && tid != 0)
+      out.push_back({tid, s.what.load(std::memory_order_relaxed), s.kind.load(std::memory_order_relaxed), since});
   }
   return out;
 }

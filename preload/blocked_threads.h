@@ -1,6 +1,7 @@
 // Host threads currently blocked in a synchronising CUDA call (stream/device/event sync, a
-// blocking memcpy). A thread stuck there for longer than the hang timeout is a hang even when
-// no timed op is in flight. Each thread owns one slot (claimed on its first sync, released
+// blocking memcpy) or in NCCL communicator set-up (ncclCommInitRank and its relatives wait for
+// every rank of the communicator to arrive). A thread stuck there for longer than the hang
+// timeout is a hang even when no timed op is in flight. Each thread owns one slot (claimed on its first sync, released
 // when it exits); entering and leaving a call is two relaxed stores.
 #pragma once
 
@@ -12,19 +13,25 @@
 
 namespace xtimer {
 
+// What a blocked thread waits for; the in-flight op's `kind` in stack files.
+inline constexpr const char* kBlockedSync = "sync";           // the GPU
+inline constexpr const char* kBlockedCommInit = "comm_init";  // the other ranks of a communicator
+
 struct BlockedCall {
   pid_t tid;
   const char* what;   // the API name, a string literal
+  const char* kind;   // kBlockedSync or kBlockedCommInit
   uint64_t since_ns;  // CLOCK_MONOTONIC at entry
 };
 
 class BlockedThreads {
  public:
   static constexpr int kMaxThreads = 4096;
-  // Marks the calling thread as inside `what` until the returned scope ends.
+  // Marks the calling thread as inside `what` until the returned scope ends. Nested scopes
+  // (a sync inside communicator set-up) keep the outermost.
   class Scope {
    public:
-    explicit Scope(const char* what);
+    explicit Scope(const char* what, const char* kind = kBlockedSync);
     ~Scope();
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "preload/blocked_threads.h"
 #include "preload/op_names.h"
 #include "preload/real_function.h"
 #include "preload/timed_call.h"
@@ -241,6 +242,14 @@ XTIMER_REAL_NCCL(ncclScatter);
 XTIMER_REAL_NCCL(ncclSend);
 XTIMER_REAL_NCCL(ncclRecv);
 
+// Communicator set-up returns only when every rank of the communicator has arrived: a rank that
+// never comes (stuck loading data, or in the rendezvous) leaves the others here, which the
+// watchdog treats like a blocked sync. The first NCCL call may be this one: it starts the tracker.
+BlockedThreads::Scope CommSetUp(const char* name) {
+  Tracker::Instance();
+  return BlockedThreads::Scope(name, kBlockedCommInit);
+}
+
 }  // namespace
 }  // namespace xtimer
 
@@ -251,7 +260,11 @@ using namespace xtimer;
 XTIMER_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
   auto fn = real_ncclCommInitRank.get_or_report();
   if (fn == nullptr) return ncclSystemError;
-  ncclResult_t r = fn(comm, nranks, id, rank);
+  ncclResult_t r;
+  {
+    BlockedThreads::Scope waiting = CommSetUp("ncclCommInitRank");
+    r = fn(comm, nranks, id, rank);
+  }
   if ((r == ncclSuccess || r == ncclInProgress) && comm) RegisterComm(*comm, &id, sizeof id, rank, nranks);
   return r;
 }
@@ -260,7 +273,11 @@ XTIMER_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, 
                                                   ncclConfig_t* config) {
   auto fn = real_ncclCommInitRankConfig.get_or_report();
   if (fn == nullptr) return ncclSystemError;
-  ncclResult_t r = fn(comm, nranks, id, rank, config);
+  ncclResult_t r;
+  {
+    BlockedThreads::Scope waiting = CommSetUp("ncclCommInitRankConfig");
+    r = fn(comm, nranks, id, rank, config);
+  }
   if ((r == ncclSuccess || r == ncclInProgress) && comm) RegisterComm(*comm, &id, sizeof id, rank, nranks);
   return r;
 }
@@ -269,7 +286,11 @@ XTIMER_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks
                                                     ncclUniqueId* ids, ncclConfig_t* config) {
   auto fn = real_ncclCommInitRankScalable.get_or_report();
   if (fn == nullptr) return ncclSystemError;
-  ncclResult_t r = fn(comm, nranks, rank, n_ids, ids, config);
+  ncclResult_t r;
+  {
+    BlockedThreads::Scope waiting = CommSetUp("ncclCommInitRankScalable");
+    r = fn(comm, nranks, rank, n_ids, ids, config);
+  }
   if ((r == ncclSuccess || r == ncclInProgress) && comm && ids && n_ids > 0)
     RegisterComm(*comm, &ids[0], sizeof ids[0], rank, nranks);
   return r;
@@ -278,7 +299,11 @@ XTIMER_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks
 XTIMER_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   auto fn = real_ncclCommInitAll.get_or_report();
   if (fn == nullptr) return ncclSystemError;
-  ncclResult_t r = fn(comms, ndev, devlist);
+  ncclResult_t r;
+  {
+    BlockedThreads::Scope waiting = CommSetUp("ncclCommInitAll");
+    r = fn(comms, ndev, devlist);
+  }
   if (r == ncclSuccess && comms) {
     // All ranks live in this process: any key shared by them will do.
     static std::atomic<uint64_t> calls{0};
@@ -296,7 +321,11 @@ XTIMER_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nc
   auto fn = real_ncclCommSplit.get_or_report();
   if (fn == nullptr) return ncclSystemError;
   DerivedKey k = DeriveKey(comm, color, 0);
-  ncclResult_t r = fn(comm, color, key, newcomm, config);
+  ncclResult_t r;
+  {
+    BlockedThreads::Scope waiting = CommSetUp("ncclCommSplit");
+    r = fn(comm, color, key, newcomm, config);
+  }
   if ((r == ncclSuccess || r == ncclInProgress) && newcomm && *newcomm && color != NCCL_SPLIT_NOCOLOR)
     RegisterComm(*newcomm, &k, sizeof k, -1, 0);
   return r;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -56,7 +57,7 @@ InflightOps Watchdog::GetInflightOps() {
   for (const BlockedCall& b : BlockedThreads::Snapshot()) {
     InflightOp op;
     op.name = b.what;
-    op.kind = "sync";
+    op.kind = b.kind;
     op.running = true;
     op.in_flight_s = (now - b.since_ns) / 1e9;
     op.peer = -1;
@@ -102,8 +103,10 @@ std::string Watchdog::FindHang() {
     if (s >= timeout) {
       // A thread waits on the GPU; the op the GPU is running is what it waits for (the op's own
       // age, counted from when it started on the GPU, can lag the wait by a poll period).
-      int n = std::snprintf(buf, sizeof buf, "thread %d blocked in %s for %.1f s (timeout %g s)",
-                            static_cast<int>(b.tid), b.what, s, timeout);
+      const bool setup = std::strcmp(b.kind, kBlockedCommInit) == 0;
+      int n = std::snprintf(buf, sizeof buf, "thread %d blocked in %s%s for %.1f s (timeout %g s)",
+                            static_cast<int>(b.tid), b.what,
+                            setup ? " (communicator set-up: waiting for the other ranks)" : "", s, timeout);
       if (oldest != nullptr && n > 0 && static_cast<size_t>(n) < sizeof buf)
         std::snprintf(buf + n, sizeof buf - n, "; the GPU is running %s (for %.1f s)", Describe(*oldest).c_str(),
                       oldest->in_flight_s);

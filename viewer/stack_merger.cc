@@ -65,7 +65,8 @@ bool StackMerger::Add(const StackFile& file, std::string_view source, std::strin
   s.process_state = file.process_state_code;
   s.trigger = file.trigger;
   for (const InflightOp& op : file.inflight_ops) {
-    if (op.comm.empty()) continue;
+    // Collectives and p2p (compared per communicator) and communicator set-up (the job's phase).
+    if (op.comm.empty() && op.kind != "comm_init") continue;
     s.comm_ops.push_back({op.name, op.kind, op.comm, op.state, op.seq, op.comm_size, op.peer, op.in_flight_s});
   }
 

@@ -185,6 +185,23 @@ Verdict ComputeVerdict(const MergedStacks& m) {
     s.reason += (s.reason.empty() ? "" : "; ") + reason;
   };
 
+  // The phase. In set-up, the ranks that are not in it (and the missing ones) are who the others
+  // wait for: a rank still loading data or stuck in the rendezvous.
+  std::vector<int32_t> setup;
+  for (const RankSummary& r : m.ranks)
+    for (const CommOp& op : r.comm_ops)
+      if (op.kind == "comm_init") {
+        setup.push_back(r.rank);
+        if (v.setup_call.empty()) v.setup_call = op.name;
+        break;
+      }
+  v.setup_waiting = RankSet(std::move(setup));
+  v.phase = !v.setup_waiting.empty() ? "setup" : !v.comms.empty() ? "step" : "unknown";
+  const RankSet not_in_setup = v.phase == "setup" ? v.reported.Minus(v.setup_waiting) : RankSet();
+  for (int32_t r : not_in_setup.ranks())
+    suspect(r, "not_in_setup",
+            "not in communicator set-up (" + Ranks(v.setup_waiting) + " wait in " + PrintableName(v.setup_call, 80) + ")");
+
   if (v.missing.size() <= kMaxMissingSuspects) {
     for (int32_t r : v.missing.ranks()) suspect(r, "missing", "wrote no stack file");
   } else {
@@ -231,6 +248,14 @@ Verdict ComputeVerdict(const MergedStacks& m) {
                      (v.missing.empty() ? "none" : v.missing.Fold(16));
   if (!v.skipped.empty()) head += "; " + std::to_string(v.skipped.size()) + " file(s) skipped";
   v.summary.push_back(head);
+  if (v.phase == "setup") {
+    RankSet others = v.reported.Minus(v.setup_waiting);
+    std::string line = Ranks(v.setup_waiting) + " wait in " + PrintableName(v.setup_call, 80) +
+                       " (communicator set-up: the job has not reached its first step)";
+    if (!others.empty()) line += "; " + Ranks(others) + " " + IsAre(others) + " not in it: " + WhereAre(m, others);
+    if (!v.missing.empty()) line += "; never arrived (no stack file): " + v.missing.Fold(16);
+    v.summary.push_back(line);
+  }
   size_t comm_lines = 0;
   for (const CommVerdict& c : v.comms) {
     if (c.InStep() || comm_lines == 3) continue;
@@ -286,6 +311,8 @@ std::string VerdictToJson(const Verdict& v) {
   j["format"] = "xtimer-verdict";
   j["version"] = 1;
   j["world_size"] = v.world_size;
+  j["phase"] = v.phase;
+  if (v.phase == "setup") j["setup"] = {{"call", v.setup_call}, {"waiting", v.setup_waiting.ranks()}};
   j["ranks_reported"] = v.reported.ranks();
   j["ranks_missing"] = v.missing.ranks();
   j["ranks_reported_folded"] = v.reported.Fold();

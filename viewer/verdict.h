@@ -38,13 +38,18 @@ struct CommVerdict {
 
 struct Suspect {
   int32_t rank = -1;
-  std::vector<std::string> kinds;  // missing, absent, behind, stack_differs
+  std::vector<std::string> kinds;  // missing, absent, behind, not_in_setup, stack_differs
   std::string reason;
   std::vector<std::string> frames;  // the rank's main-thread leaf frames, deepest first
 };
 
 struct Verdict {
   int32_t world_size = 0;
+  // "setup": some rank waits in NCCL communicator set-up (ncclCommInitRank, ncclCommSplit, ...)
+  // for ranks that have not arrived; "step": ranks are in collectives; "unknown": neither.
+  std::string phase;
+  RankSet setup_waiting;  // the ranks in communicator set-up
+  std::string setup_call;  // what they wait in
   RankSet reported, missing;
   std::vector<SkippedInput> skipped;
   std::vector<VerdictGroup> groups;  // largest first

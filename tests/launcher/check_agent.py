@@ -182,6 +182,33 @@ def check_embedded(args):
         shutil.rmtree(out, ignore_errors=True)
 
 
+def check_setup_hang(args):
+    """The start-up hang: rank 3 is still loading its data (no CUDA call yet) while ranks 0-2 wait
+    for it in ncclCommInitRank. Their watchdogs count set-up as blocking, the agent merges, and
+    the verdict says the job is in communicator set-up and names rank 3."""
+    out = tempfile.mkdtemp(prefix="xtimer-agent-setup-")
+    job = Job(args, out, 1, 4, {"XTIMER_HANG_TIMEOUT": "2", "XTIMER_DUMP_WAIT": "3"},
+              ["--stuck-rank", "3", "--stuck-before-init", "--sleep", "60"])
+    try:
+        timeline = os.path.join(out, "node0")
+        t0 = time.time()
+        verdicts = wait_for(lambda: glob.glob(os.path.join(timeline, "*", "verdict.json")), 30)
+        check(bool(verdicts), "a merged verdict is written while ranks 0-2 wait in ncclCommInitRank")
+        if verdicts:
+            took = time.time() - t0
+            v = load_json(verdicts[0])
+            check(v.get("phase") == "setup", f"the verdict's phase is set-up ({v.get('phase')})")
+            check((v.get("setup") or {}).get("call") == "ncclCommInitRank" and
+                  (v.get("setup") or {}).get("waiting") == [0, 1, 2], f"ranks 0-2 wait in ncclCommInitRank: {v.get('setup')}")
+            check([s.get("rank") for s in v.get("suspects", [])] == [3], f"rank 3 is the suspect: {v.get('suspects')}")
+            check(any("communicator set-up" in line for line in v.get("summary", [])), "the summary says set-up")
+            print(f"figure: set-up hang (timeout 2 s, dump wait 3 s): verdict {took:.1f} s after the job started")
+    finally:
+        job.kill()
+    if not failures:
+        shutil.rmtree(out, ignore_errors=True)
+
+
 def check_two_agents(args):
     out = tempfile.mkdtemp(prefix="xtimer-two-agents-")
     # One agent uploads at a time: the other holds its stacks until the collector's UPLOAD.
@@ -325,7 +352,8 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--simgpu", required=True)
     args = ap.parse_args()
-    {"passthrough": check_passthrough, "embedded": check_embedded, "two-agents": check_two_agents,
+    {"passthrough": check_passthrough, "embedded": check_embedded, "setup-hang": check_setup_hang,
+     "two-agents": check_two_agents,
      "collector-restart": check_collector_restart, "no-collector": check_no_collector,
      "ckpt-saver": check_ckpt_saver}[args.check](args)
     if failures:

@@ -12,8 +12,13 @@ import sys
 import time
 
 
+def load_dataset(rank, args):
+    if rank == args.stuck_rank and args.stuck_before_init:
+        time.sleep(args.sleep)  # still reading its data while the others set up the communicator
+
+
 def load_batch(rank, step, args):
-    if rank == args.stuck_rank and step == args.stuck_step:
+    if rank == args.stuck_rank and step == args.stuck_step and not args.stuck_before_init:
         time.sleep(args.sleep)  # the data loader hangs on this rank
     return [step] * 4
 
@@ -42,8 +47,11 @@ def main():
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--sleep", type=float, default=30)
     ap.add_argument("--step-time", type=float, default=0, help="seconds of (host) work per step")
+    ap.add_argument("--stuck-before-init", action="store_true",
+                    help="the stuck rank sleeps in load_dataset before any CUDA or NCCL call")
     args = ap.parse_args()
     lib = ctypes.CDLL(args.lib)  # releases the GIL during calls, like torch's C++ code
+    load_dataset(args.rank, args)
     if lib.pyccl_init(args.rank, args.world, args.idfile.encode(), 16) != 0:
         sys.exit(f"rank {args.rank}: init failed")
     for step in range(args.steps):

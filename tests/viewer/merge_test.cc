@@ -343,6 +343,50 @@ TEST(Verdict, AFileClaimingAHugeWorldStaysCheap) {
   EXPECT_EQ(many.missing.size(), 260u);
 }
 
+// The most common start-up hang: ranks 0-2 wait in ncclCommInitRank for rank 3, which is still
+// loading its data (or never wrote a stack file at all).
+TEST(Verdict, CommunicatorSetUpNamesTheRankThatNeverArrived) {
+  auto in_setup = [](int32_t r) {
+    InflightOp op;
+    op.name = "ncclCommInitRank";
+    op.kind = "comm_init";
+    op.state = "running";
+    op.in_flight_s = 302;
+    return MakeRank(r, 4, {Py("<module>", "train.py", 160), Py("init_process_group", "torch/distributed/c10d.py", 900)},
+                    {Native("_start", "/usr/bin/python3.11"), Native("ncclCommInitRank", "/usr/lib/libnccl.so.2")}, {op});
+  };
+  std::vector<StackFile> files = {in_setup(0), in_setup(1), in_setup(2)};
+  Verdict missing = ComputeVerdict(Merge(files, 4));
+  EXPECT_EQ(missing.phase, "setup");
+  EXPECT_EQ(missing.setup_waiting.Fold(), "0-2");
+  EXPECT_EQ(missing.setup_call, "ncclCommInitRank");
+  ASSERT_EQ(missing.suspects.size(), 1u);
+  EXPECT_EQ(missing.suspects[0].rank, 3);
+  auto joined = [](const std::vector<std::string>& lines) {
+    std::string out;
+    for (const std::string& l : lines) out += l + "\n";
+    return out;
+  };
+  std::string text = joined(missing.summary);
+  EXPECT_NE(text.find("wait in ncclCommInitRank (communicator set-up"), std::string::npos) << text;
+  EXPECT_NE(text.find("never arrived (no stack file): 3"), std::string::npos) << text;
+
+  files.push_back(MakeRank(3, 4, {Py("<module>", "train.py", 160), Py("load_dataset", "train.py", 40)},
+                           {Native("_start", "/usr/bin/python3.11"), Native("read", "/usr/lib/x86_64-linux-gnu/libc.so.6")}));
+  Verdict late = ComputeVerdict(Merge(files, 4));
+  EXPECT_EQ(late.phase, "setup");
+  ASSERT_EQ(late.suspects.size(), 1u) << VerdictToJson(late);
+  EXPECT_EQ(late.suspects[0].rank, 3);
+  EXPECT_TRUE(Has(late.suspects[0].kinds, "not_in_setup"));
+  text = joined(late.summary);
+  EXPECT_NE(text.find("rank 3 is not in it: load_dataset (train.py:40)"), std::string::npos) << text;
+  nlohmann::json j = nlohmann::json::parse(VerdictToJson(late));
+  EXPECT_EQ(j["phase"], "setup");
+  EXPECT_EQ(j["setup"]["waiting"].dump(), "[0,1,2]");
+
+  EXPECT_EQ(ComputeVerdict(Merge(HangOf4())).phase, "step");
+}
+
 TEST(Verdict, JsonHasTheDocumentedFields) {
   std::string json = VerdictToJson(ComputeVerdict(Merge(HangOf4())));
   auto j = nlohmann::json::parse(json);
