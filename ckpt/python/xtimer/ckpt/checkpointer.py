@@ -226,8 +226,9 @@ class Checkpointer:
         holds the same newest step there and it verifies, else the newest step on disk whose
         files verify: complete at this world size, or saved with replicated state at any world
         size and with any of its rank files present; (0, None) if there is none. A complete step
-        of sharded state saved at another world size raises CheckpointError naming both sizes. A corrupt file is named and never
-        loaded; if no valid step remains, CheckpointError names the corrupt files.
+        of sharded state saved at another world size raises CheckpointError naming both sizes.
+        A corrupt file is named and never loaded; if no valid step remains, CheckpointError names
+        the corrupt files.
         map_location: None (the devices they were saved from), or a device for every tensor."""
         rank, world = self._rank_world()
         dist = _dist()
