@@ -3,7 +3,7 @@
 several nodes as several xtimer_run processes on localhost, a real etcd.
 
   check_run.py CHECK --bin BUILD/bin --pypath BUILD/lib/python [--lib libpyccl.so --simgpu DIR]
-  CHECK: crash | exhausted | agent-killed | sigterm | etcd-crash | etcd-node-lost | etcd-scale-out
+  CHECK: crash | exhausted | agent-killed | sigterm | static | etcd-crash | etcd-node-lost | etcd-scale-out
          | etcd-below-min | etcd-netcheck | hang
 
 Timings printed as 'figure:' lines are the README's recovery figures (not asserted), split into
@@ -250,6 +250,26 @@ def c_sigterm(args, out):
     check(not any(alive(p) for p in pids), "its workers are gone")
 
 
+def c_static(args, out):
+    """torchrun's static rendezvous: two nodes, fixed ranks, node 0's address and port given. A
+    worker of node 1 crashes; node 0's worker fails with its peer; each node restarts its own
+    workers and the job finishes from the checkpoint with the same world."""
+    run_args, env = train(steps_n=30)
+    env["CRASH_AT"] = "8:1"
+    port = str(free_port())
+    nodes = [Run(args, out, ["--nnodes", "2", "--node-rank", str(i), "--master-addr", "127.0.0.1", "--master-port",
+                             port, "--nproc-per-node", "1"] + run_args, [], env, name=f"node{i}") for i in range(2)]
+    rcs = [n.wait(300) for n in nodes]
+    check(rcs == [0, 0], f"both static nodes finish with exit 0 after one crash (rc {rcs})")
+    check("rank 1 (local rank 0)" in nodes[1].log() and "exit code 7" in nodes[1].log(),
+          "node 1 names its failed worker: rank 1, exit code 7")
+    rows = steps(out)
+    check({r["rank"] for r in rows if r["step"] == 29} == {0, 1}, "both ranks reach the last step")
+    check({r["world"] for r in rows} == {2}, "the world stays 2")
+    check(any(r["restart"] == 1 for r in rows), "the second round has TORCHELASTIC_RESTART_COUNT=1")
+    check_resumed(rows, None, "static")
+
+
 # ---------------------------------------------------------------- several nodes (etcd)
 
 def etcd_args(etcd, nnodes, rid, extra=""):
@@ -423,7 +443,7 @@ def c_hang(args, out):
               f"{t_round - t_detect:.2f} s + worker start and first step {max(again) - t_round:.2f} s")
 
 
-CHECKS = {"crash": c_crash, "exhausted": c_exhausted, "agent-killed": c_agent_killed, "sigterm": c_sigterm,
+CHECKS = {"crash": c_crash, "exhausted": c_exhausted, "agent-killed": c_agent_killed, "sigterm": c_sigterm, "static": c_static,
           "etcd-crash": c_etcd_crash, "etcd-node-lost": c_etcd_node_lost, "etcd-scale-out": c_etcd_scale_out,
           "etcd-below-min": c_etcd_below_min, "etcd-netcheck": c_etcd_netcheck, "hang": c_hang}
 
