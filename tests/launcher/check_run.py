@@ -209,7 +209,10 @@ def c_crash(args, out):
 
 
 def c_exhausted(args, out):
-    r = Run(args, out, ["--nproc-per-node", "2", "--max-restarts", "2", "--no-python", "/bin/sh", "-c",
+    logs = os.path.join(out, "logs")
+    r = Run(args, out, ["--nproc-per-node", "2", "--max-restarts", "2", "--log-dir", logs, "--redirects", "1",
+                        "--tee", "2", "--rdzv-id", "bad", "--no-python", "/bin/sh", "-c",
+                        'echo "worker $RANK out"; '
                         'echo "worker $RANK bad input at restart $TORCHELASTIC_RESTART_COUNT" >&2; '
                         'test "$RANK" = 1 && exit 5; sleep 30'], [])
     rc = r.wait(120)
@@ -219,6 +222,15 @@ def c_exhausted(args, out):
     check("rank      : 1 (local_rank: 1)" in log and "exit code 5" in log, "the summary names rank 1 and exit code 5")
     check("| worker 1 bad input at restart 2" in log, "the summary ends with the failed worker's last stderr line")
     check(log.count("warning: run: rank 1 (local rank 1)") == 3, "three rounds ran (restart 0, 1, 2)")
+    # torchrun's --log-dir layout: DIR/<rdzv-id>_<random>/attempt_<restart>/<local rank>/std{out,err}.log;
+    # --redirects 1 sends stdout to the file only, --tee 2 stderr to the file and the terminal.
+    outs = sorted(glob.glob(os.path.join(logs, "bad_*", "attempt_2", "1", "stdout.log")))
+    errs = sorted(glob.glob(os.path.join(logs, "bad_*", "attempt_2", "1", "stderr.log")))
+    check(len(outs) == 1 and open(outs[0]).read() == "worker 1 out\n", f"--redirects 1: rank 1's stdout in its file ({outs})")
+    check(len(errs) == 1 and "worker 1 bad input at restart 2" in open(errs[0]).read(),
+          f"--tee 2: rank 1's stderr in its file ({errs})")
+    with open(os.path.join(out, "node.out")) as f:
+        check("worker 1 out" not in f.read(), "--redirects 1: stdout not on the terminal")
 
 
 def worker_pids(out):
