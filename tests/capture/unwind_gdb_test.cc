@@ -355,6 +355,7 @@ TEST(UnwindVsGdb, EveryFunctionGdbShowsIsInOursInOrder) {
 
   int compared_threads = 0, gdb_frames = 0, extra_frames = 0;
   std::map<std::string, int> extra_by_name;  // frames we show that gdb does not, by name
+  std::map<std::string, int> renamed;        // gdb's name = ours, where they are aliases
   for (const auto& [tid, name] : our_names) {
     const bool program_thread = name.starts_with("t-") || tid == target.pid();
     if (!program_thread) continue;
@@ -406,6 +407,7 @@ TEST(UnwindVsGdb, EveryFunctionGdbShowsIsInOursInOrder) {
     size_t k = 0;
     for (const Frame& f : o) {
       if (k < want.size() && same_function(want[k], f)) {
+        if (Normalize(want[k]) != Normalize(f.function)) ++renamed[want[k] + " = " + f.function];
         ++k;
         continue;
       }
@@ -417,6 +419,8 @@ TEST(UnwindVsGdb, EveryFunctionGdbShowsIsInOursInOrder) {
   std::printf("%s: %d threads, %d gdb frames all found in ours; ours has %d more:\n", g_target.c_str(),
               compared_threads, gdb_frames, extra_frames);
   for (const auto& [n, count] : extra_by_name) std::printf("  %3d x %s\n", count, n.c_str());
+  std::printf("named differently (gdb = ours, the same function):\n");
+  for (const auto& [n, count] : renamed) std::printf("  %3d x %s\n", count, n.c_str());
 }
 
 }  // namespace
