@@ -129,7 +129,8 @@ bool SymbolizeStackJson(std::string_view text, Symbolizer& symbolizer, std::stri
       const CodeLocation here{path, offset};
       if (have_outer) {
         for (const CodeLocation& hop : symbolizer.TailCalls(outer, here)) {
-          const std::vector<SymbolFrame>& via = symbolizer.Resolve(hop.module, hop.offset, BuildId(build_ids, hop.module));
+          const std::vector<SymbolFrame>& via =
+              symbolizer.Resolve(hop.module, hop.offset, BuildId(build_ids, hop.module));
           Json base = Json::object();
           base["module"] = hop.module;
           base["offset"] = Hex(hop.offset);

@@ -391,8 +391,9 @@ class TailCallFinder {
     bool operator==(const Hop&) const = default;
   };
 
-  static constexpr int kMaxDepth = 12;      // tail calls in a row
-  static constexpr size_t kMaxPaths = 32;   // distinct paths looked at
+  static constexpr int kMaxDepth = 12;         // tail calls in a row
+  static constexpr size_t kMaxPaths = 32;      // distinct paths found
+  static constexpr int kMaxExpansions = 4096;  // functions whose tail calls are followed, per search
 
   // The function holding `addr` (Dwfl address) in `m`: its DWARF subprogram, else its ELF symbol.
   static bool FunctionAt(Module* m, Dwarf_Addr addr, Function* out) {
@@ -477,28 +478,42 @@ class TailCallFinder {
     return f.m->tail_sites.emplace(f.entry, std::move(sites)).first->second;
   }
 
+  struct SearchState {
+    std::vector<Function> on_path;
+    std::vector<Hop> hops;
+    std::vector<std::vector<Hop>> paths;
+    int budget = kMaxExpansions;
+    bool gave_up = false;  // too many paths or functions: the paths found may not be all
+  };
+
   // Every path of tail calls from `from` to `to` (depth-first, no function twice on a path).
-  static void Search(const Function& from, const Function& to, std::vector<Function>* on_path, std::vector<Hop>* hops,
-                     std::vector<std::vector<Hop>>* paths) {
+  static void Search(const Function& from, const Function& to, SearchState* st) {
     if (from == to) {
-      paths->push_back(*hops);
+      st->paths.push_back(st->hops);
+      if (st->paths.size() > kMaxPaths) st->gave_up = true;
       return;
     }
-    if (static_cast<int>(hops->size()) >= kMaxDepth || paths->size() >= kMaxPaths) return;
-    on_path->push_back(from);
+    if (st->gave_up || static_cast<int>(st->hops.size()) >= kMaxDepth) return;
+    if (--st->budget < 0) {
+      st->gave_up = true;
+      return;
+    }
+    st->on_path.push_back(from);
     for (const Module::TailSite& site : TailSites(from)) {
       Function next;
       Dwarf_Die origin = site.origin;
       if (!Target(from.m, &origin, to.m, &next)) continue;
-      if (std::find(on_path->begin(), on_path->end(), next) != on_path->end()) continue;
-      hops->push_back({from.m, site.return_pc});
-      Search(next, to, on_path, hops, paths);
-      hops->pop_back();
+      if (std::find(st->on_path.begin(), st->on_path.end(), next) != st->on_path.end()) continue;
+      st->hops.push_back({from.m, site.return_pc});
+      Search(next, to, st);
+      st->hops.pop_back();
+      if (st->gave_up) break;
     }
-    on_path->pop_back();
+    st->on_path.pop_back();
   }
 
-  static std::vector<CodeLocation> Find(Module* caller, uint64_t caller_offset, Module* callee, uint64_t callee_offset) {
+  static std::vector<CodeLocation> Find(Module* caller, uint64_t caller_offset, Module* callee,
+                                        uint64_t callee_offset) {
     std::vector<CodeLocation> out;
     // The call site whose return address is the caller's (its offset is that minus one).
     const Dwarf_Addr in_call = caller_offset + caller->bias;
@@ -517,11 +532,10 @@ class TailCallFinder {
     if (!found || !Target(caller, &origin, callee, &called) ||
         !FunctionAt(callee, callee_offset + callee->bias, &goal) || called == goal)
       return out;
-    std::vector<Function> on_path;
-    std::vector<Hop> hops;
-    std::vector<std::vector<Hop>> paths;
-    Search(called, goal, &on_path, &hops, &paths);
-    if (paths.empty()) return out;
+    SearchState st;
+    Search(called, goal, &st);
+    if (st.paths.empty() || st.gave_up) return out;
+    const std::vector<std::vector<Hop>>& paths = st.paths;
     // Several paths: keep what they all agree on, from each end (as gdb does).
     size_t shortest = paths[0].size();
     for (const auto& p : paths) shortest = std::min(shortest, p.size());
@@ -548,8 +562,7 @@ const std::vector<CodeLocation>& Symbolizer::TailCalls(const CodeLocation& calle
   std::vector<CodeLocation> found;
   Module* mc = Open(caller.module);
   Module* me = Open(callee.module);
-  if (mc->mod != nullptr && me->mod != nullptr)
-    found = TailCallFinder::Find(mc, caller.offset, me, callee.offset);
+  if (mc->mod != nullptr && me->mod != nullptr) found = TailCallFinder::Find(mc, caller.offset, me, callee.offset);
   return tail_calls_.emplace(std::move(key), std::move(found)).first->second;
 }
 

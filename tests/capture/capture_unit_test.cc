@@ -298,7 +298,8 @@ TEST(Symbolizer, FindsFunctionsThatLeftNoFrameThroughATailCall) {
   EXPECT_TRUE(sym.TailCalls({"/nonexistent/lib.so", 0x1000}, callee).empty());
 
   // The stack-file rewriter puts the jumper between the two frames, marked tail_call.
-  json j = {{"format", "xtimer-stacktrace"}, {"version", 1},
+  json j = {{"format", "xtimer-stacktrace"},
+            {"version", 1},
             {"threads", json::array({{{"tid", 1},
                                       {"native", json::array({
                                                      {{"module", caller.module}, {"offset", Hex(caller.offset)}},

@@ -337,7 +337,7 @@ TEST(UnwindVsGdb, EveryFunctionGdbShowsIsInOursInOrder) {
 
   // 2. gdb on the same process, threads back where they were.
   const std::string gdb_text = RunCommand("timeout 120 gdb -batch -nx -iex 'set debuginfod enabled off' -p " +
-                                   std::to_string(target.pid()) + " -ex 'thread apply all bt'");
+                                          std::to_string(target.pid()) + " -ex 'thread apply all bt'");
   if (gdb_text.find("Operation not permitted") != std::string::npos) GTEST_SKIP() << "gdb cannot attach here";
 
   std::map<int, std::string> gdb_names, our_names;
@@ -386,8 +386,8 @@ TEST(UnwindVsGdb, EveryFunctionGdbShowsIsInOursInOrder) {
     }
     auto chain = kOwnChains.find(name);
     if (chain != kOwnChains.end()) {
-      EXPECT_TRUE(InOrder(chain->second, o, [](const std::string& w, const Frame& f) { return f.function == w; },
-                          &missing))
+      EXPECT_TRUE(InOrder(
+          chain->second, o, [](const std::string& w, const Frame& f) { return f.function == w; }, &missing))
           << "thread " << name << ": " << missing << " missing from ours\n"
           << Show(o);
     }
@@ -398,8 +398,8 @@ TEST(UnwindVsGdb, EveryFunctionGdbShowsIsInOursInOrder) {
       while (h < o.size() && o[h].function != "xt_signal_handler") ++h;
       ASSERT_LT(h + 1, o.size()) << Show(o);
       EXPECT_TRUE(aliases.CodeIs(o[h + 1].module, o[h + 1].offset, {0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0, 0x0f, 0x05}))
-          << "the frame after the handler is not the signal trampoline: " << o[h + 1].function << " "
-          << o[h + 1].module << "+" << std::hex << o[h + 1].offset;
+          << "the frame after the handler is not the signal trampoline: " << o[h + 1].function << " " << o[h + 1].module
+          << "+" << std::hex << o[h + 1].offset;
     }
     ++compared_threads;
     gdb_frames += static_cast<int>(want.size());

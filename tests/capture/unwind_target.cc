@@ -40,7 +40,7 @@ int g_select_pipe[2];   // never written
 int g_handler_pipe[2];  // never written: the signal handler blocks on it
 int g_epoll = -1;
 volatile bool g_never = false;  // never set: the loops below do not end
-sem_t g_parked;         // posted by each thread just before it blocks
+sem_t g_parked;                 // posted by each thread just before it blocks
 
 }  // namespace
 
@@ -186,9 +186,9 @@ int main(int argc, char** argv) {
     const char* name;
     void* (*fn)(void*);
   };
-  const Named threads[] = {{"t-sem", xt_sem_thread},       {"t-cond", xt_cond_thread},
-                           {"t-read", xt_read_thread},     {"t-select", xt_select_thread},
-                           {"t-sleep", xt_sleep_thread},   {"t-epoll", xt_epoll_thread},
+  const Named threads[] = {{"t-sem", xt_sem_thread},         {"t-cond", xt_cond_thread},
+                           {"t-read", xt_read_thread},       {"t-select", xt_select_thread},
+                           {"t-sleep", xt_sleep_thread},     {"t-epoll", xt_epoll_thread},
                            {"t-recurse", xt_recurse_thread}, {"t-signal", xt_signal_thread}};
   for (const Named& t : threads) {
     pthread_t th;
