@@ -6,7 +6,8 @@
 // across libraries that we find). A function has several names in libc (read, __libc_read,
 // __GI___libc_read): a gdb frame matches ours when its name is one of the ELF names at the entry
 // of our frame's function. Independently of gdb, each thread must show the program's own chain
-// of functions (the sem_wait thread's tail-calling leaf included).
+// of functions (the sem_wait thread's tail-calling leaf included). The main thread may be caught
+// still inside the dump signal's handler: gdb's frames then sit below those, as they should.
 //
 // Exit 77 (ctest: skipped) where gdb is missing or ptrace is not allowed here.
 #include <elfutils/libdwfl.h>
@@ -23,11 +24,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <regex>
 #include <set>
 #include <string>
 #include <thread>
@@ -154,31 +155,44 @@ class AliasIndex {
 // "<signal handler called>" pseudo-frame left out.
 std::map<int, Stack> ParseGdb(const std::string& text, std::map<int, std::string>* names) {
   std::map<int, Stack> out;
-  static const std::regex thread_re(R"re(^Thread \d+ \(Thread 0x[0-9a-f]+ \(LWP (\d+)\)(?: "([^"]*)")?\):)re");
-  static const std::regex frame_re(R"(^#\d+\s+(?:0x[0-9a-f]+ in )?(.+?) \()");
-  static const std::regex at_re(R"( at (\S+):(\d+)$)");
   Stack* current = nullptr;
   size_t start = 0;
   while (start < text.size()) {
     size_t end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(start, end - start);
+    const std::string line = text.substr(start, end - start);
     start = end + 1;
-    std::smatch m;
-    if (std::regex_search(line, m, thread_re)) {
-      int lwp = std::stoi(m[1]);
+    // Thread 3 (Thread 0x7f2fe82d16c0 (LWP 4048) "t-sem"):
+    if (line.starts_with("Thread ") && line.find("(LWP ") != std::string::npos) {
+      const int lwp = std::atoi(line.c_str() + line.find("(LWP ") + 5);
       current = &out[lwp];
-      (*names)[lwp] = m[2];
-    } else if (current != nullptr && line.starts_with("#")) {
-      if (line.find("<signal handler called>") != std::string::npos) continue;
-      Frame f;
-      if (std::regex_search(line, m, frame_re) && m[1] != "??") f.function = m[1];
-      if (std::regex_search(line, m, at_re)) {
-        f.file = m[1];
-        f.line = std::stoi(m[2]);
-      }
-      current->push_back(f);
+      size_t q1 = line.find('"'), q2 = line.rfind('"');
+      (*names)[lwp] = q1 != std::string::npos && q2 > q1 ? line.substr(q1 + 1, q2 - q1 - 1) : "";
+      continue;
     }
+    // #2  0x00007f.. in __GI___futex_abstimed_wait_cancelable64 (futex_word=...) at ./nptl/futex-internal.c:139
+    // #0  __futex_abstimed_wait_common64 (private=...) at ./nptl/futex-internal.c:57
+    if (current == nullptr || !line.starts_with("#")) continue;
+    if (line.find("<signal handler called>") != std::string::npos) continue;
+    size_t p = line.find_first_of(" \t");
+    p = line.find_first_not_of(" \t", p);
+    if (p == std::string::npos) continue;
+    if (line.compare(p, 2, "0x") == 0) {
+      size_t in = line.find(" in ", p);
+      if (in == std::string::npos) continue;
+      p = in + 4;
+    }
+    Frame f;
+    size_t args = line.find(" (", p);
+    std::string function = line.substr(p, args == std::string::npos ? std::string::npos : args - p);
+    if (function != "??") f.function = function;
+    size_t at = line.rfind(" at ");
+    size_t colon = line.rfind(':');
+    if (at != std::string::npos && colon != std::string::npos && colon > at) {
+      f.file = line.substr(at + 4, colon - at - 4);
+      f.line = std::atoi(line.c_str() + colon + 1);
+    }
+    current->push_back(f);
   }
   return out;
 }
