@@ -1,5 +1,6 @@
 // Turns module + offset (ELF virtual address, as in stack files) into function, source file and
-// line with elfutils, including the functions inlined at that address. Runs outside the traced
+// line with elfutils, including the functions inlined at that address, and finds the functions
+// that left no frame because they ended in a tail call (TailCalls). Runs outside the traced
 // process (xtimer_symbolize, later the node agent): it opens files and allocates freely.
 // One Dwfl per module, opened once; results are cached per (module, offset). Never throws.
 #pragma once
@@ -55,7 +56,8 @@ class Symbolizer {
   // looked up in the callee's module, so a tail call into a shared library is followed). Where
   // several paths exist, only the hops they all share are returned. Empty when there is nothing
   // between the frames, or nothing is known (no DWARF or no call-site information, an indirect
-  // call). Cached.
+  // call, a search past 4096 functions or 32 paths). A module whose build-id differs must not be
+  // asked (Resolve says so first). Cached.
   const std::vector<CodeLocation>& TailCalls(const CodeLocation& caller, const CodeLocation& callee);
 
   // Why `module` resolves nothing ("" if it opened fine or was never asked for).
