@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -25,6 +26,28 @@ bool ParseHex(const std::string& s, uint64_t* out) {
   if (v.empty()) return false;
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), *out, 16);
   return ec == std::errc() && p == v.data() + v.size();
+}
+
+std::string Hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+const std::string& BuildId(const std::map<std::string, std::string>& build_ids, const std::string& path) {
+  static const std::string none;
+  auto it = build_ids.find(path);
+  return it == build_ids.end() ? none : it->second;
+}
+
+// One symbolised frame: `frame` (module, offset and any field we do not know) with what was found.
+Json Expand(const Json& frame, const SymbolFrame& sf) {
+  Json f = frame;
+  if (!sf.function.empty()) f["function"] = sf.function;
+  if (!sf.file.empty()) f["file"] = sf.file;
+  if (sf.line > 0) f["line"] = sf.line;
+  f["inlined"] = sf.inlined;
+  return f;
 }
 
 std::string Errno(const std::string& what, const std::string& path) {
@@ -76,6 +99,10 @@ bool SymbolizeStackJson(std::string_view text, Symbolizer& symbolizer, std::stri
     auto native = thread.find("native");
     if (native == thread.end() || !native->is_array()) continue;
     Json expanded = Json::array();
+    // The previous (outer) frame, when it resolved: functions it reached by tail calls sit
+    // between it and this one.
+    bool have_outer = false;
+    CodeLocation outer;
     for (Json& frame : *native) {
       ++summary->frames;
       auto module = frame.is_object() ? frame.find("module") : Json::iterator();
@@ -86,27 +113,35 @@ bool SymbolizeStackJson(std::string_view text, Symbolizer& symbolizer, std::stri
       if (!usable) {
         if (frame.is_object() && frame.contains("function")) ++summary->resolved;
         expanded.push_back(std::move(frame));
+        have_outer = false;
         continue;
       }
       const std::string path = module->get<std::string>();
-      auto bid = build_ids.find(path);
-      const std::vector<SymbolFrame>& resolved =
-          symbolizer.Resolve(path, offset, bid == build_ids.end() ? std::string() : bid->second);
+      const std::vector<SymbolFrame>& resolved = symbolizer.Resolve(path, offset, BuildId(build_ids, path));
       if (resolved.empty()) {
         std::string why = symbolizer.ModuleError(path);
         if (!why.empty()) summary->module_errors[path] = why;
         expanded.push_back(std::move(frame));
+        have_outer = false;
         continue;
       }
       ++summary->resolved;
-      for (const SymbolFrame& sf : resolved) {
-        Json f = frame;  // keeps module, offset and any field we do not know
-        if (!sf.function.empty()) f["function"] = sf.function;
-        if (!sf.file.empty()) f["file"] = sf.file;
-        if (sf.line > 0) f["line"] = sf.line;
-        f["inlined"] = sf.inlined;
-        expanded.push_back(std::move(f));
+      const CodeLocation here{path, offset};
+      if (have_outer) {
+        for (const CodeLocation& hop : symbolizer.TailCalls(outer, here)) {
+          const std::vector<SymbolFrame>& via =
+              symbolizer.Resolve(hop.module, hop.offset, BuildId(build_ids, hop.module));
+          Json base = Json::object();
+          base["module"] = hop.module;
+          base["offset"] = Hex(hop.offset);
+          base["tail_call"] = true;
+          if (via.empty()) expanded.push_back(base);
+          for (const SymbolFrame& sf : via) expanded.push_back(Expand(base, sf));
+        }
       }
+      for (const SymbolFrame& sf : resolved) expanded.push_back(Expand(frame, sf));
+      have_outer = true;
+      outer = here;
     }
     *native = std::move(expanded);
   }

@@ -16,6 +16,8 @@ packages=(
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev clang-format
   chromium curl prometheus iproute2 nftables procps psmisc
+  # native stacks compared with gdb's (tests/capture/unwind_gdb_test), libc with its debug info
+  gdb libc6-dbg
   # elastic launcher: a real etcd v3 for multi-node rendezvous tests
   etcd-server
 )

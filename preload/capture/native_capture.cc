@@ -98,7 +98,7 @@ void FutexWait(std::atomic<uint32_t>* a, uint32_t expected, uint64_t timeout_ns)
 // interrupted thread can be holding it; dl_iterate_phdr's lock is recursive and held only briefly.
 void Walk(const Unwinder* u, unw_cursor_t* cursor, bool first_exact, Slot* s) {
   int n = 0;
-  bool exact = first_exact;
+  bool prev_adjusted = false;  // ips[n - 1] holds ip - 1
   s->truncated = false;
   for (;;) {
     unw_word_t ip = 0;
@@ -108,9 +108,16 @@ void Walk(const Unwinder* u, unw_cursor_t* cursor, bool first_exact, Slot* s) {
       break;
     }
     // A return address points after the call; ip - 1 lies inside it, so its line is the call's.
-    // The interrupted frame, and a frame interrupted by a nested signal, hold the exact address.
+    // Exact are: the interrupted frame, and a frame that a signal interrupted further out (a
+    // thread inside a signal handler). libunwind says the latter with unw_is_signal_frame on
+    // that very frame: "reached by stepping through a signal frame". The frame before it is
+    // then the signal trampoline (__restore_rt), to whose first instruction the handler
+    // returns: no call precedes it, so it is exact too (ip - 1 would name the function before
+    // it in libc).
+    const bool exact = n == 0 ? first_exact : u->is_signal_frame(cursor) > 0;
+    if (exact && prev_adjusted) s->ips[n - 1] += 1;
     s->ips[n++] = exact ? ip : ip - 1;
-    exact = u->is_signal_frame(cursor) > 0;
+    prev_adjusted = !exact;
     if (u->step(cursor) <= 0) break;
   }
   s->depth = n;

@@ -209,6 +209,12 @@ __attribute__((noinline)) uint64_t OuterForTest() {
   return r;
 }
 
+std::string Hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
 // Module path and ELF vaddr of a code address in this process.
 void Locate(uint64_t address, std::string* module, uint64_t* vaddr) {
   ModuleMap map;
@@ -249,6 +255,67 @@ TEST(Symbolizer, UnknownModulesAndStaleBuildIdsResolveNothing) {
   Symbolizer sym2;
   EXPECT_TRUE(sym2.Resolve(module, vaddr, "0123456789").empty());
   EXPECT_NE(sym2.ModuleError(module).find("build-id"), std::string::npos);
+}
+
+// ---- tail calls: the jumper ends with a jump to the target (at -O2), so the target returns
+// straight into the caller and the jumper leaves no frame.
+extern "C" __attribute__((noinline)) uint64_t xtimer_test_tail_target() {
+  return reinterpret_cast<uint64_t>(__builtin_extract_return_addr(__builtin_return_address(0)));
+}
+extern "C" __attribute__((noinline)) uint64_t xtimer_test_tail_jumper() {
+  g_inline_sink = 3;
+  return xtimer_test_tail_target();
+}
+extern "C" __attribute__((noinline)) uint64_t xtimer_test_tail_caller() {
+  uint64_t r = xtimer_test_tail_jumper();
+  asm volatile("" ::: "memory");  // a real call here: the caller keeps its frame
+  return r;
+}
+
+TEST(Symbolizer, FindsFunctionsThatLeftNoFrameThroughATailCall) {
+  uint64_t ret = xtimer_test_tail_caller();
+  CodeLocation caller, callee;
+  Locate(ret - 1, &caller.module, &caller.offset);
+  Locate(reinterpret_cast<uint64_t>(&xtimer_test_tail_target), &callee.module, &callee.offset);
+  Symbolizer sym;
+  ASSERT_FALSE(sym.Resolve(caller.module, caller.offset).empty()) << sym.ModuleError(caller.module);
+  const std::string holder = sym.Resolve(caller.module, caller.offset).front().function;
+  if (holder != "xtimer_test_tail_caller") GTEST_SKIP() << "the compiler made a real call (" << holder << ")";
+  const std::vector<CodeLocation>& hops = sym.TailCalls(caller, callee);
+  ASSERT_EQ(hops.size(), 1u);
+  EXPECT_EQ(hops[0].module, caller.module);
+  ASSERT_FALSE(sym.Resolve(hops[0].module, hops[0].offset).empty());
+  EXPECT_EQ(sym.Resolve(hops[0].module, hops[0].offset).front().function, "xtimer_test_tail_jumper");
+  EXPECT_EQ(&sym.TailCalls(caller, callee), &hops);  // cached
+
+  // A direct call has nothing in between; neither has a pair where the outer frame is no call.
+  uint64_t direct = OuterForTest();
+  CodeLocation outer, inner;
+  Locate(direct - 1, &outer.module, &outer.offset);
+  Locate(reinterpret_cast<uint64_t>(&ReturnAddress), &inner.module, &inner.offset);
+  EXPECT_TRUE(sym.TailCalls(outer, inner).empty());
+  EXPECT_TRUE(sym.TailCalls(callee, caller).empty());
+  EXPECT_TRUE(sym.TailCalls({"/nonexistent/lib.so", 0x1000}, callee).empty());
+
+  // The stack-file rewriter puts the jumper between the two frames, marked tail_call.
+  json j = {{"format", "xtimer-stacktrace"},
+            {"version", 1},
+            {"threads", json::array({{{"tid", 1},
+                                      {"native", json::array({
+                                                     {{"module", caller.module}, {"offset", Hex(caller.offset)}},
+                                                     {{"module", callee.module}, {"offset", Hex(callee.offset)}},
+                                                 })}}})}};
+  std::string out, error;
+  SymbolizeSummary summary;
+  ASSERT_TRUE(SymbolizeStackJson(j.dump(), sym, &out, &summary, &error)) << error;
+  json native = json::parse(out)["threads"][0]["native"];
+  ASSERT_EQ(native.size(), 3u) << native.dump();
+  EXPECT_EQ(native[0]["function"], "xtimer_test_tail_caller");
+  EXPECT_EQ(native[1]["function"], "xtimer_test_tail_jumper");
+  EXPECT_EQ(native[1]["tail_call"], true);
+  EXPECT_EQ(native[2]["function"], "xtimer_test_tail_target");
+  EXPECT_FALSE(native[0].contains("tail_call"));
+  EXPECT_EQ(summary.frames, 2);  // the frames in the file; the found ones are extra
 }
 
 TEST(Symbolizer, Demangles) {
