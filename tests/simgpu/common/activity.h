@@ -13,8 +13,8 @@ enum class ActivityOp : uint8_t { Kernel, Memcpy, Memset };
 // One op that ran on a stream, with device-clock (CLOCK_MONOTONIC based) start and end.
 struct ActivityRecord {
   ActivityOp op = ActivityOp::Kernel;
-  uint8_t copy_kind = 0;  // CUpti_ActivityMemcpyKind (memcpy)
-  bool async = false;     // memcpy/memset: issued by an *Async call
+  uint8_t copy_kind = 0;     // CUpti_ActivityMemcpyKind (memcpy)
+  bool async = false;        // memcpy/memset: issued by an *Async call
   uint32_t correlation = 0;  // of the API call that queued it (the graph launch for a replay)
   uint32_t device = 0;
   uint32_t context = 0;

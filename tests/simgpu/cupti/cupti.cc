@@ -219,7 +219,8 @@ const simgpu::ActivitySink kSink{Issued, Completed};
 bool InstallFeed(State& st) {
   if (st.feed_installed) return true;
   void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-  auto set = h ? reinterpret_cast<void (*)(const simgpu::ActivitySink*)>(dlsym(h, "simgpu_activity_set_sink")) : nullptr;
+  auto set =
+      h ? reinterpret_cast<void (*)(const simgpu::ActivitySink*)>(dlsym(h, "simgpu_activity_set_sink")) : nullptr;
   if (!set) return false;
   set(&kSink);
   st.feed_installed = true;
@@ -257,9 +258,7 @@ SIMGPU_EXPORT CUptiResult cuptiGetResultString(CUptiResult result, const char** 
     case CUPTI_ERROR_QUEUE_EMPTY: *str = "CUPTI_ERROR_QUEUE_EMPTY"; break;
     case CUPTI_ERROR_INVALID_KIND: *str = "CUPTI_ERROR_INVALID_KIND"; break;
     case CUPTI_ERROR_NOT_SUPPORTED: *str = "CUPTI_ERROR_NOT_SUPPORTED"; break;
-    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
-      *str = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED";
-      break;
+    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: *str = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"; break;
     default: *str = "CUPTI_ERROR_UNKNOWN"; return CUPTI_ERROR_INVALID_PARAMETER;
   }
   return CUPTI_SUCCESS;
@@ -393,7 +392,7 @@ SIMGPU_EXPORT CUptiResult cuptiEnableDomain(uint32_t, CUpti_SubscriberHandle sub
   State& st = S();
   std::lock_guard lk(st.sub_mu);
   return st.subscribed && subscriber == reinterpret_cast<CUpti_SubscriberHandle>(&st) ? CUPTI_SUCCESS
-                                                                                     : CUPTI_ERROR_INVALID_PARAMETER;
+                                                                                      : CUPTI_ERROR_INVALID_PARAMETER;
 }
 
 SIMGPU_EXPORT CUptiResult cuptiEnableCallback(uint32_t, CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain,
@@ -401,7 +400,7 @@ SIMGPU_EXPORT CUptiResult cuptiEnableCallback(uint32_t, CUpti_SubscriberHandle s
   State& st = S();
   std::lock_guard lk(st.sub_mu);
   return st.subscribed && subscriber == reinterpret_cast<CUpti_SubscriberHandle>(&st) ? CUPTI_SUCCESS
-                                                                                     : CUPTI_ERROR_INVALID_PARAMETER;
+                                                                                      : CUPTI_ERROR_INVALID_PARAMETER;
 }
 
 SIMGPU_EXPORT CUptiResult cuptiFinalize() { return CUPTI_SUCCESS; }

@@ -83,9 +83,9 @@ struct Op {
   uint64_t n = 0;
   uint64_t m = 0;
   int64_t enqueued_ns = 0;  // when the host queued it: the earliest the "device" may start it
-  uint32_t correlation = 0; // activity feed (common/activity.h): the queuing API call's id
-  uint8_t copy_kind = 0;    // memcpy: CUpti_ActivityMemcpyKind
-  bool sync = false;        // queued by a synchronous call (cuMemcpy, cuMemsetD8...)
+  uint32_t correlation = 0;  // activity feed (common/activity.h): the queuing API call's id
+  uint8_t copy_kind = 0;     // memcpy: CUpti_ActivityMemcpyKind
+  bool sync = false;         // queued by a synchronous call (cuMemcpy, cuMemsetD8...)
   std::shared_ptr<void> ref;
 };
 

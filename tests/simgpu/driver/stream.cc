@@ -209,7 +209,7 @@ void report(const Stream& s, const Op& op, int64_t start, int64_t end) {
   const ActivitySink* sink = g_sink.load(std::memory_order_acquire);
   if (sink == nullptr) return;
   ActivityRecord r;
-  r.op = op.kind == OpKind::Kernel ? ActivityOp::Kernel
+  r.op = op.kind == OpKind::Kernel   ? ActivityOp::Kernel
          : op.kind == OpKind::Memcpy ? ActivityOp::Memcpy
                                      : ActivityOp::Memset;
   r.copy_kind = op.copy_kind;
@@ -234,8 +234,7 @@ void report(const Stream& s, const Op& op, int64_t start, int64_t end) {
 
 int64_t execute(Stream& s, const Op& op, int64_t start) {
   const int64_t end = execute_op(s, op, start);
-  if (op.kind == OpKind::Kernel || op.kind == OpKind::Memcpy || op.kind == OpKind::Memset)
-    report(s, op, start, end);
+  if (op.kind == OpKind::Kernel || op.kind == OpKind::Memcpy || op.kind == OpKind::Memset) report(s, op, start, end);
   return end;
 }
 
