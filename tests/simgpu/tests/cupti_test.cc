@@ -96,7 +96,7 @@ class Cupti : public ::testing::Test {
 };
 
 TEST_F(Cupti, KernelRecordsCarryDeviceClockTimesStreamAndName) {
-  // Event pairs around each kernel read the same device clock: the records must agree with them.
+  // Event pairs around each kernel read the same device clock: each record must lie within its pair.
   cudaEvent_t ev[4];
   for (auto& e : ev) ASSERT_EQ(cudaEventCreate(&e), cudaSuccess);
   ASSERT_EQ(cudaEventRecord(ev[0], stream_), cudaSuccess);
@@ -119,7 +119,8 @@ TEST_F(Cupti, KernelRecordsCarryDeviceClockTimesStreamAndName) {
     float event_ms = 0;
     ASSERT_EQ(cudaEventElapsedTime(&event_ms, ev[2 * i], ev[2 * i + 1]), cudaSuccess);
     const double record_ms = (k.end - k.start) / 1e6;
-    EXPECT_NEAR(record_ms, event_ms, 0.01) << "the record and an event pair measure the same device time";
+    // The pair also spans the host's launch gap before the kernel: the record lies inside it.
+    EXPECT_LE(record_ms, event_ms + 0.001) << "the record and the event pair read one device clock";
     EXPECT_GE(record_ms, want[i]) << "a kernel lasts at least what it slept";
   }
   for (auto& e : ev) cudaEventDestroy(e);
