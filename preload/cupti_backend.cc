@@ -37,6 +37,8 @@ struct Api {
   decltype(&::cuptiActivityPopExternalCorrelationId) pop_external;
   decltype(&::cuptiGetTimestamp) timestamp;
   decltype(&::cuptiGetResultString) result_string;
+  decltype(&::cuptiActivityEnableDriverApi) enable_driver_api;
+  decltype(&::cuptiActivityEnableRuntimeApi) enable_runtime_api;
 };
 
 // Process-lifetime state, never destroyed: CUPTI may call back while the process exits.
@@ -106,6 +108,19 @@ constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATIO
                                          CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                          CUPTI_ACTIVITY_KIND_MEMSET};
 
+constexpr CUpti_CallbackId kDriverLaunches[] = {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+                                                CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+                                                CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+                                                CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+                                                CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+                                                CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz};
+constexpr CUpti_CallbackId kRuntimeLaunches[] = {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                                                 CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+                                                 CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+                                                 CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+                                                 CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+                                                 CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000};
+
 int MemcpyKind(uint8_t cupti_kind) {
   switch (cupti_kind) {
     case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return 1;  // cudaMemcpyHostToDevice
@@ -152,7 +167,9 @@ bool Start(std::string* reason) {
       !Resolve(lib, "cuptiActivityPushExternalCorrelationId", &a.push_external, reason) ||
       !Resolve(lib, "cuptiActivityPopExternalCorrelationId", &a.pop_external, reason) ||
       !Resolve(lib, "cuptiGetTimestamp", &a.timestamp, reason) ||
-      !Resolve(lib, "cuptiGetResultString", &a.result_string, reason)) {
+      !Resolve(lib, "cuptiGetResultString", &a.result_string, reason) ||
+      !Resolve(lib, "cuptiActivityEnableDriverApi", &a.enable_driver_api, reason) ||
+      !Resolve(lib, "cuptiActivityEnableRuntimeApi", &a.enable_runtime_api, reason)) {
     delete st;
     return false;
   }
@@ -180,8 +197,18 @@ bool Start(std::string* reason) {
         break;
       }
     }
+    // CUPTI writes external correlation records only in front of API records: ask for those of
+    // the launch calls alone (not every runtime/driver call), which is what cuBLAS and NCCL use.
+    for (CUpti_CallbackId cbid : kDriverLaunches)
+      if (r == CUPTI_SUCCESS && (r = a.enable_driver_api(cbid, 1)) != CUPTI_SUCCESS)
+        *reason = Describe(a, "cuptiActivityEnableDriverApi", r);
+    for (CUpti_CallbackId cbid : kRuntimeLaunches)
+      if (r == CUPTI_SUCCESS && (r = a.enable_runtime_api(cbid, 1)) != CUPTI_SUCCESS)
+        *reason = Describe(a, "cuptiActivityEnableRuntimeApi", r);
   }
   if (r != CUPTI_SUCCESS) {
+    for (CUpti_CallbackId cbid : kDriverLaunches) a.enable_driver_api(cbid, 0);
+    for (CUpti_CallbackId cbid : kRuntimeLaunches) a.enable_runtime_api(cbid, 0);
     for (CUpti_ActivityKind k : kKinds) a.disable(k);
     a.unsubscribe(st->subscriber);
     return false;  // g_state stays: a late buffer callback may still arrive

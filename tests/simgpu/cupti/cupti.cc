@@ -4,7 +4,8 @@
 // CUpti_ActivityExternalCorrelation), written into buffers the client hands out through its
 // bufferRequested callback and returned through bufferCompleted: from the `sgpu-cupti`
 // thread when a buffer is full, and from the caller of cuptiActivityFlushAll. One callback
-// subscriber at a time, as in the real CUPTI; API callbacks themselves are not delivered.
+// subscriber at a time, as in the real CUPTI; API callbacks themselves are not delivered, nor
+// API (DRIVER/RUNTIME) records, though enabling them makes external correlation records flow.
 #include <cupti.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -49,6 +51,9 @@ struct State {
   bool deliverer_started = false;
 
   std::atomic<bool> enabled[CUPTI_ACTIVITY_KIND_COUNT] = {};
+  // API records of some calls wanted (kind DRIVER/RUNTIME, or cuptiActivityEnable{Driver,Runtime}Api):
+  // the real CUPTI writes external correlation records in front of API records only.
+  std::atomic<int> api_enabled{0};
   bool feed_installed = false;
 
   std::mutex sub_mu;
@@ -137,7 +142,9 @@ void DelivererLoop() {
 
 void Issued(uint32_t correlation) {
   State& st = S();
-  if (!st.enabled[CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION].load(std::memory_order_relaxed)) return;
+  if (!st.enabled[CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION].load(std::memory_order_relaxed) ||
+      st.api_enabled.load(std::memory_order_relaxed) <= 0)
+    return;
   for (int k = 0; k < CUPTI_EXTERNAL_CORRELATION_KIND_SIZE; ++k) {
     if (tls_external[k].empty()) continue;
     CUpti_ActivityExternalCorrelation r{};
@@ -234,6 +241,8 @@ size_t RecordSize(CUpti_ActivityKind kind) {
     case CUPTI_ACTIVITY_KIND_MEMCPY: return sizeof(CUpti_ActivityMemcpy6);
     case CUPTI_ACTIVITY_KIND_MEMSET: return sizeof(CUpti_ActivityMemset4);
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return sizeof(CUpti_ActivityExternalCorrelation);
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+    case CUPTI_ACTIVITY_KIND_RUNTIME: return sizeof(CUpti_ActivityAPI);  // enabled, never written
     default: return 0;
   }
 }
@@ -291,14 +300,43 @@ SIMGPU_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
     std::lock_guard lk(st.mu);
     if (!InstallFeed(st)) return CUPTI_ERROR_NOT_INITIALIZED;
   }
-  st.enabled[kind].store(true, std::memory_order_relaxed);
+  if (!st.enabled[kind].exchange(true, std::memory_order_relaxed) &&
+      (kind == CUPTI_ACTIVITY_KIND_DRIVER || kind == CUPTI_ACTIVITY_KIND_RUNTIME))
+    st.api_enabled.fetch_add(1, std::memory_order_relaxed);
   return CUPTI_SUCCESS;
 }
 
 SIMGPU_EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind) {
   if (!Supported(kind)) return CUPTI_ERROR_NOT_SUPPORTED;
-  S().enabled[kind].store(false, std::memory_order_relaxed);
+  State& st = S();
+  if (st.enabled[kind].exchange(false, std::memory_order_relaxed) &&
+      (kind == CUPTI_ACTIVITY_KIND_DRIVER || kind == CUPTI_ACTIVITY_KIND_RUNTIME))
+    st.api_enabled.fetch_sub(1, std::memory_order_relaxed);
   return CUPTI_SUCCESS;
+}
+
+namespace {
+// cbids with API records enabled one by one, per domain (0 driver, 1 runtime).
+std::mutex g_api_mu;
+std::set<uint32_t> g_api_cbids[2];
+
+CUptiResult EnableApi(int domain, CUpti_CallbackId cbid, uint8_t enable) {
+  State& st = S();
+  std::lock_guard lk(g_api_mu);
+  const bool changed = enable ? g_api_cbids[domain].insert(cbid).second : g_api_cbids[domain].erase(cbid) > 0;
+  if (changed) st.api_enabled.fetch_add(enable ? 1 : -1, std::memory_order_relaxed);
+  return CUPTI_SUCCESS;
+}
+}  // namespace
+
+// No API record is written; enabling any makes external correlation records flow (as on the real CUPTI,
+// where they precede API records).
+SIMGPU_EXPORT CUptiResult cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable) {
+  return EnableApi(0, cbid, enable);
+}
+
+SIMGPU_EXPORT CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable) {
+  return EnableApi(1, cbid, enable);
 }
 
 // Every record written so far goes back to the client, on this thread (the flag does not

@@ -176,6 +176,13 @@ TEST_F(Cupti, CopiesAndMemsetsHaveKindBytesAndAsyncFlag) {
 }
 
 TEST_F(Cupti, ExternalCorrelationMarksTheKernelsLaunchedWhileItIsPushed) {
+  // As on the real CUPTI, external correlation records come with API records only.
+  ASSERT_EQ(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, 7), CUPTI_SUCCESS);
+  Sleep(0.1);
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  EXPECT_TRUE(Collect().external.empty()) << "no API record enabled: no external correlation record";
+  ASSERT_EQ(cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, nullptr), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityEnableRuntimeApi(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 1), CUPTI_SUCCESS);
   Sleep(0.1);
   ASSERT_EQ(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, 42), CUPTI_SUCCESS);
   Sleep(0.1);
@@ -192,6 +199,7 @@ TEST_F(Cupti, ExternalCorrelationMarksTheKernelsLaunchedWhileItIsPushed) {
   EXPECT_EQ(r.external[0].externalKind, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2);
   EXPECT_EQ(r.external[0].externalId, 42u);
   EXPECT_EQ(r.external[0].correlationId, r.kernels[1].correlationId) << "only the middle launch";
+  ASSERT_EQ(cuptiActivityEnableRuntimeApi(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 0), CUPTI_SUCCESS);
 }
 
 TEST_F(Cupti, FullBuffersAreCompletedFromCuptisOwnThreadWithoutAFlush) {
