@@ -229,7 +229,7 @@ void LeaveOwnedCall() {
   g_state->api.pop_external(kOwnedKind, &last);
 }
 
-void Drain(bool force, void (*sink)(void* ctx, const CuptiOp& op), void* ctx) {
+void Flush(bool force) {
   if (!Active()) return;
   State& st = *g_state;
   const uint64_t now = MonotonicNs();
@@ -237,6 +237,11 @@ void Drain(bool force, void (*sink)(void* ctx, const CuptiOp& op), void* ctx) {
     st.last_flush_ns = now;
     st.api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   }
+}
+
+void Drain(void (*sink)(void* ctx, const CuptiOp& op), void* ctx) {
+  if (!Active()) return;
+  State& st = *g_state;
   std::vector<std::pair<uint8_t*, size_t>> buffers;
   {
     std::lock_guard<std::mutex> lock(st.done_mu);

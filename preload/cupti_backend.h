@@ -51,9 +51,12 @@ bool Active();
 void EnterOwnedCall(uint32_t class_id);
 void LeaveOwnedCall();
 
-// Poller: flushes CUPTI's buffers (every call when `force`, else at most every 100 ms) and
-// hands each completed op not owned by a matmul/collective to `sink(ctx, op)`.
-void Drain(bool force, void (*sink)(void* ctx, const CuptiOp& op), void* ctx);
+// Poller, outside its lock (a flush may take a while): asks CUPTI for its buffers, every call
+// when `force`, else at most every 100 ms.
+void Flush(bool force);
+// Poller: hands each completed op of the buffers CUPTI returned so far, not owned by a
+// matmul/collective, to `sink(ctx, op)`.
+void Drain(void (*sink)(void* ctx, const CuptiOp& op), void* ctx);
 
 // Records CUPTI could not store (no buffer), and records lost to unknown kinds.
 uint64_t Dropped();

@@ -35,12 +35,12 @@ void Poller::Loop() {
   while (!stop_.load(std::memory_order_acquire)) {
     heartbeat_ns_.store(MonotonicNs(), std::memory_order_relaxed);
     bool pending;
+    cupti::Flush(false);  // outside mu_: the watchdog's Snapshot must not wait for CUPTI
     {
       std::lock_guard<std::mutex> lock(mu_);
       DrainQueue();
       pending = CompleteFinished();
-      cupti::Drain(
-          false, [](void* self, const CuptiOp& op) { static_cast<Poller*>(self)->AccountCupti(op); }, this);
+      cupti::Drain([](void* self, const CuptiOp& op) { static_cast<Poller*>(self)->AccountCupti(op); }, this);
       uint64_t now = MonotonicNs();
       trace_.Tick(now);
       if (now >= next_report_ns_) {
@@ -172,11 +172,11 @@ void Poller::Stop() {
       thread_.join();
     }
   }
+  cupti::Flush(true);
   std::lock_guard<std::mutex> lock(mu_);
   DrainQueue();
   CompleteFinished();
-  cupti::Drain(
-      true, [](void* self, const CuptiOp& op) { static_cast<Poller*>(self)->AccountCupti(op); }, this);
+  cupti::Drain([](void* self, const CuptiOp& op) { static_cast<Poller*>(self)->AccountCupti(op); }, this);
   WriteReports(true);
 }
 
