@@ -23,6 +23,9 @@ constexpr Var kVars[] = {
     {"XTIMER_REPORT_INTERVAL", "30", "Seconds between summary files (and reports to the agent); 0 = only at exit."},
     {"XTIMER_KERNEL_SAMPLE", "1",
      "Time 1 in N plain kernel launches (1 = all, 0 = none). Matmuls, collectives and p2p are always timed."},
+    {"XTIMER_CUPTI", "1",
+     "1: time kernels, copies and memsets from CUPTI activity records (every launch path, graph replays included) when "
+     "libcupti.so.13 loads and no other CUPTI subscriber exists; 0: event pairs only."},
     {"XTIMER_TRACE", "0", "Keep the last N operations per rank and write them as Chrome trace-event JSON; 0 = off."},
     {"XTIMER_MAX_INFLIGHT", "65536",
      "Timed operations that may be in flight at once per process; beyond it launches go untimed (and are counted)."},

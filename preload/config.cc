@@ -13,6 +13,7 @@ PreloadConfig PreloadConfig::FromEnv() {
   c.timeline_path = env::String("XTIMER_TIMELINE_PATH");
   c.report_interval_s = std::max(0.0, env::Double("XTIMER_REPORT_INTERVAL"));
   c.kernel_sample = std::max<int64_t>(0, env::Int("XTIMER_KERNEL_SAMPLE"));
+  c.cupti = env::Bool("XTIMER_CUPTI");
   c.trace_ops = std::max<int64_t>(0, env::Int("XTIMER_TRACE"));
   c.max_inflight = std::clamp<int64_t>(env::Int("XTIMER_MAX_INFLIGHT"), 64, 1 << 22);
   c.hang_timeout_s = env::Double("XTIMER_HANG_TIMEOUT");

@@ -17,11 +17,12 @@ enum class OpKind : uint8_t { kKernel = 0, kMatmul, kCollective, kP2p, kMemcpy, 
 const char* KindName(OpKind kind);
 
 // Identifies a class. `api` is a string literal (compared by address). The meaning of a..d:
-//   kernel     : func = kernel function / CUfunction / graph; a = 1 for a driver CUfunction
+//   kernel     : func = kernel function / CUfunction / graph; a = 1 for a driver CUfunction,
+//                a = 2 for a kernel seen in a CUPTI record (func = the poller's copy of its name)
 //   matmul     : a..d = m, n, k, batch; e = cuBLAS data type
 //   collective : a = bytes (nccl-tests "size"), b = NCCL data type, c = comm slot, d = group size
 //   p2p        : a = bytes, b = data type, c = comm slot, d = group size
-//   memcpy     : a = cudaMemcpyKind
+//   memcpy     : a = cudaMemcpyKind; a = -1 for a memset (CUPTI mode)
 struct OpKey {
   OpKind kind = OpKind::kKernel;
   const char* api = nullptr;

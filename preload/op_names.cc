@@ -28,7 +28,9 @@ std::string Demangle(const char* name) {
 
 std::string KernelName(const OpKey& key) {
   const char* raw = nullptr;
-  if (key.a == 1) {
+  if (key.a == 2) {  // a CUPTI record's kernel: func is the poller's copy of its name
+    raw = static_cast<const std::string*>(key.func)->c_str();
+  } else if (key.a == 1) {
     if (auto f = real_cuFuncGetName.get()) f(&raw, static_cast<CUfunction>(const_cast<void*>(key.func)));
   } else if (auto f = real_cudaFuncGetName.get()) {
     if (f(&raw, key.func) != cudaSuccess) raw = nullptr;
@@ -50,13 +52,15 @@ const std::string& NameOf(OpClass& cls) {
   const OpKey& k = cls.key;
   if (k.kind == OpKind::kKernel && k.api == nullptr) {
     cls.name = KernelName(k);
-  } else if (k.kind == OpKind::kMemcpy) {
+  } else if (k.kind == OpKind::kMemcpy && k.a >= 0) {  // a < 0: a memset, named by its api
     cls.name = std::string(k.api) + " " + MemcpyKindName(static_cast<int>(k.a));
   } else {
     cls.name = k.api != nullptr ? k.api : "?";
   }
   return cls.name;
 }
+
+std::string DemangledName(const char* raw) { return Demangle(raw); }
 
 const char* NcclTypeName(int type) {
   static const char* kNames[] = {"int8",    "uint8",   "int32",    "uint32",  "int64",     "uint64",

@@ -15,5 +15,7 @@ int NcclTypeSize(int type);
 // nccl-tests bus bandwidth factor for a collective API name and communicator size.
 double BusBandwidthFactor(const char* api, int nranks);
 const char* MemcpyKindName(int kind);
+// A kernel's display name: `raw` demangled when it is a C++ symbol.
+std::string DemangledName(const char* raw);
 
 }  // namespace xtimer

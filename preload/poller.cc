@@ -35,10 +35,12 @@ void Poller::Loop() {
   while (!stop_.load(std::memory_order_acquire)) {
     heartbeat_ns_.store(MonotonicNs(), std::memory_order_relaxed);
     bool pending;
+    cupti::Flush(false);  // outside mu_: the watchdog's Snapshot must not wait for CUPTI
     {
       std::lock_guard<std::mutex> lock(mu_);
       DrainQueue();
       pending = CompleteFinished();
+      cupti::Drain([](void* self, const CuptiOp& op) { static_cast<Poller*>(self)->AccountCupti(op); }, this);
       uint64_t now = MonotonicNs();
       trace_.Tick(now);
       if (now >= next_report_ns_) {
@@ -109,6 +111,45 @@ void Poller::Account(const Pending& p, double ms) {
   }
 }
 
+uint32_t Poller::CuptiClass(const CuptiOp& op) {
+  OpKey key;
+  switch (op.what) {
+    case CuptiOp::What::kKernel: {
+      auto [it, added] = cupti_kernels_.try_emplace(op.name != nullptr ? op.name : "(unnamed kernel)", 0);
+      if (!added) return it->second;
+      key.kind = OpKind::kKernel;
+      key.func = &it->first;  // map nodes do not move
+      key.a = 2;
+      it->second = tracker_.classes().Intern(key);
+      OpClass& c = tracker_.classes().at(it->second);
+      if (c.name.empty()) c.name = DemangledName(it->first.c_str());
+      return it->second;
+    }
+    case CuptiOp::What::kMemcpy:
+      key.kind = OpKind::kMemcpy;
+      key.api = op.async ? "cudaMemcpyAsync" : "cudaMemcpy";
+      key.a = op.memcpy_kind;
+      break;
+    case CuptiOp::What::kMemset:
+      key.kind = OpKind::kMemcpy;
+      key.api = op.async ? "cudaMemsetAsync" : "cudaMemset";
+      key.a = -1;
+      break;
+  }
+  return tracker_.classes().Intern(key);
+}
+
+void Poller::AccountCupti(const CuptiOp& op) {
+  const uint32_t id = CuptiClass(op);
+  OpClass& c = tracker_.classes().at(id);
+  c.launches.fetch_add(1, std::memory_order_relaxed);  // a CUPTI-timed op is counted when it completes
+  if (!c.hist) c.hist = std::make_unique<Histogram>();
+  c.hist->Add(op.dur_ns);
+  c.bytes += op.bytes;
+  if (trace_.enabled())
+    trace_.Add(TraceEntry{id, op.stream, static_cast<uint8_t>(op.device), op.start_ns, op.dur_ns, 0, -1});
+}
+
 void Poller::WriteReports(bool final) {
   WriteReportFiles(tracker_, trace_, final);
   if (final) {
@@ -131,9 +172,11 @@ void Poller::Stop() {
       thread_.join();
     }
   }
+  cupti::Flush(true);
   std::lock_guard<std::mutex> lock(mu_);
   DrainQueue();
   CompleteFinished();
+  cupti::Drain([](void* self, const CuptiOp& op) { static_cast<Poller*>(self)->AccountCupti(op); }, this);
   WriteReports(true);
 }
 

@@ -9,10 +9,12 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "preload/cupti_backend.h"
 #include "preload/inflight_op.h"
 #include "preload/op_record.h"
 #include "preload/trace_buffer.h"
@@ -49,10 +51,14 @@ class Poller {
   // Completes finished heads; returns true if anything is still pending.
   bool CompleteFinished();
   void Account(const Pending& p, double ms);
+  // CUPTI mode: counts and times one op from its activity record.
+  void AccountCupti(const CuptiOp& op);
+  uint32_t CuptiClass(const CuptiOp& op);
 
   Tracker& tracker_;
   std::mutex mu_;  // guards streams_ (poller vs. Snapshot)
   std::unordered_map<uint64_t, std::deque<Pending>> streams_;
+  std::unordered_map<std::string, uint32_t> cupti_kernels_;  // kernel name -> class (poller only)
   TraceBuffer trace_;
   std::thread thread_;
   std::mutex wake_mu_;

@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "common/json_writer.h"
 #include "common/log.h"
+#include "preload/cupti_backend.h"
 #include "preload/op_names.h"
 #include "preload/tracker.h"
 
@@ -83,6 +84,8 @@ std::string SummaryJson(Tracker& t, bool final, size_t max_ops) {
   w.BeginObject();
   WriteRankHeader(w, t, "xtimer-summary");
   w.Field("final", final);
+  w.Field("timing_mode", t.cupti() ? "cupti" : "event_pairs");
+  if (!t.cupti()) w.Field("timing_note", t.timing_note());
   // Busiest classes first.
   std::vector<uint32_t> ids;
   for (uint32_t i = 0; i < t.classes().size(); ++i)
@@ -100,6 +103,7 @@ std::string SummaryJson(Tracker& t, bool final, size_t max_ops) {
   w.Field("no_event", static_cast<unsigned long long>(u.no_event.load()));
   w.Field("record_failed", static_cast<unsigned long long>(u.record_failed.load()));
   w.Field("queue_full", static_cast<unsigned long long>(u.queue_full.load()));
+  if (t.cupti()) w.Field("cupti_dropped", static_cast<unsigned long long>(cupti::Dropped()));
   w.EndObject();
   w.EndObject();
   return w.Take();

@@ -46,6 +46,11 @@ cudaError_t MemcpyAsync(RealFunction<MemcpyAsyncFn>& real, void* dst, const void
   Tracker* t = hook.tracker;
   if (fn == nullptr) return cudaErrorInitializationError;
   if (t == nullptr) return fn(dst, src, count, kind, stream);
+  if (t->cupti()) {  // CUPTI mode: the copy's activity record times it
+    cudaError_t r = fn(dst, src, count, kind, stream);
+    t->AfterRealCall();
+    return r;
+  }
   OpKey key;
   key.kind = OpKind::kMemcpy;
   key.api = "cudaMemcpyAsync";

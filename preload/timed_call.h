@@ -52,7 +52,9 @@ Status TimedCall(Tracker* t, uint32_t class_id, const OpPlace& where, const OpRe
 
 // A kernel launch, through the runtime or the driver, or a graph launch: the class is the
 // function (key.func); plain kernels are sampled per XTIMER_KERNEL_SAMPLE, graphs
-// (`always_time`) are always timed. `missing` is returned if the real function is not loaded.
+// (`always_time`) are always timed. In CUPTI mode plain kernels pass straight through: their
+// activity records time them (and every kernel launched around the hooks too). `missing` is returned if the real
+// function is not loaded.
 template <typename Status, typename Fn, typename Call>
 Status KernelLaunch(RealFunction<Fn>& real, Status missing, const OpKey& key, const OpPlace& where, bool always_time,
                     Call&& call) {
@@ -61,6 +63,12 @@ Status KernelLaunch(RealFunction<Fn>& real, Status missing, const OpKey& key, co
   Tracker* t = hook.tracker;
   if (fn == nullptr) return missing;
   if (t == nullptr) return call(fn);
+  if (!always_time && t->cupti()) {
+    // CUPTI mode: the kernel's activity record counts and times it (cupti_backend.h).
+    Status r = call(fn);
+    t->AfterRealCall();
+    return r;
+  }
   uint32_t cls = t->Intern(key);
   if (!always_time && !t->SampleKernel()) {
     t->untimed().sampled_out.fetch_add(1, std::memory_order_relaxed);

@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "preload/agent_link.h"
+#include "preload/cupti_backend.h"
 #include "preload/poller.h"
 #include "preload/watchdog.h"
 
@@ -76,6 +77,7 @@ Tracker* Tracker::Instance() {
     return nullptr;
   }
   t = new Tracker(config);  // lives until exit; never freed (threads may still read it)
+  t->ChooseTimingMode();
   g_tracker.store(t, std::memory_order_release);
   t->agent_->Start();  // before the watchdog: the dumper then leaves symbolising to the agent
   t->poller_->Start();
@@ -91,7 +93,26 @@ bool Tracker::SampleKernel() {
   return (++t_sample_counter % static_cast<uint64_t>(n)) == 0;
 }
 
+void Tracker::ChooseTimingMode() {
+  if (!config_.cupti) {
+    timing_note_ = "XTIMER_CUPTI=0";
+  } else if (cupti::Start(&timing_note_)) {
+    cupti_ = true;
+    Log(LogLevel::kDebug, "timing kernels, copies and memsets from CUPTI activity records");
+    return;
+  }
+  Log(LogLevel::kInfo, "CUPTI not used (%s): kernels are timed with event pairs, only when launched through a hook",
+      timing_note_.c_str());
+}
+
 void Tracker::Begin(uint32_t class_id, void* stream, gpu::Path path, bool per_thread, int device, OpTicket* t) {
+  BeginPair(class_id, stream, path, per_thread, device, t);
+  // CUPTI mode: the kernels this matmul/collective launches are timed by its pair already.
+  t->owned = cupti_ && classes_.at(class_id).key.kind != OpKind::kKernel;
+  if (t->owned) cupti::EnterOwnedCall(class_id);
+}
+
+void Tracker::BeginPair(uint32_t class_id, void* stream, gpu::Path path, bool per_thread, int device, OpTicket* t) {
   t->stream = stream;
   t->path = path;
   t->per_thread = per_thread;
@@ -118,6 +139,7 @@ void Tracker::Begin(uint32_t class_id, void* stream, gpu::Path path, bool per_th
 }
 
 void Tracker::End(OpTicket* t, bool call_ok) {
+  if (t->owned) cupti::LeaveOwnedCall();
   if (!t->timed) return;
   PairId pair = t->rec.pair;
   if (!call_ok) {  // nothing was enqueued; the start event alone is harmless

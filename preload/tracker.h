@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 #include "preload/comm_table.h"
 #include "preload/config.h"
@@ -28,6 +29,7 @@ struct OpTicket {
   gpu::Path path = gpu::Path::kRuntime;
   bool per_thread = false;  // stream 0 means the per-thread default stream (_ptsz forms)
   bool timed = false;
+  bool owned = false;  // CUPTI mode: an external correlation id is pushed for this op's kernels
 };
 
 struct UntimedCounters {
@@ -50,6 +52,10 @@ class Tracker {
   MpmcQueue<OpRecord>& queue() { return queue_; }
   UntimedCounters& untimed() { return untimed_; }
   Poller& poller() { return *poller_; }
+
+  // How kernels and copies are timed: by CUPTI records (true) or by event pairs; why not CUPTI.
+  bool cupti() const { return cupti_; }
+  const std::string& timing_note() const { return timing_note_; }
   AgentLink& agent() { return *agent_; }
 
   // Launch path.
@@ -79,6 +85,8 @@ class Tracker {
  private:
   explicit Tracker(const PreloadConfig& config);
   void RegisterExitHandler();
+  void ChooseTimingMode();
+  void BeginPair(uint32_t class_id, void* stream, gpu::Path path, bool per_thread, int device, OpTicket* t);
   std::atomic<bool> exit_registered_{false};
   PreloadConfig config_;
   OpClassTable classes_;
@@ -90,6 +98,8 @@ class Tracker {
   Watchdog* watchdog_ = nullptr;
   AgentLink* agent_ = nullptr;
   int env_rank_ = -1, env_world_ = -1, env_local_rank_ = -1;
+  bool cupti_ = false;
+  std::string timing_note_;
 };
 
 }  // namespace xtimer

@@ -2,7 +2,8 @@
 // this program once without and once under xtimer_launch and prints the difference:
 //   BM_Launch          cudaLaunchKernel as the program sees it (the xtimer hook when preloaded);
 //   BM_EventRecordPair two cudaEventRecord calls: what timing with events costs by itself, which
-//                      the target (< 300 ns added per launch) excludes.
+//                      the target (< 300 ns added per launch) excludes;
+//   BM_Step            256 launches and a stream synchronisation, per step.
 // The baseline has to be a process without the library: inside one, even a launch that skips the
 // runtime hook is timed by the driver hook below it (the runtime reaches the driver through
 // cuGetProcAddress, as the real one does).
@@ -90,7 +91,20 @@ void BM_EventRecordPair(benchmark::State& state) {
   OpenGate();
 }
 
+// One "step": 256 launches and the wait for them, the stream's worker running as it goes. Besides
+// the launch path this carries what timing costs on the stream side (event records, or CUPTI's
+// records of each kernel) and what the library's poller takes from the two CPUs.
+void BM_Step(benchmark::State& state) {
+  OpenGate();
+  for (auto _ : state) {
+    for (int i = 0; i < 256; ++i)
+      cudaLaunchKernel((const void*)xt_empty_kernel, dim3(1), dim3(1), nullptr, 0, Stream());
+    cudaStreamSynchronize(Stream());
+  }
+}
+
 BENCHMARK(BM_Launch)->MinTime(0.5);
+BENCHMARK(BM_Step)->MinTime(0.5);
 BENCHMARK(BM_EventRecordPair)->MinTime(0.5);
 
 }  // namespace

@@ -49,8 +49,12 @@ def main():
     print(f"hang reported {delay:.2f} s after the launch (timeout 2 s, goal <= 3 s)")
     ok &= delay <= 3.0
     frames = [f for t in stack["threads"] for f in t.get("python", [])]
-    named = any(f["function"] == "launch_long_kernel" and f["file"].endswith("hang_sleep.py") for f in frames)
-    print(f"stack file names launch_long_kernel (hang_sleep.py): {named}")
+    # Event pairs: the kernel is in flight and the dump comes while the launch is still on the
+    # stack. CUPTI mode (issue 14): a plain kernel has no in-flight record; the hang is the
+    # thread blocked in torch.cuda.synchronize() in main(), which is what the stack shows.
+    want = "launch_long_kernel" if os.environ.get("XTIMER_CUPTI") == "0" else "main"
+    named = any(f["function"] == want and f["file"].endswith("hang_sleep.py") for f in frames)
+    print(f"stack file names {want} (hang_sleep.py): {named}")
     ok &= named
     print(f"threads in the dump: {len(stack['threads'])}; dump stats: {stack.get('capture', {})}")
     sys.exit(0 if ok else 1)

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Step-time overhead of xtimer on a real GPU, measured in one run, in both orders.
 
-Runs train_step.py plain and under xtimer_launch (A B B A), with only matmuls and collectives
-timed (XTIMER_KERNEL_SAMPLE=0) and with every kernel timed (=1), and reports the median step
-time of each. Then checks the summary: matmul TFLOPS plausible, Triton kernels present, NCCL
-allreduce present.
+Runs train_step.py plain and under xtimer_launch (A B C D D C B A): event pairs with only matmuls
+and collectives timed (XTIMER_CUPTI=0 XTIMER_KERNEL_SAMPLE=0), event pairs on every hooked kernel
+(XTIMER_CUPTI=0), and CUPTI activity records (XTIMER_CUPTI=1, issue 14), and reports the median
+step time of each and the CUPTI / event-pair ratio. Then checks the CUPTI run's summary: CUPTI
+mode ran, matmul TFLOPS plausible, Triton kernels present, NCCL allreduce present.
 
   overhead.py --bin BUILD/bin [--steps 300]
 """
@@ -35,20 +36,25 @@ def main():
     ap.add_argument("--steps", type=int, default=300)
     args = ap.parse_args()
     launch = [os.path.join(args.bin, "xtimer_launch")]
-    results = {"plain": [], "sample0": [], "sample1": []}
+    modes = {"plain": None, "sample0": {"XTIMER_CUPTI": "0", "XTIMER_KERNEL_SAMPLE": "0"},
+             "sample1": {"XTIMER_CUPTI": "0", "XTIMER_KERNEL_SAMPLE": "1"}, "cupti": {"XTIMER_CUPTI": "1"}}
+    results = {name: [] for name in modes}
     with tempfile.TemporaryDirectory() as out:
-        for order in (("plain", "sample0", "sample1"), ("sample1", "sample0", "plain")):
+        for order in (list(modes), list(reversed(modes))):
             for name in order:
-                prefix = [] if name == "plain" else launch
-                extra = {} if name == "plain" else {"XTIMER_KERNEL_SAMPLE": name[-1]}
-                results[name].append(run(prefix, args.steps, extra, out))
+                prefix = [] if modes[name] is None else launch
+                os.makedirs(os.path.join(out, name), exist_ok=True)
+                results[name].append(run(prefix, args.steps, modes[name] or {}, os.path.join(out, name)))
         base = statistics.mean(results["plain"])
         print(f"median step time, mean of both orders ({args.steps} steps each):")
         for name, label in (("plain", "without xtimer"), ("sample0", "xtimer, matmul+collective timing"),
-                            ("sample1", "xtimer, every kernel timed")):
+                            ("sample1", "xtimer, event pairs, hooked kernels"),
+                            ("cupti", "xtimer, CUPTI, every kernel")):
             t = statistics.mean(results[name])
             print(f"  {label:36s} {t:8.3f} ms  ({(t / base - 1) * 100:+.2f}%)  runs: {results[name]}")
-        with open(os.path.join(out, "00000-00001.summary.json")) as f:
+        print(f"  ratio CUPTI / event pairs per step: "
+              f"{statistics.mean(results['cupti']) / statistics.mean(results['sample1']):.3f}")
+        with open(os.path.join(out, "cupti", "00000-00001.summary.json")) as f:
             summary = json.load(f)
     ops = summary["ops"]
     matmuls = [o for o in ops if o["kind"] == "matmul" and o.get("tflops")]
@@ -57,7 +63,9 @@ def main():
     nccl = [o for o in ops if o["name"] == "ncclAllReduce"]
     print(f"best matmul class: {best:.0f} TFLOPS; Triton kernels seen: {triton[:5]}; "
           f"ncclAllReduce classes: {len(nccl)}")
-    ok = 100 < best < 2000 and triton and nccl
+    mode = summary.get("timing_mode")
+    print(f"timing mode of the last run (CUPTI): {mode} {summary.get('timing_note', '')}")
+    ok = 100 < best < 2000 and triton and nccl and mode == "cupti"
     print("checks:", "ok" if ok else "FAILED")
     sys.exit(0 if ok else 1)
 

@@ -62,6 +62,8 @@ def check_kernels(args):
         check(p.returncode == 0, "workload ran under xtimer_launch")
         s = summary(out)
         check(s["final"] is True, "summary written at exit (final)")
+        want = "event_pairs" if os.environ.get("XTIMER_CUPTI") == "0" else "cupti"
+        check(s.get("timing_mode") == want, f"timing mode {s.get('timing_mode')} (want {want})")
         for name, ms, n in (("xt_sleep_2ms", 2, 30), ("xt_sleep_5ms", 5, 20), ("xt_sleep_20ms", 20, 10)):
             o = op(s, name)
             check(o is not None and o["kind"] == "kernel" and o["count"] == n, f"{name}: {n} timed launches")

@@ -83,6 +83,9 @@ struct Op {
   uint64_t n = 0;
   uint64_t m = 0;
   int64_t enqueued_ns = 0;  // when the host queued it: the earliest the "device" may start it
+  uint32_t correlation = 0;  // activity feed (common/activity.h): the queuing API call's id
+  uint8_t copy_kind = 0;     // memcpy: CUpti_ActivityMemcpyKind
+  bool sync = false;         // queued by a synchronous call (cuMemcpy, cuMemsetD8...)
   std::shared_ptr<void> ref;
 };
 
@@ -136,7 +139,9 @@ CUresult enqueue_and_wait(Stream* s, Op op);
 // later, and lasts as long as its real work took, not counting the worker's wake-up latency.
 // Kernels that sleep through simgpu_kernel_sleep_ns() last exactly what they asked for. Event
 // stamps are device-clock times, so measured durations stay right on a busy host.
+// Kernels, copies and memsets are then reported to the activity feed (common/activity.h).
 int64_t execute(Stream& s, const Op& op, int64_t start);
+int64_t execute_op(Stream& s, const Op& op, int64_t start);  // the same, unreported
 
 // ---- events (event.cc) ----
 
@@ -183,6 +188,8 @@ std::shared_ptr<void> copy_params(void* fn, void** params, void** extra, void***
 // ---- memory (memory.cc) ----
 
 void free_device_memory(void* p);
+// CUpti_ActivityMemcpyKind of a copy from src to dst (HtoD, DtoH, DtoD, HtoH).
+uint8_t copy_kind(const void* dst, const void* src);
 
 constexpr uint32_t kCtxMagic = 0x43545831;
 constexpr uint32_t kStreamMagic = 0x5354524d;

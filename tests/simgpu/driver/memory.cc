@@ -39,6 +39,21 @@ bool overlaps(uintptr_t p, size_t n) {
 
 size_t round256(size_t n) { return (n + 255) & ~size_t(255); }
 
+}  // namespace
+
+uint8_t copy_kind(const void* dst, const void* src) {
+  std::lock_guard lk(g_mem_mu);
+  auto on_device = [](const void* p) {
+    auto* a = find_containing(reinterpret_cast<uintptr_t>(p));
+    return a && (a->second.kind == MemKind::Device || a->second.kind == MemKind::Managed);
+  };
+  const bool d = on_device(dst), s = on_device(src);
+  // CUpti_ActivityMemcpyKind: HTOD 1, DTOH 2, DTOD 8, HTOH 9.
+  return d ? (s ? 8 : 1) : (s ? 2 : 9);
+}
+
+namespace {
+
 CUresult alloc_device(CUdeviceptr* dptr, size_t bytes, MemKind kind) {
   if (!dptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult st = init_status()) return st;
@@ -98,6 +113,7 @@ CUresult copy_sync(void* dst, const void* src, size_t n, bool ptds) {
   op.a = dst;
   op.b = const_cast<void*>(src);
   op.n = n;
+  op.copy_kind = copy_kind(dst, src);
   return enqueue_and_wait(s, std::move(op));
 }
 
@@ -113,6 +129,7 @@ CUresult copy_async(void* dst, const void* src, size_t n, CUstream h, bool ptds)
   op.a = dst;
   op.b = const_cast<void*>(src);
   op.n = n;
+  op.copy_kind = copy_kind(dst, src);
   enqueue(s, std::move(op));
   return CUDA_SUCCESS;
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <thread>
 
+#include "common/activity.h"
 #include "common/clock.h"
 #include "driver/driver.h"
 
@@ -15,6 +16,15 @@ namespace simgpu::drv {
 namespace {
 
 std::atomic<uint64_t> g_next_stream_id{1};
+
+// The activity feed (common/activity.h): correlation ids of the API calls that queue work, and
+// the sink the simulated libcupti installs (null: nobody listens, nothing is reported).
+std::atomic<uint32_t> g_next_correlation{1};
+std::atomic<const ActivitySink*> g_sink{nullptr};
+
+bool reports_activity(OpKind k) {
+  return k == OpKind::Kernel || k == OpKind::Memcpy || k == OpKind::Memset || k == OpKind::GraphExec;
+}
 
 // Per-thread default streams die with their thread (after draining, like the real ones).
 struct PtdsHolder {
@@ -127,6 +137,10 @@ Stream* resolve_stream(CUstream h, bool ptds, CUresult* err) {
 }
 
 uint64_t enqueue(Stream* s, Op op) {
+  if (reports_activity(op.kind)) {
+    op.correlation = g_next_correlation.fetch_add(1, std::memory_order_relaxed);
+    if (const ActivitySink* sink = g_sink.load(std::memory_order_acquire)) sink->issued(op.correlation);
+  }
   {
     std::unique_lock lk(s->m);
     if (s->capture) {
@@ -167,6 +181,7 @@ CUresult enqueue_and_wait(Stream* s, Op op) {
     std::lock_guard lk(s->m);
     if (s->capture) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
+  op.sync = true;
   uint64_t seq = enqueue(s, std::move(op));
   s->wait_for(seq);
   return CUDA_SUCCESS;
@@ -182,9 +197,48 @@ struct KernelClock {
 };
 thread_local KernelClock tls_kernel;
 
+// While a graph replays on this worker: its launch's correlation id and the graph's id.
+struct Replay {
+  uint32_t correlation = 0;
+  uint32_t graph_id = 0;
+};
+thread_local Replay tls_replay;
+
+// Reports a kernel, copy or memset that ran from `start` to `end` (device clock).
+void report(const Stream& s, const Op& op, int64_t start, int64_t end) {
+  const ActivitySink* sink = g_sink.load(std::memory_order_acquire);
+  if (sink == nullptr) return;
+  ActivityRecord r;
+  r.op = op.kind == OpKind::Kernel   ? ActivityOp::Kernel
+         : op.kind == OpKind::Memcpy ? ActivityOp::Memcpy
+                                     : ActivityOp::Memset;
+  r.copy_kind = op.copy_kind;
+  r.async = !op.sync;
+  r.correlation = tls_replay.correlation ? tls_replay.correlation : op.correlation;
+  r.graph_id = tls_replay.graph_id;
+  r.device = uint32_t(s.ctx->dev->ordinal);
+  r.context = r.device + 1;
+  r.stream = uint32_t(s.id);
+  r.start_ns = start;
+  r.end_ns = end;
+  if (op.kind == OpKind::Kernel) r.func = op.a;
+  if (op.kind == OpKind::Memcpy) r.bytes = op.n;
+  if (op.kind == OpKind::Memset) {
+    r.bytes = op.n * (op.m >> 32);
+    r.value = uint32_t(op.m);
+  }
+  sink->completed(r);
+}
+
 }  // namespace
 
 int64_t execute(Stream& s, const Op& op, int64_t start) {
+  const int64_t end = execute_op(s, op, start);
+  if (op.kind == OpKind::Kernel || op.kind == OpKind::Memcpy || op.kind == OpKind::Memset) report(s, op, start, end);
+  return end;
+}
+
+int64_t execute_op(Stream& s, const Op& op, int64_t start) {
   const int64_t t0 = now_ns();
   switch (op.kind) {
     case OpKind::Kernel: {
@@ -236,8 +290,12 @@ int64_t execute(Stream& s, const Op& op, int64_t start) {
       return std::max(start, t->device_time.load(std::memory_order_acquire));
     }
     case OpKind::GraphExec: {
+      const Replay outer = tls_replay;
+      if (outer.correlation == 0)
+        tls_replay = Replay{op.correlation, uint32_t(reinterpret_cast<uintptr_t>(op.ref.get()) >> 4)};
       int64_t clock = start;
       for (const Op& o : static_cast<GraphExec*>(op.ref.get())->ops) clock = execute(s, o, clock);
+      tls_replay = outer;
       return clock;
     }
   }
@@ -366,6 +424,10 @@ SIMGPU_EXPORT CUresult cuStreamDestroy_v2(CUstream h) {
   return CUDA_SUCCESS;
 }
 SIMGPU_EXPORT CUresult cuStreamDestroy(CUstream h) { return cuStreamDestroy_v2(h); }
+
+SIMGPU_EXPORT void simgpu_activity_set_sink(const simgpu::ActivitySink* sink) {
+  simgpu::drv::g_sink.store(sink, std::memory_order_release);
+}
 
 SIMGPU_DEFINE_PTSZ(cuStreamSynchronize, (CUstream h), h)
 SIMGPU_DEFINE_PTSZ(cuStreamQuery, (CUstream h), h)

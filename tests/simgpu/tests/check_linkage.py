@@ -15,7 +15,8 @@ import subprocess
 import sys
 
 VERSIONED = {"libcudart.so.13": "libcudart.so.13", "libcublas.so.13": "libcublas.so.13",
-             "libcublasLt.so.13": "libcublasLt.so.13", "libcuda.so.1": None, "libnccl.so.2": None}
+             "libcublasLt.so.13": "libcublasLt.so.13", "libcuda.so.1": None, "libnccl.so.2": None,
+             "libcupti.so.13": "libcupti.so.13"}
 failures = []
 
 

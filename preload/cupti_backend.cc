@@ -1,0 +1,316 @@
+#include "preload/cupti_backend.h"
+
+#include <cupti.h>
+#include <dlfcn.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+
+namespace xtimer::cupti {
+namespace {
+
+// Kernels launched inside a matmul/collective hook carry this external correlation kind.
+// CUSTOM0/1 are what PyTorch's Kineto pushes; ours must not be mistaken for theirs.
+constexpr CUpti_ExternalCorrelationKind kOwnedKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
+constexpr size_t kBufferBytes = 1 << 20;
+constexpr size_t kMaxOwned = 1 << 16;  // correlation ids remembered while their kernels complete
+constexpr uint64_t kFlushEveryNs = 100000000ull;
+
+struct Api {
+  decltype(&::cuptiSubscribe) subscribe;
+  decltype(&::cuptiUnsubscribe) unsubscribe;
+  decltype(&::cuptiActivityRegisterCallbacks) register_callbacks;
+  decltype(&::cuptiActivityEnable) enable;
+  decltype(&::cuptiActivityDisable) disable;
+  decltype(&::cuptiActivityFlushAll) flush_all;
+  decltype(&::cuptiActivityGetNextRecord) next_record;
+  decltype(&::cuptiActivityGetNumDroppedRecords) num_dropped;
+  decltype(&::cuptiActivityPushExternalCorrelationId) push_external;
+  decltype(&::cuptiActivityPopExternalCorrelationId) pop_external;
+  decltype(&::cuptiGetTimestamp) timestamp;
+  decltype(&::cuptiGetResultString) result_string;
+  decltype(&::cuptiActivityEnableDriverApi) enable_driver_api;
+  decltype(&::cuptiActivityEnableRuntimeApi) enable_runtime_api;
+};
+
+// Process-lifetime state, never destroyed: CUPTI may call back while the process exits.
+struct State {
+  Api api{};
+  CUpti_SubscriberHandle subscriber = nullptr;
+  int64_t clock_offset_ns = 0;  // host CLOCK_MONOTONIC minus CUPTI's timestamp
+  std::mutex done_mu;           // CUPTI's thread or the flusher vs. the poller
+  std::vector<std::pair<uint8_t*, size_t>> done;
+  std::atomic<uint64_t> dropped{0};
+  // Poller only.
+  uint64_t last_flush_ns = 0;
+  std::unordered_set<uint32_t> owned;
+  std::deque<uint32_t> owned_order;
+};
+State* g_state = nullptr;
+std::atomic<bool> g_active{false};
+
+void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(aligned_alloc(8, kBufferBytes));
+  *size = *buffer != nullptr ? kBufferBytes : 0;
+  *max_records = 0;  // as many as fit
+}
+
+void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t, size_t valid) {
+  State& st = *g_state;
+  size_t dropped = 0;
+  if (st.api.num_dropped(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped > 0)
+    st.dropped.fetch_add(dropped, std::memory_order_relaxed);
+  if (buffer == nullptr) return;
+  std::lock_guard<std::mutex> lock(st.done_mu);
+  st.done.emplace_back(buffer, valid);
+}
+
+void* LoadLibrary(std::string* tried) {
+  // The library path first (LD_LIBRARY_PATH, the program's RUNPATH, an already loaded copy),
+  // then the CUDA install.
+  std::vector<std::string> candidates = {"libcupti.so.13"};
+  if (const char* home = getenv("CUDA_HOME"); home != nullptr && *home != '\0') {
+    candidates.push_back(std::string(home) + "/lib64/libcupti.so.13");
+    candidates.push_back(std::string(home) + "/extras/CUPTI/lib64/libcupti.so.13");
+  }
+  candidates.push_back("/usr/local/cuda/lib64/libcupti.so.13");
+  candidates.push_back("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13");
+  for (const std::string& c : candidates) {
+    if (void* h = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
+  }
+  *tried = "libcupti.so.13 not found on the library path or in /usr/local/cuda";
+  return nullptr;
+}
+
+template <typename Fn>
+bool Resolve(void* lib, const char* name, Fn* out, std::string* reason) {
+  *out = reinterpret_cast<Fn>(dlsym(lib, name));
+  if (*out == nullptr) *reason = std::string("libcupti.so.13 lacks ") + name;
+  return *out != nullptr;
+}
+
+std::string Describe(const Api& api, const char* what, CUptiResult r) {
+  const char* text = nullptr;
+  if (api.result_string == nullptr || api.result_string(r, &text) != CUPTI_SUCCESS || text == nullptr)
+    text = "unknown CUPTI error";
+  return std::string(what) + " failed: " + text;
+}
+
+constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+                                         CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                         CUPTI_ACTIVITY_KIND_MEMSET};
+
+constexpr CUpti_CallbackId kDriverLaunches[] = {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+                                                CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+                                                CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+                                                CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+                                                CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+                                                CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz};
+constexpr CUpti_CallbackId kRuntimeLaunches[] = {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                                                 CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+                                                 CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+                                                 CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+                                                 CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+                                                 CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000};
+
+int MemcpyKind(uint8_t cupti_kind) {
+  switch (cupti_kind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return 1;  // cudaMemcpyHostToDevice
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return 2;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return 3;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return 0;
+    default: return 4;  // cudaMemcpyDefault: peer and array copies
+  }
+}
+
+void RememberOwned(State& st, uint32_t correlation) {
+  if (!st.owned.insert(correlation).second) return;
+  st.owned_order.push_back(correlation);
+  if (st.owned_order.size() > kMaxOwned) {
+    st.owned.erase(st.owned_order.front());
+    st.owned_order.pop_front();
+  }
+}
+
+// The subscriber's callback: no callback domain is enabled, so it is never called.
+void CUPTIAPI NoCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
+uint64_t HostNs(const State& st, uint64_t cupti_ns) { return static_cast<uint64_t>(cupti_ns + st.clock_offset_ns); }
+
+}  // namespace
+
+bool Start(std::string* reason) {
+  std::string why;
+  void* lib = LoadLibrary(&why);
+  if (lib == nullptr) {
+    *reason = why;
+    return false;
+  }
+  auto* st = new State;  // lives until exit
+  Api& a = st->api;
+  if (!Resolve(lib, "cuptiSubscribe", &a.subscribe, reason) ||
+      !Resolve(lib, "cuptiUnsubscribe", &a.unsubscribe, reason) ||
+      !Resolve(lib, "cuptiActivityRegisterCallbacks", &a.register_callbacks, reason) ||
+      !Resolve(lib, "cuptiActivityEnable", &a.enable, reason) ||
+      !Resolve(lib, "cuptiActivityDisable", &a.disable, reason) ||
+      !Resolve(lib, "cuptiActivityFlushAll", &a.flush_all, reason) ||
+      !Resolve(lib, "cuptiActivityGetNextRecord", &a.next_record, reason) ||
+      !Resolve(lib, "cuptiActivityGetNumDroppedRecords", &a.num_dropped, reason) ||
+      !Resolve(lib, "cuptiActivityPushExternalCorrelationId", &a.push_external, reason) ||
+      !Resolve(lib, "cuptiActivityPopExternalCorrelationId", &a.pop_external, reason) ||
+      !Resolve(lib, "cuptiGetTimestamp", &a.timestamp, reason) ||
+      !Resolve(lib, "cuptiGetResultString", &a.result_string, reason) ||
+      !Resolve(lib, "cuptiActivityEnableDriverApi", &a.enable_driver_api, reason) ||
+      !Resolve(lib, "cuptiActivityEnableRuntimeApi", &a.enable_runtime_api, reason)) {
+    delete st;
+    return false;
+  }
+  // CUPTI serves one subscriber: holding the slot is how another tool (and we) learn of each
+  // other. A profiler started later gets CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED.
+  CUptiResult r = a.subscribe(&st->subscriber, NoCallback, nullptr);
+  if (r != CUPTI_SUCCESS) {
+    *reason = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+                  ? "another CUPTI subscriber (a profiler such as PyTorch's or Nsight) holds the slot"
+                  : Describe(a, "cuptiSubscribe", r);
+    delete st;
+    return false;
+  }
+  g_state = st;  // before any callback can run
+  r = a.register_callbacks(BufferRequested, BufferCompleted);
+  if (r != CUPTI_SUCCESS) {
+    *reason = Describe(a, "cuptiActivityRegisterCallbacks", r);
+  } else {
+    for (CUpti_ActivityKind k : kKinds) {
+      r = a.enable(k);
+      if (r != CUPTI_SUCCESS) {
+        char what[64];
+        std::snprintf(what, sizeof what, "cuptiActivityEnable(kind %d)", static_cast<int>(k));
+        *reason = Describe(a, what, r);
+        break;
+      }
+    }
+    // CUPTI writes external correlation records only in front of API records: ask for those of
+    // the launch calls alone (not every runtime/driver call), which is what cuBLAS and NCCL use.
+    for (CUpti_CallbackId cbid : kDriverLaunches)
+      if (r == CUPTI_SUCCESS && (r = a.enable_driver_api(cbid, 1)) != CUPTI_SUCCESS)
+        *reason = Describe(a, "cuptiActivityEnableDriverApi", r);
+    for (CUpti_CallbackId cbid : kRuntimeLaunches)
+      if (r == CUPTI_SUCCESS && (r = a.enable_runtime_api(cbid, 1)) != CUPTI_SUCCESS)
+        *reason = Describe(a, "cuptiActivityEnableRuntimeApi", r);
+  }
+  if (r != CUPTI_SUCCESS) {
+    for (CUpti_CallbackId cbid : kDriverLaunches) a.enable_driver_api(cbid, 0);
+    for (CUpti_CallbackId cbid : kRuntimeLaunches) a.enable_runtime_api(cbid, 0);
+    for (CUpti_ActivityKind k : kKinds) a.disable(k);
+    a.unsubscribe(st->subscriber);
+    return false;  // g_state stays: a late buffer callback may still arrive
+  }
+  uint64_t ts = 0;
+  if (a.timestamp(&ts) == CUPTI_SUCCESS)
+    st->clock_offset_ns = static_cast<int64_t>(MonotonicNs()) - static_cast<int64_t>(ts);
+  g_active.store(true, std::memory_order_release);
+  return true;
+}
+
+bool Active() { return g_active.load(std::memory_order_relaxed); }
+
+void EnterOwnedCall(uint32_t class_id) { g_state->api.push_external(kOwnedKind, class_id); }
+
+void LeaveOwnedCall() {
+  uint64_t last = 0;
+  g_state->api.pop_external(kOwnedKind, &last);
+}
+
+void Flush(bool force) {
+  if (!Active()) return;
+  State& st = *g_state;
+  const uint64_t now = MonotonicNs();
+  if (force || now - st.last_flush_ns >= kFlushEveryNs) {
+    st.last_flush_ns = now;
+    st.api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  }
+}
+
+void Drain(void (*sink)(void* ctx, const CuptiOp& op), void* ctx) {
+  if (!Active()) return;
+  State& st = *g_state;
+  std::vector<std::pair<uint8_t*, size_t>> buffers;
+  {
+    std::lock_guard<std::mutex> lock(st.done_mu);
+    buffers.swap(st.done);
+  }
+  // External correlation records first: a kernel's may sit in an earlier part of the batch.
+  for (auto& [buf, valid] : buffers) {
+    CUpti_Activity* rec = nullptr;
+    while (st.api.next_record(buf, valid, &rec) == CUPTI_SUCCESS) {
+      if (rec->kind != CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) continue;
+      auto* ext = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(rec);
+      if (ext->externalKind == kOwnedKind) RememberOwned(st, ext->correlationId);
+    }
+  }
+  for (auto& [buf, valid] : buffers) {
+    CUpti_Activity* rec = nullptr;
+    while (st.api.next_record(buf, valid, &rec) == CUPTI_SUCCESS) {
+      CuptiOp op;
+      uint32_t correlation = 0;
+      uint64_t start = 0, end = 0;
+      switch (rec->kind) {
+        case CUPTI_ACTIVITY_KIND_KERNEL:
+        case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+          auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
+          op.what = CuptiOp::What::kKernel;
+          op.name = k->name;
+          op.device = k->deviceId;
+          op.stream = k->streamId;
+          correlation = k->correlationId;
+          start = k->start;
+          end = k->end;
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMCPY: {
+          auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
+          op.what = CuptiOp::What::kMemcpy;
+          op.memcpy_kind = MemcpyKind(m->copyKind);
+          op.async = (m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) != 0;
+          op.bytes = m->bytes;
+          op.device = m->deviceId;
+          op.stream = m->streamId;
+          correlation = m->correlationId;
+          start = m->start;
+          end = m->end;
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMSET: {
+          auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
+          op.what = CuptiOp::What::kMemset;
+          op.async = (m->flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) != 0;
+          op.bytes = m->bytes;
+          op.device = m->deviceId;
+          op.stream = m->streamId;
+          correlation = m->correlationId;
+          start = m->start;
+          end = m->end;
+          break;
+        }
+        default: continue;
+      }
+      if (st.owned.count(correlation) != 0 || end < start) continue;
+      op.start_ns = HostNs(st, start);
+      op.dur_ns = end - start;
+      sink(ctx, op);
+    }
+    free(buf);
+  }
+}
+
+uint64_t Dropped() { return g_state != nullptr ? g_state->dropped.load(std::memory_order_relaxed) : 0; }
+
+}  // namespace xtimer::cupti

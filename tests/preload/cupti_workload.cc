@@ -1,0 +1,116 @@
+// Kernels launched every way a program can, for the CUPTI backend's checks (check_cupti.py),
+// linked against the real toolkit and run on the simulated runtime:
+//   - through the runtime (cudaLaunchKernel)                         cupti_runtime_kernel 4 ms x 5
+//   - through a cuLaunchKernelEx found with dlopen("libcuda.so.1") + dlsym, as Triton's
+//     launcher does (the preload's hooks never see these)            cupti_triton_kernel  3 ms x 10
+//   - through cuGetProcAddress("cuLaunchKernelEx")                   cupti_proc_kernel    2 ms x 7
+//   - by replaying a captured CUDA graph 4 times                     cupti_graph_kernel   6 ms x 4
+//   - an async copy and a memset
+//
+//   cupti_workload launches             the above
+//   cupti_workload subscribe-first      takes CUPTI's subscriber slot first (as PyTorch's profiler
+//                                       or Nsight would), then the above
+// It prints what it computed; the output must be the same with and without xtimer.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <cupti.h>
+#include <dlfcn.h>
+#include <simgpu/kernel.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#define CHECK(call)                                                                       \
+  do {                                                                                    \
+    int status_ = static_cast<int>(call);                                                 \
+    if (status_ != 0) {                                                                   \
+      std::fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #call, status_); \
+      std::exit(1);                                                                       \
+    }                                                                                     \
+  } while (0)
+
+extern "C" {
+__attribute__((visibility("default"))) void cupti_runtime_kernel(void**) { simgpu_sleep_ns(4000000); }
+__attribute__((visibility("default"))) void cupti_triton_kernel(void**) { simgpu_sleep_ns(3000000); }
+__attribute__((visibility("default"))) void cupti_proc_kernel(void**) { simgpu_sleep_ns(2000000); }
+__attribute__((visibility("default"))) void cupti_graph_kernel(void** args) {
+  simgpu_sleep_ns(6000000);
+  ++**static_cast<int**>(args[0]);
+}
+}
+
+namespace {
+
+using LaunchExFn = CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**);
+
+void LaunchEx(LaunchExFn fn, void* kernel, cudaStream_t stream, int times) {
+  CUlaunchConfig config{};
+  config.gridDimX = config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = config.blockDimY = config.blockDimZ = 1;
+  config.hStream = reinterpret_cast<CUstream>(stream);
+  for (int i = 0; i < times; ++i) CHECK(fn(&config, reinterpret_cast<CUfunction>(kernel), nullptr, nullptr));
+}
+
+int Launches() {
+  cudaStream_t stream;
+  CHECK(cudaStreamCreate(&stream));
+  for (int i = 0; i < 5; ++i)
+    CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(cupti_runtime_kernel), dim3(1), dim3(1), nullptr, 0, stream));
+
+  // Triton: the driver opened by name, the launch function found with dlsym.
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  auto triton_launch = driver ? reinterpret_cast<LaunchExFn>(dlsym(driver, "cuLaunchKernelEx")) : nullptr;
+  if (!triton_launch) {
+    std::fprintf(stderr, "no cuLaunchKernelEx in libcuda.so.1\n");
+    return 1;
+  }
+  LaunchEx(triton_launch, reinterpret_cast<void*>(cupti_triton_kernel), stream, 10);
+
+  void* proc = nullptr;
+  CUdriverProcAddressQueryResult found;
+  CHECK(cuGetProcAddress("cuLaunchKernelEx", &proc, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
+  LaunchEx(reinterpret_cast<LaunchExFn>(proc), reinterpret_cast<void*>(cupti_proc_kernel), stream, 7);
+
+  // A graph of one kernel, captured once and replayed 4 times; it counts its runs on the device.
+  int* runs = nullptr;
+  CHECK(cudaMalloc(reinterpret_cast<void**>(&runs), sizeof(int)));
+  CHECK(cudaMemsetAsync(runs, 0, sizeof(int), stream));
+  static int* runs_arg;
+  runs_arg = runs;
+  static void* args[] = {&runs_arg};
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(cupti_graph_kernel), dim3(1), dim3(1), args, 0, stream));
+  CHECK(cudaStreamEndCapture(stream, &graph));
+  CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < 4; ++i) CHECK(cudaGraphLaunch(exec, stream));
+
+  int host_runs = 0;
+  CHECK(cudaMemcpyAsync(&host_runs, runs, sizeof(int), cudaMemcpyDeviceToHost, stream));
+  CHECK(cudaStreamSynchronize(stream));
+  std::printf("graph kernel ran %d times\n", host_runs);
+  CHECK(cudaGraphExecDestroy(exec));
+  CHECK(cudaGraphDestroy(graph));
+  CHECK(cudaFree(runs));
+  return 0;
+}
+
+void CUPTIAPI Ignore(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "launches") return Launches();
+  if (mode == "subscribe-first") {
+    CUpti_SubscriberHandle subscriber;
+    CHECK(cuptiSubscribe(&subscriber, Ignore, nullptr));
+    int r = Launches();
+    CHECK(cuptiUnsubscribe(subscriber));
+    return r;
+  }
+  std::fprintf(stderr, "usage: cupti_workload launches|subscribe-first\n");
+  return 2;
+}
