@@ -37,7 +37,7 @@ class RankRegistry {
   struct DumpPlan {
     std::vector<int> ask;                          // connections
     std::vector<std::pair<int, std::string>> reuse;  // rank, stack file
-    std::vector<std::pair<pid_t, int>> signal;     // pid, dump signal
+    std::vector<std::pair<pid_t, int>> signal;       // pid, dump signal
   };
   DumpPlan PlanDump(double recent_s) const;
   // The rank `pid` was sent its dump signal for `request_id`: its next dump answers it.
@@ -56,8 +56,8 @@ class RankRegistry {
     v1::RankReport report;  // ops are the latest summary's
     int64_t own_dump_ms = 0;   // when it last reported a dump it took on its own
     std::string own_dump_path;
-    bool has_link = true;      // a link thread reads our messages
-    int dump_signal = 0;       // without one: the signal that makes it dump (0: none)
+    bool has_link = true;           // a link thread reads our messages
+    int dump_signal = 0;            // without one: the signal that makes it dump (0: none)
     std::string signalled_request;  // the request it was signalled for, not yet answered
   };
   Entry* Find(int conn);

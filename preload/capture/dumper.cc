@@ -59,7 +59,7 @@ struct Dumper::State {
   bool native_ok = false;
   std::string native_error;
   PythonCapture python;
-  int dump_signal = 0;
+  std::atomic<int> dump_signal{0};
 
   sem_t sem;
   std::atomic<uint32_t> pending{0};    // bit per Reason
@@ -99,7 +99,7 @@ void ArmRetry(Dumper::State* s) {
     sigevent ev;
     std::memset(&ev, 0, sizeof ev);
     ev.sigev_notify = SIGEV_SIGNAL;
-    ev.sigev_signo = s->dump_signal;
+    ev.sigev_signo = s->dump_signal.load();
     ev.sigev_value.sival_int = kRetryMarker;
     int id = -1;
     if (syscall(SYS_timer_create, CLOCK_MONOTONIC, &ev, &id) != 0) return;
@@ -483,8 +483,9 @@ void InstallDumpSignal(Dumper::State* s, bool at_load) {
       return;
     }
     LogOnce(&said_dump, LogLevel::kInfo,
-            "the program handles " + SignalName(sig) + " itself; stack dumps on that signal are off "
-            "(set XTIMER_DUMP_SIGNAL to another signal)");
+            "the program handles " + SignalName(sig) +
+                " itself; stack dumps on that signal are off "
+                "(set XTIMER_DUMP_SIGNAL to another signal)");
   }
 }
 
@@ -602,7 +603,7 @@ int Dumper::InstallAtLoad(bool take_dumps, const std::string& symbolizer) {
   try {
     State* s = GetOrCreateState();
     std::lock_guard<std::mutex> lock(s->start_mu);
-    if (s->initialized || s->running.load()) return s->dump_signal;  // Start() came first
+    if (s->initialized || s->running.load()) return s->dump_signal.load();  // Start() came first
     ThreadStartPoint::Init();
     s->early_symbolizer = symbolizer;
     InstallDumpSignal(s, true);
@@ -611,7 +612,7 @@ int Dumper::InstallAtLoad(bool take_dumps, const std::string& symbolizer) {
       s->atfork_registered = true;
     }
     s->handler_may_start.store(take_dumps && s->dump_signal > 0);
-    return s->dump_signal;
+    return s->dump_signal.load();
   } catch (...) {
     return 0;
   }
@@ -677,7 +678,7 @@ DumpStats Dumper::LastStats() {
 
 int Dumper::dump_signal() const {
   State* s = g_state.load(std::memory_order_acquire);
-  return s != nullptr ? s->dump_signal : 0;
+  return s != nullptr ? s->dump_signal.load() : 0;
 }
 
 int Dumper::capture_signal() const {

@@ -60,12 +60,22 @@ const Range* FindRange(uintptr_t pc, int count) {
 // its own (a thread waiting in futex for a lock holds none it could need here).
 bool RestartableWithoutLibcLock(long nr) {
   switch (nr) {
-    case SYS_read: case SYS_write: case SYS_readv: case SYS_writev: case SYS_futex: case SYS_wait4:
-    case SYS_waitid: case SYS_accept: case SYS_accept4: case SYS_recvfrom: case SYS_recvmsg:
-    case SYS_sendto: case SYS_sendmsg: case SYS_connect: case SYS_flock:
-      return true;
-    default:
-      return false;
+    case SYS_read:
+    case SYS_write:
+    case SYS_readv:
+    case SYS_writev:
+    case SYS_futex:
+    case SYS_wait4:
+    case SYS_waitid:
+    case SYS_accept:
+    case SYS_accept4:
+    case SYS_recvfrom:
+    case SYS_recvmsg:
+    case SYS_sendto:
+    case SYS_sendmsg:
+    case SYS_connect:
+    case SYS_flock: return true;
+    default: return false;
   }
 }
 
@@ -95,7 +105,7 @@ uintptr_t Pc(const ucontext_t*) { return 0; }
 void ThreadStartPoint::Init() {
   if (g_count.load(std::memory_order_acquire) > 0) return;
   Search search;
-  search.targets[0] = reinterpret_cast<uintptr_t>(&gnu_get_libc_version);  // only libc defines it
+  search.targets[0] = reinterpret_cast<uintptr_t>(&gnu_get_libc_version);          // only libc defines it
   search.targets[1] = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "malloc"));  // whoever allocates
   search.targets[2] = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "calloc"));
   dl_iterate_phdr(AddObjectIfTarget, &search);
