@@ -1,6 +1,7 @@
 #include "launcher/node_agent.h"
 
 #include <httplib.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -19,6 +20,21 @@
 #include "common/symbolizer.h"
 
 namespace xtimer {
+namespace {
+
+// Whether `pid` has a handler for `sig` (SigCgt in /proc/<pid>/status).
+bool CatchesSignal(pid_t pid, int sig) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("SigCgt:", 0) != 0) continue;
+    unsigned long long mask = std::strtoull(line.c_str() + 7, nullptr, 16);
+    return sig >= 1 && sig <= 64 && ((mask >> (sig - 1)) & 1) != 0;
+  }
+  return false;
+}
+
+}  // namespace
 
 AgentConfig AgentConfig::FromEnv() {
   AgentConfig c;
@@ -95,10 +111,11 @@ void NodeAgent::FinishSaver() {
 }
 
 void NodeAgent::OnRankMessage(int conn, const nlohmann::json& msg) {
-  registry_.OnMessage(conn, msg);
+  std::string request_id;
+  registry_.OnMessage(conn, msg, &request_id);
   if (msg.value("type", "") == "dump_written") {
     std::lock_guard<std::mutex> lock(mu_);
-    dumps_.push_back(Dump{msg.value("path", ""), msg.value("rank", -1), msg.value("request_id", "")});
+    dumps_.push_back(Dump{msg.value("path", ""), msg.value("rank", -1), request_id});
     cv_.notify_all();
   }
 }
@@ -112,6 +129,16 @@ void NodeAgent::OnDumpRequest(const std::string& dump_id) {
   std::string msg = nlohmann::json{{"type", "dump"}, {"request_id", dump_id}}.dump();
   int asked = 0;
   for (int conn : plan.ask) asked += channel_.Send(conn, msg);
+  for (auto [pid, sig] : plan.signal) {
+    // A signal the process does not catch would kill it: only to a handler (ours, installed at
+    // load; the program may have replaced it, then it gets the signal it chose to handle).
+    if (!CatchesSignal(pid, sig)) {
+      Log(LogLevel::kDebug, "agent: pid %d no longer catches signal %d; not asked to dump", static_cast<int>(pid), sig);
+      continue;
+    }
+    registry_.NoteSignalled(pid, dump_id);
+    asked += kill(pid, sig) == 0;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [rank, path] : plan.reuse) dumps_.push_back(Dump{path, rank, dump_id});

@@ -45,7 +45,7 @@ RankRegistry::Entry* RankRegistry::Find(int conn) {
   return nullptr;
 }
 
-pid_t RankRegistry::OnMessage(int conn, const nlohmann::json& msg) {
+pid_t RankRegistry::OnMessage(int conn, const nlohmann::json& msg, std::string* request_id) {
   const std::string type = msg.value("type", "");
   std::lock_guard<std::mutex> lock(mu_);
   pid_t pid = msg.value("pid", -1);
@@ -68,7 +68,12 @@ pid_t RankRegistry::OnMessage(int conn, const nlohmann::json& msg) {
   }
   r.set_time_unix_ms(NowMs());
   if (r.state() == v1::RANK_STATE_UNKNOWN) r.set_state(v1::RANK_STATE_RUNNING);
+  if (type == "hello") {
+    e->has_link = msg.value("link", true);
+    e->dump_signal = e->has_link ? 0 : msg.value("dump_signal", 0);
+  }
   if (type == "status") {
+    e->has_link = true;  // only a link thread reports its state
     auto state = msg.value("state", "running") == "hung" ? v1::RANK_STATE_HUNG : v1::RANK_STATE_RUNNING;
     if (state != r.state()) changed_ = true;
     r.set_state(state);
@@ -76,9 +81,15 @@ pid_t RankRegistry::OnMessage(int conn, const nlohmann::json& msg) {
     r.set_oldest_inflight_s(msg.value("oldest_inflight_s", 0.0));
     r.set_oldest_inflight_op(msg.value("oldest_inflight_op", ""));
     r.set_dumps(msg.value("dumps", 0ull));
-  } else if (type == "dump_written" && msg.value("request_id", "").empty()) {
-    e->own_dump_ms = NowMs();
-    e->own_dump_path = msg.value("path", "");
+  } else if (type == "dump_written") {
+    std::string answers = msg.value("request_id", "");
+    if (answers.empty() && !e->signalled_request.empty()) {
+      answers.swap(e->signalled_request);
+    } else if (answers.empty()) {
+      e->own_dump_ms = NowMs();
+      e->own_dump_path = msg.value("path", "");
+    }
+    if (request_id != nullptr) *request_id = answers;
   } else if (type == "summary") {
     r.clear_ops();
     for (auto& op : OpStatsOfSummary(msg.value("summary", nlohmann::json::object()))) *r.add_ops() = std::move(op);
@@ -122,11 +133,19 @@ RankRegistry::DumpPlan RankRegistry::PlanDump(double recent_s) const {
     if (e.conn < 0) continue;
     if (e.own_dump_ms >= since && !e.own_dump_path.empty()) {
       plan.reuse.emplace_back(e.report.rank().rank(), e.own_dump_path);
+    } else if (!e.has_link) {
+      if (e.dump_signal > 0) plan.signal.emplace_back(pid, e.dump_signal);
     } else {
       plan.ask.push_back(e.conn);
     }
   }
   return plan;
+}
+
+void RankRegistry::NoteSignalled(pid_t pid, const std::string& request_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = ranks_.find(pid);
+  if (it != ranks_.end()) it->second.signalled_request = request_id;
 }
 
 bool RankRegistry::TakeStateChange() {

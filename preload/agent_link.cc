@@ -13,6 +13,7 @@
 #include "common/env.h"
 #include "common/json_writer.h"
 #include "common/log.h"
+#include "preload/agent_hello.h"
 #include "preload/capture/dumper.h"
 #include "preload/internal_thread.h"
 #include "preload/poller.h"
@@ -53,6 +54,8 @@ bool AgentLink::Start() {
   }
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   active_ = true;
+  // Dumps taken before now were reported by the hello's socket, or asked for by nobody.
+  dumps_seen_ = capture::Dumper::Instance().LastStats().dumps;
   thread_ = StartInternalThread("xtimer-agent", [this] { Loop(); });
   thread_.detach();
   return true;
@@ -97,6 +100,10 @@ void AgentLink::SetHang(bool hung, const std::string& trigger) {
 }
 
 bool AgentLink::Connect() {
+  if (int early = TakeSocketFromLoad(path_); early >= 0) {  // the hello's socket (agent_hello.h)
+    fd_ = early;
+    return true;
+  }
   int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return false;
   sockaddr_un addr{};
@@ -223,6 +230,7 @@ void AgentLink::Loop() {
         JsonWriter w;
         w.BeginObject().Field("type", "hello");
         WriteRankFields(w);
+        w.Field("link", true);  // dump requests come as messages now, no longer as the dump signal
         Send(w.EndObject().Take());
       }
     }

@@ -5,7 +5,9 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,26 +29,37 @@
 #include "preload/capture/proc_info.h"
 #include "preload/capture/python_capture.h"
 #include "preload/capture/signal_spec.h"
+#include "preload/capture/thread_start_point.h"
 
 extern char** environ;
 
 namespace xtimer::capture {
 
+void DumperAtForkChild();
+
 struct Dumper::State {
   std::mutex start_mu;
   bool initialized = false;  // process-wide setup (signals, libunwind, Python lookup); survives fork
+  bool started_by_signal = false;  // initialized by a thread the dump signal started
   bool atfork_registered = false;
   std::atomic<bool> sem_ready{false};
-  std::atomic<bool> running{false};  // the dumper thread exists in this process
-  DumpProvider* provider = nullptr;
+  std::atomic<bool> running{false};  // the dumper thread exists (or is being started) in this process
+  std::atomic<DumpProvider*> provider{nullptr};
+  std::atomic<void (*)(const DumpStats&)> observer{nullptr};
   DumperOptions options;
+  // InstallAtLoad: the dump signal's handler may start the thread (not in a forked child).
+  std::atomic<bool> handler_may_start{false};
+  std::atomic<bool> handler_starting{false};  // one handler at a time decides
+  std::string early_symbolizer;               // the options such a thread sets up with
+  int retry_timer = -1;                       // kernel timer id (handler_starting guards it)
+  int retry_ms = 10;
   std::string timeline_path;
   std::string symbolizer;  // resolved path, "" = none
   NativeCapture native;
   bool native_ok = false;
   std::string native_error;
   PythonCapture python;
-  int dump_signal = 0;
+  std::atomic<int> dump_signal{0};
 
   sem_t sem;
   std::atomic<uint32_t> pending{0};    // bit per Reason
@@ -73,10 +86,57 @@ void LogOnce(std::atomic<bool>* flag, LogLevel level, const std::string& msg) {
   if (!flag->exchange(true)) Log(level, "%s", msg.c_str());
 }
 
-void DumpSignalHandler(int) {
+// The value our retry timer's signals carry (si_code SI_TIMER), so they do not count as requests.
+constexpr int kRetryMarker = 0x78746472;
+
+bool StartThread(Dumper::State* s, bool in_handler);
+void InitOnDumperThread(Dumper::State* s);
+
+// The handler cannot start the thread now: ask again in a moment with a one-shot kernel timer
+// that sends the dump signal to the process (raw system calls: async-signal-safe).
+void ArmRetry(Dumper::State* s) {
+  if (s->retry_timer < 0) {
+    sigevent ev;
+    std::memset(&ev, 0, sizeof ev);
+    ev.sigev_notify = SIGEV_SIGNAL;
+    ev.sigev_signo = s->dump_signal.load();
+    ev.sigev_value.sival_int = kRetryMarker;
+    int id = -1;
+    if (syscall(SYS_timer_create, CLOCK_MONOTONIC, &ev, &id) != 0) return;
+    s->retry_timer = id;
+  }
+  itimerspec when;
+  std::memset(&when, 0, sizeof when);
+  when.it_value.tv_sec = s->retry_ms / 1000;
+  when.it_value.tv_nsec = (s->retry_ms % 1000) * 1000000L;
+  syscall(SYS_timer_settime, s->retry_timer, 0, &when, nullptr);
+  s->retry_ms = std::min(s->retry_ms * 2, 1000);
+}
+
+// In the handler, no dumper thread yet (InstallAtLoad, no Start so far).
+void StartFromHandler(Dumper::State* s, void* ucontext) {
+  if (s->handler_starting.exchange(true, std::memory_order_acquire)) return;  // another thread's handler decides
+  if (!s->running.load()) {
+    if (!ThreadStartPoint::Safe(ucontext)) {
+      ArmRetry(s);
+    } else if (!s->running.exchange(true)) {
+      StartThread(s, true);
+    }
+  }
+  s->handler_starting.store(false, std::memory_order_release);
+}
+
+void DumpSignalHandler(int, siginfo_t* info, void* ucontext) {
   const int saved_errno = errno;
-  Dumper::Instance().RequestDump(Reason::kSignal);  // atomics + sem_post: async-signal-safe
+  const bool retry = info != nullptr && info->si_code == SI_TIMER && info->si_value.sival_int == kRetryMarker;
+  if (!retry) Dumper::Instance().RequestDump(Reason::kSignal);  // atomics + sem_post: async-signal-safe
+  Dumper::State* s = g_state.load(std::memory_order_acquire);
+  if (s != nullptr && !s->running.load() && s->handler_may_start.load()) StartFromHandler(s, ucontext);
   errno = saved_errno;
+}
+
+bool IsOurDumpHandler(const struct sigaction& sa) {
+  return (sa.sa_flags & SA_SIGINFO) && sa.sa_sigaction == DumpSignalHandler;
 }
 
 int EnvInt(const char* name, int fallback) {
@@ -161,8 +221,8 @@ bool SymbolizerBusy(Dumper::State* s) {
 // One symboliser at a time: a dump that lands while one runs (it rewrites the same file) is
 // symbolised once that one has finished. Called on the dumper thread only.
 bool StartSymbolizer(Dumper::State* s, const std::string& path) {
+  std::lock_guard<std::mutex> lock(s->mu);  // guards the symbolizer too (Start may set it)
   if (s->symbolizer.empty() || path.empty()) return false;
-  std::lock_guard<std::mutex> lock(s->mu);
   if (SymbolizerBusy(s)) {
     s->symbolize_next = path;
     return true;
@@ -287,7 +347,7 @@ DumpStats DoDump(Dumper::State* s, Reason reason) {
   d.max_stop_us = st.max_stop_us;
 
   // 4. Who we are, what is in flight.
-  DumpProvider* p = s->provider;
+  DumpProvider* p = s->provider.load(std::memory_order_acquire);
   d.rank = p != nullptr ? p->GetRankInfo() : RankFromEnv();
   if (p != nullptr) {
     d.inflight = p->GetInflightOps();
@@ -319,6 +379,7 @@ DumpStats DoDump(Dumper::State* s, Reason reason) {
 void* ThreadMain(void* arg) {
   auto* s = static_cast<Dumper::State*>(arg);
   pthread_setname_np(pthread_self(), "xtimer-dump");
+  InitOnDumperThread(s);
   s->python.CheckGilSafetyOnThisThread();
   s->native.SetGilCheck(s->python.gil_check());
   for (;;) {
@@ -341,6 +402,8 @@ void* ThreadMain(void* arg) {
     DumpStats st;
     try {
       st = DoDump(s, reason);
+      if (auto* observer = s->observer.load(std::memory_order_acquire); observer != nullptr && !st.path.empty())
+        observer(st);
     } catch (const std::exception& e) {
       st.error = e.what();
       Log(LogLevel::kError, "stack dump failed: %s", e.what());
@@ -359,7 +422,9 @@ void* ThreadMain(void* arg) {
   return nullptr;
 }
 
-bool StartThread(Dumper::State* s) {
+// The caller has claimed s->running; it is given back if the thread cannot start. In a
+// signal handler (`in_handler`) nothing is logged (not async-signal-safe).
+bool StartThread(Dumper::State* s, bool in_handler) {
   // The dumper thread blocks every asynchronous signal: the program's signals go to its own
   // threads, and our capture signal never interrupts the thread that sends it.
   sigset_t all, old;
@@ -374,15 +439,58 @@ bool StartThread(Dumper::State* s) {
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (rc != 0) {
-    Log(LogLevel::kError, "cannot start the stack dumper thread: %s", std::strerror(rc));
+    s->running.store(false);
+    if (!in_handler) Log(LogLevel::kError, "cannot start the stack dumper thread: %s", std::strerror(rc));
     return false;
   }
-  s->running.store(true);
   return true;
 }
 
+// The dump signal's handler, when the program has none for that signal. Cheap (no thread, no
+// library loaded): also run at load by InstallAtLoad, where a signal the program inherited as
+// ignored or handles already is said at debug level only (every process would say it).
+void InstallDumpSignal(Dumper::State* s, bool at_load) {
+  static std::atomic<bool> said_dump{false};
+  std::string dspec = env::String("XTIMER_DUMP_SIGNAL");
+  int sig = ParseSignalSpec(dspec);
+  if (sig < 0 || sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGILL ||
+      sig == SIGFPE) {
+    LogOnce(&said_dump, LogLevel::kWarn, "XTIMER_DUMP_SIGNAL=" + dspec + " cannot be used; using SIGUSR2");
+    sig = SIGUSR2;
+  }
+  int capture_sig = ParseSignalSpec(env::String("XTIMER_CAPTURE_SIGNAL"));
+  if (capture_sig < SIGRTMIN || capture_sig > SIGRTMAX) capture_sig = SIGRTMIN + 5;  // as InitCapture decides
+  if (sig == capture_sig) {
+    LogOnce(&said_dump, LogLevel::kWarn, "XTIMER_DUMP_SIGNAL equals XTIMER_CAPTURE_SIGNAL; dumps on signal are off");
+    sig = 0;
+  }
+  if (sig <= 0) return;
+  struct sigaction old;
+  sigaction(sig, nullptr, &old);
+  if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL) {
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = DumpSignalHandler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(sig, &sa, nullptr) == 0) s->dump_signal = sig;
+  } else if (IsOurDumpHandler(old)) {
+    s->dump_signal = sig;
+  } else {
+    s->dump_signal = 0;
+    if (at_load) {
+      Log(LogLevel::kDebug, "%s is ignored or handled by the program; no stack dumps on it", SignalName(sig).c_str());
+      return;
+    }
+    LogOnce(&said_dump, LogLevel::kInfo,
+            "the program handles " + SignalName(sig) +
+                " itself; stack dumps on that signal are off "
+                "(set XTIMER_DUMP_SIGNAL to another signal)");
+  }
+}
+
 void InitProcessWide(Dumper::State* s) {
-  static std::atomic<bool> said_capture{false}, said_dump{false}, said_symbolizer{false};
+  static std::atomic<bool> said_capture{false}, said_symbolizer{false};
   s->timeline_path = s->options.timeline_path.empty() ? env::String("XTIMER_TIMELINE_PATH") : s->options.timeline_path;
 
   std::string spec = env::String("XTIMER_CAPTURE_SIGNAL");
@@ -402,38 +510,9 @@ void InitProcessWide(Dumper::State* s) {
 
   s->python.Init();
 
-  if (s->options.install_dump_signal) {
-    std::string dspec = env::String("XTIMER_DUMP_SIGNAL");
-    int sig = ParseSignalSpec(dspec);
-    if (sig < 0 || sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGILL ||
-        sig == SIGFPE) {
-      Log(LogLevel::kWarn, "XTIMER_DUMP_SIGNAL=%s cannot be used; using SIGUSR2", dspec.c_str());
-      sig = SIGUSR2;
-    }
-    if (sig == capture_sig) {
-      LogOnce(&said_dump, LogLevel::kWarn, "XTIMER_DUMP_SIGNAL equals XTIMER_CAPTURE_SIGNAL; dumps on signal are off");
-      sig = 0;
-    }
-    if (sig > 0) {
-      struct sigaction old;
-      sigaction(sig, nullptr, &old);
-      if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL) {
-        struct sigaction sa;
-        std::memset(&sa, 0, sizeof sa);
-        sa.sa_handler = DumpSignalHandler;
-        sa.sa_flags = SA_RESTART | SA_ONSTACK;
-        sigemptyset(&sa.sa_mask);
-        if (sigaction(sig, &sa, nullptr) == 0) s->dump_signal = sig;
-      } else if (!(!(old.sa_flags & SA_SIGINFO) && old.sa_handler == DumpSignalHandler)) {
-        LogOnce(&said_dump, LogLevel::kInfo,
-                "the program handles " + SignalName(sig) + " itself; stack dumps on that signal are off "
-                "(set XTIMER_DUMP_SIGNAL to another signal)");
-      } else {
-        s->dump_signal = sig;
-      }
-    }
-  }
+  if (s->options.install_dump_signal) InstallDumpSignal(s, false);
 
+  std::lock_guard<std::mutex> lock(s->mu);
   if (s->options.symbolizer == "none") {
     s->symbolizer.clear();
   } else if (!s->options.symbolizer.empty()) {
@@ -444,6 +523,50 @@ void InitProcessWide(Dumper::State* s) {
       LogOnce(&said_symbolizer, LogLevel::kInfo,
               "xtimer_symbolize not found next to the library (../bin/); stack files stay unsymbolised");
   }
+}
+
+// Once per process, under start_mu: the setup and the fork handler.
+void InitLocked(Dumper::State* s, const DumperOptions& options) {
+  s->options = options;
+  InitProcessWide(s);
+  s->initialized = true;
+  if (!s->atfork_registered) {
+    pthread_atfork(nullptr, nullptr, DumperAtForkChild);
+    s->atfork_registered = true;
+  }
+}
+
+// A thread the dump signal's handler started sets the capture up itself (loading libunwind and
+// looking for Python cannot happen in a handler), then drops the retry timer.
+void InitOnDumperThread(Dumper::State* s) {
+  std::lock_guard<std::mutex> lock(s->start_mu);
+  if (!s->initialized) {
+    DumperOptions options;
+    options.symbolizer = s->early_symbolizer;
+    InitLocked(s, options);
+    s->started_by_signal = true;
+  }
+  if (s->retry_timer >= 0 && !s->handler_starting.exchange(true)) {
+    syscall(SYS_timer_delete, s->retry_timer);
+    s->retry_timer = -1;
+    s->handler_starting.store(false);
+  }
+}
+
+// Creates the state once (never freed: handlers and the thread may use it until exit).
+Dumper::State* GetOrCreateState() {
+  Dumper::State* s = g_state.load(std::memory_order_acquire);
+  if (s != nullptr) return s;
+  static std::mutex create_mu;
+  std::lock_guard<std::mutex> lock(create_mu);
+  s = g_state.load();
+  if (s == nullptr) {
+    s = new Dumper::State();
+    sem_init(&s->sem, 0, 0);
+    s->sem_ready.store(true);
+    g_state.store(s, std::memory_order_release);
+  }
+  return s;
 }
 
 }  // namespace
@@ -464,6 +587,11 @@ void DumperAtForkChild() {
   s->stats = DumpStats();
   s->native.ResetAfterFork();
   s->python.ResetAfterFork();
+  // The signal still reaches the inherited handler, which must not start a thread here: this
+  // child's file would replace its parent's. Timers are not inherited.
+  s->handler_may_start.store(false);
+  s->handler_starting.store(false);
+  s->retry_timer = -1;
 }
 
 Dumper& Dumper::Instance() {
@@ -471,33 +599,44 @@ Dumper& Dumper::Instance() {
   return instance;
 }
 
+int Dumper::InstallAtLoad(bool take_dumps, const std::string& symbolizer) {
+  try {
+    State* s = GetOrCreateState();
+    std::lock_guard<std::mutex> lock(s->start_mu);
+    if (s->initialized || s->running.load()) return s->dump_signal.load();  // Start() came first
+    ThreadStartPoint::Init();
+    s->early_symbolizer = symbolizer;
+    InstallDumpSignal(s, true);
+    if (!s->atfork_registered) {
+      pthread_atfork(nullptr, nullptr, DumperAtForkChild);
+      s->atfork_registered = true;
+    }
+    s->handler_may_start.store(take_dumps && s->dump_signal > 0);
+    return s->dump_signal.load();
+  } catch (...) {
+    return 0;
+  }
+}
+
+void Dumper::SetDumpObserver(void (*observer)(const DumpStats& stats)) {
+  if (State* s = GetOrCreateState()) s->observer.store(observer, std::memory_order_release);
+}
+
 bool Dumper::Start(DumpProvider* provider, const DumperOptions& options) {
   try {
-    State* s = g_state.load(std::memory_order_acquire);
-    if (s == nullptr) {
-      static std::mutex create_mu;
-      std::lock_guard<std::mutex> lock(create_mu);
-      s = g_state.load();
-      if (s == nullptr) {
-        s = new State();  // never freed: handlers and the thread may use it until exit
-        sem_init(&s->sem, 0, 0);
-        s->sem_ready.store(true);
-        g_state.store(s, std::memory_order_release);
-      }
-    }
+    State* s = GetOrCreateState();
     std::lock_guard<std::mutex> lock(s->start_mu);
-    if (s->running.load()) return true;
-    if (provider != nullptr) s->provider = provider;
+    if (provider != nullptr) s->provider.store(provider, std::memory_order_release);
     if (!s->initialized) {
-      s->options = options;
-      InitProcessWide(s);
-      s->initialized = true;
-      if (!s->atfork_registered) {
-        pthread_atfork(nullptr, nullptr, DumperAtForkChild);
-        s->atfork_registered = true;
-      }
+      InitLocked(s, options);
+    } else if (s->started_by_signal && !options.symbolizer.empty()) {
+      // The signal's handler started the thread with the load-time choice; the caller knows better.
+      s->started_by_signal = false;
+      std::lock_guard<std::mutex> sym_lock(s->mu);
+      s->symbolizer = options.symbolizer == "none" ? std::string() : options.symbolizer;
     }
-    return StartThread(s);
+    if (s->running.exchange(true)) return true;
+    return StartThread(s, false);
   } catch (...) {
     Log(LogLevel::kError, "cannot start the stack dumper");
     return false;
@@ -523,7 +662,7 @@ bool Dumper::WaitForDump(uint64_t ticket, double timeout_s) {
 bool Dumper::DumpAndWait(Reason reason, double timeout_s, DumpStats* stats) {
   State* s = g_state.load(std::memory_order_acquire);
   if (s == nullptr || !s->running.load()) {
-    if (!Start(s != nullptr ? s->provider : nullptr, s != nullptr ? s->options : DumperOptions())) return false;
+    if (!Start(s != nullptr ? s->provider.load() : nullptr, s != nullptr ? s->options : DumperOptions())) return false;
   }
   bool ok = WaitForDump(RequestDump(reason), timeout_s);
   if (ok && stats != nullptr) *stats = LastStats();
@@ -539,7 +678,7 @@ DumpStats Dumper::LastStats() {
 
 int Dumper::dump_signal() const {
   State* s = g_state.load(std::memory_order_acquire);
-  return s != nullptr ? s->dump_signal : 0;
+  return s != nullptr ? s->dump_signal.load() : 0;
 }
 
 int Dumper::capture_signal() const {

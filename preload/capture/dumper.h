@@ -5,10 +5,12 @@
 //   capture::Dumper::Instance().Start(&my_provider);      // once, from normal code (not a handler)
 //   capture::Dumper::Instance().RequestDump(Reason::kHang); // anywhere, even in a signal handler
 //
-// All work happens on one dedicated thread ("xtimer-dump"), started by Start(). Requests that
-// arrive while a dump runs are merged into one more dump. After fork() the child has no dumper
-// thread and no pending requests; Start() (or DumpAndWait) in the child starts a fresh one.
-// Nothing here throws.
+// All work happens on one dedicated thread ("xtimer-dump"), started by Start(), or by the dump
+// signal's handler in a process that called InstallAtLoad() and has not started it yet (a
+// process that has made no CUDA call). Requests that arrive while a dump runs are merged into
+// one more dump. After fork() the child has no dumper thread and no pending requests; the dump
+// signal never kills it and starts nothing there (its file would replace its parent's); Start()
+// (or DumpAndWait) in the child starts a fresh one. Nothing here throws.
 #pragma once
 
 #include <cstdint>
@@ -59,11 +61,28 @@ class Dumper {
  public:
   static Dumper& Instance();
 
+  // At load (a constructor), in a process that must answer the dump signal before its first
+  // CUDA call: creates the state, installs the dump signal handler when the program has none
+  // (XTIMER_DUMP_SIGNAL) and the fork handler. Starts no thread and loads nothing (no libunwind,
+  // no Python lookup). A dump signal that arrives before Start() starts the dumper thread from
+  // the handler if the thread it interrupted is at a point where that cannot deadlock
+  // (thread_start_point.h), else it asks again a moment later (a one-shot timer sending the
+  // same signal: 10 ms, doubling up to 1 s). That thread sets up the capture itself, with
+  // `symbolizer` (as DumperOptions::symbolizer), before its first dump. With `take_dumps` false
+  // the signal is only kept from killing the process (a rank's helper process, whose file would
+  // replace the rank's). Returns the dump signal installed (0: none). Not async-signal-safe.
+  int InstallAtLoad(bool take_dumps, const std::string& symbolizer);
+
   // Sets everything up and starts the dumper thread; idempotent. Not async-signal-safe.
   // `provider` must outlive the process (may be null: rank from RANK/WORLD_SIZE/LOCAL_RANK,
-  // no in-flight ops). Options apply on the first call in a process (and again after fork).
+  // no in-flight ops); a later call may set it. Options apply on the first call in a process;
+  // if the dump signal's handler started the thread first, this call's symbolizer still applies.
   // False if dumps cannot work at all (the reason is logged once).
   bool Start(DumpProvider* provider, const DumperOptions& options = {});
+
+  // Called on the dumper thread after every dump that wrote its file (null: none). For the
+  // preload's link to the node agent before its own thread exists (agent_hello.h).
+  void SetDumpObserver(void (*observer)(const DumpStats& stats));
 
   // Asks for a dump. Async-signal-safe (atomics and sem_post only): callable from a signal
   // handler or the watchdog. Returns a ticket for WaitForDump. Ignored until Start().

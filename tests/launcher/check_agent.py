@@ -184,29 +184,55 @@ def check_embedded(args):
 
 def check_setup_hang(args):
     """The start-up hang: rank 3 is still loading its data (no CUDA call yet) while ranks 0-2 wait
-    for it in ncclCommInitRank. Their watchdogs count set-up as blocking, the agent merges, and
-    the verdict says the job is in communicator set-up and names rank 3."""
+    for it in ncclCommInitRank. Their watchdogs count set-up as blocking; rank 3 said hello to
+    the agent at load, so the dump round reaches it through its dump signal; the verdict says the
+    job is in communicator set-up and names rank 3 in load_dataset (issue 13)."""
     out = tempfile.mkdtemp(prefix="xtimer-agent-setup-")
-    job = Job(args, out, 1, 4, {"XTIMER_HANG_TIMEOUT": "2", "XTIMER_DUMP_WAIT": "3"},
+    timeout = 2
+    job = Job(args, out, 1, 4, {"XTIMER_HANG_TIMEOUT": str(timeout), "XTIMER_DUMP_WAIT": "20"},
               ["--stuck-rank", "3", "--stuck-before-init", "--sleep", "60"])
     try:
         timeline = os.path.join(out, "node0")
         t0 = time.time()
-        verdicts = wait_for(lambda: glob.glob(os.path.join(timeline, "*", "verdict.json")), 30)
+        verdicts = wait_for(lambda: glob.glob(os.path.join(timeline, "*", "verdict.json")), 40)
         check(bool(verdicts), "a merged verdict is written while ranks 0-2 wait in ncclCommInitRank")
         if verdicts:
             took = time.time() - t0
+            written = os.path.getmtime(verdicts[0])
             v = load_json(verdicts[0])
+            rdir = os.path.dirname(verdicts[0])
             check(v.get("phase") == "setup", f"the verdict's phase is set-up ({v.get('phase')})")
             check((v.get("setup") or {}).get("call") == "ncclCommInitRank" and
                   (v.get("setup") or {}).get("waiting") == [0, 1, 2], f"ranks 0-2 wait in ncclCommInitRank: {v.get('setup')}")
             check([s.get("rank") for s in v.get("suspects", [])] == [3], f"rank 3 is the suspect: {v.get('suspects')}")
+            check(verdict_names(v, 3, "load_dataset"), f"the verdict names rank 3 in load_dataset: {v.get('suspects')}")
+            check(not v.get("ranks_missing"), f"no rank is missing: {v.get('ranks_missing')}")
+            stacks = sorted(os.path.basename(f) for f in glob.glob(os.path.join(rdir, "*.stacktrace")))
+            check(stacks == [f"{r:05d}-00004.stacktrace" for r in range(4)], f"stacks of all 4 ranks: {stacks}")
             check(any("communicator set-up" in line for line in v.get("summary", [])), "the summary says set-up")
-            print(f"figure: set-up hang (timeout 2 s, dump wait 3 s): verdict {took:.1f} s after the job started")
+            began = hang_setup_began(out, 3)
+            check(began is not None and written - began <= timeout + 5,
+                  f"verdict within timeout + 5 s of ranks 0-2 entering set-up: "
+                  f"{written - began if began else float('nan'):.1f} s")
+            print(f"figure: set-up hang (timeout {timeout} s): verdict {took:.1f} s after the job started, "
+                  f"{written - began if began else float('nan'):.1f} s after the last waiting rank entered set-up")
     finally:
         job.kill()
     if not failures:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def hang_setup_began(out, stuck):
+    """When the last rank other than `stuck` went into communicator set-up (wall clock)."""
+    times = []
+    for line in open(os.path.join(out, "agent0.log")):
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if "init_at" in msg and msg.get("rank") != stuck:
+            times.append(msg["init_at"])
+    return max(times) if len(times) == 3 else None
 
 
 def check_two_agents(args):

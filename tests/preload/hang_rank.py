@@ -52,6 +52,7 @@ def main():
     args = ap.parse_args()
     lib = ctypes.CDLL(args.lib)  # releases the GIL during calls, like torch's C++ code
     load_dataset(args.rank, args)
+    print(json.dumps({"rank": args.rank, "init_at": time.time()}), flush=True)
     if lib.pyccl_init(args.rank, args.world, args.idfile.encode(), 16) != 0:
         sys.exit(f"rank {args.rank}: init failed")
     for step in range(args.steps):
