@@ -1,5 +1,5 @@
 // The collector core: what xtimer_collector does for a whole job, without sockets. The gRPC
-// service (collector_service.h) is a thin adapter over it, and the node agent embeds one for a
+// service (collector_server.h) is a thin adapter over it, and the node agent embeds one for a
 // single node (launcher/embedded_collector_link.cc). collector/README.md, "The core", has the
 // behaviour in full; in short:
 //
@@ -16,8 +16,22 @@
 //     round with the viewer's merge (xtimer_merge): folded stacks, flame graphs, call graphs and
 //     verdict.json (missing ranks named) in the same folder.
 //
-// Thread-safe: every method may be called from any thread. Callbacks (SendCommand) are called
-// without the core's locks held, from the thread that called Report(), Upload(), Tick() or Register().
+// Guarantees: one dump round per hang episode; each agent asked once per round; a rank's first
+// stacks in a round win; every stack file kept is on disk before the round's verdict.json is;
+// nothing an agent sends becomes a path or grows memory without bound (collector/README.md,
+// "What is refused").
+//
+// Threads: every method may be called from any thread, concurrently. Callbacks (SendCommand) are
+// called without the core's locks held, from the thread that called Report(), Upload(), Tick() or
+// Register(); a callback must not block. Tick() runs finished rounds' merges in the calling
+// thread; stack files are written by one background thread of the core's own.
+//
+// Locks (collector_core.cc): one mutex guards the sessions, ranks, hang episode, the list of
+// rounds and their pacing; each round's stacks have their own lock, taken after it (uploads of
+// many ranks are parsed and merged in parallel, outside the core's mutex); merges are serialized
+// by a third, taken before the core's. The parts, one per file: session_registry.h,
+// rank_table.h, hang_episode.h, dump_round.h, upload_pacing.h, pending_dumps.h,
+// stack_file_writer.h, round_merge.h, core_status.h, status_page.h.
 #pragma once
 
 #include <cstddef>
@@ -35,9 +49,9 @@
 namespace xtimer::collector {
 
 struct CoreOptions {
-  std::string out_dir{};                 // dump rounds go to out_dir/<hang time>/
-  double dump_wait_s = 30;               // XTIMER_DUMP_WAIT: how long a round waits for stacks
-  size_t max_stack_bytes = 16 << 20;     // a larger upload is refused
+  std::string out_dir{};              // dump rounds go to out_dir/<hang time>/
+  double dump_wait_s = 30;            // XTIMER_DUMP_WAIT: how long a round waits for stacks
+  size_t max_stack_bytes = 16 << 20;  // a larger upload is refused
   // Which of the viewer's outputs a round writes (viewer/merge_output.h, OutputFormat bits);
   // 0 = all of them (folded, flame graph SVG, DOT + its SVG, speedscope).
   unsigned output_formats = 0;
@@ -59,20 +73,20 @@ struct CoreOptions {
 
 // One finished (or running) dump round, for the page, the tests and the agent.
 struct RoundInfo {
-  std::string name;     // folder under out_dir, e.g. 20261122T101530Z (also the page's link)
-  std::string dir;      // out_dir/name
+  std::string name;  // folder under out_dir, e.g. 20261122T101530Z (also the page's link)
+  std::string dir;   // out_dir/name
   std::string dump_id;
   std::string trigger;  // "rank 5: <its trigger>", the report that started it
   int64_t hang_unix_ms = 0;
   int32_t world_size = 0;
   bool finished = false;
-  bool timed_out = false;                 // finished at the deadline, not by completeness
+  bool timed_out = false;                     // finished at the deadline, not by completeness
   std::string ranks_reported, ranks_missing;  // folded ("0-3/5")
   size_t reported_count = 0, missing_count = 0;
-  std::vector<std::string> summary;       // the verdict's terminal lines
+  std::vector<std::string> summary;                       // the verdict's terminal lines
   std::vector<std::pair<int32_t, std::string>> suspects;  // rank, reason
-  std::vector<std::string> files;         // names written into dir (stack files excluded)
-  std::string error;                      // why nothing (or not everything) was written
+  std::vector<std::string> files;                         // names written into dir (stack files excluded)
+  std::string error;                                      // why nothing (or not everything) was written
 };
 
 // Totals since the core started (the collector's own /metrics).

@@ -46,7 +46,8 @@ bool ParseListenAddress(const std::string& text, std::string* host, int* port, s
     h = text.substr(0, colon);
     p = text.substr(colon + 1);
   }
-  if (h.empty()) return *error = "\"" + text + "\" names no host (use 127.0.0.1, or 0.0.0.0 for every interface)", false;
+  if (h.empty())
+    return *error = "\"" + text + "\" names no host (use 127.0.0.1, or 0.0.0.0 for every interface)", false;
   if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos || std::stoi(p) > 65535)
     return *error = "\"" + text + "\": the port must be a number from 0 to 65535", false;
   *host = h;
@@ -193,7 +194,8 @@ struct CollectorServer::Impl final : public v1::Collector::CallbackService {
     if (expected_auth.empty()) return true;
     const auto& md = ctx->client_metadata();
     auto it = md.find("authorization");
-    if (it != md.end() && SameSecret(std::string_view(it->second.data(), it->second.size()), expected_auth)) return true;
+    if (it != md.end() && SameSecret(std::string_view(it->second.data(), it->second.size()), expected_auth))
+      return true;
     ++unauthenticated;
     // One line per peer address a minute (a port per connection would defeat that: drop it).
     std::string peer = ctx->peer();
@@ -231,7 +233,8 @@ struct CollectorServer::Impl final : public v1::Collector::CallbackService {
     }
     auto channel = std::make_shared<AgentChannel>();
     std::string error;
-    std::string session = core->Register(*req, [channel](const v1::Command& c) { channel->Send(c); }, &error);
+    std::string session = core->Register(
+        *req, [channel](const v1::Command& c) { channel->Send(c); }, &error);
     if (session.empty()) {
       r->Finish(Status(StatusCode::FAILED_PRECONDITION, error));
       return r;
@@ -282,8 +285,9 @@ struct CollectorServer::Impl final : public v1::Collector::CallbackService {
       std::lock_guard<std::mutex> lock(upload_mu);
       if (upload_queue_bytes + req->stack_json().size() > kMaxQueuedUploadBytes && !upload_queue.empty()) {
         ++uploads_busy;
-        r->Finish(Status(StatusCode::RESOURCE_EXHAUSTED, "the collector has " + std::to_string(upload_queue_bytes >> 20) +
-                                                             " MiB of stacks to read; retry shortly"));
+        r->Finish(Status(
+            StatusCode::RESOURCE_EXHAUSTED,
+            "the collector has " + std::to_string(upload_queue_bytes >> 20) + " MiB of stacks to read; retry shortly"));
         return r;
       }
       upload_queue_bytes += req->stack_json().size();
@@ -467,12 +471,12 @@ std::unique_ptr<CollectorServer> CollectorServer::Start(CollectorCore* core, con
   }
   grpc::ServerBuilder builder;
   std::string address = host.find(':') != std::string::npos ? "[" + host + "]:" + std::to_string(port)
-                                                             : host + ":" + std::to_string(port);
+                                                            : host + ":" + std::to_string(port);
   builder.AddListeningPort(address, creds, &impl->port);
   builder.RegisterService(impl.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(1 << 20);
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a second collector on the port must fail
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);        // a second collector on the port must fail
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);  // find agents that vanished
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
@@ -499,11 +503,13 @@ void CollectorServer::Shutdown(double grace_s) {
 }
 
 void CollectorServer::AppendMetrics(PrometheusText* out) const {
-  out->Family("xtimer_collector_unauthenticated_calls_total", "counter", "gRPC calls refused for a missing or wrong token");
+  out->Family("xtimer_collector_unauthenticated_calls_total", "counter",
+              "gRPC calls refused for a missing or wrong token");
   out->Add("xtimer_collector_unauthenticated_calls_total", {}, static_cast<double>(impl_->unauthenticated.load()));
   out->Family("xtimer_collector_unknown_session_calls_total", "counter",
               "Upload and Commands calls with a session the collector does not know (agents register again)");
-  out->Add("xtimer_collector_unknown_session_calls_total", {}, static_cast<double>(impl_->unknown_session_calls.load()));
+  out->Add("xtimer_collector_unknown_session_calls_total", {},
+           static_cast<double>(impl_->unknown_session_calls.load()));
   out->Family("xtimer_collector_uploads_busy_total", "counter",
               "Uploads answered RESOURCE_EXHAUSTED because too many stack bytes were waiting to be read");
   out->Add("xtimer_collector_uploads_busy_total", {}, static_cast<double>(impl_->uploads_busy.load()));

@@ -81,25 +81,26 @@ bool HttpFrontend::Start(const std::string& listen, std::string* error) {
     Secure(res, "default-src 'none'");
     res.set_content(d->core->StatusJson(), "application/json");
   });
-  s.Get(R"(/rounds/([0-9A-Za-z_-]{1,80})/([0-9A-Za-z_.-]{1,80}))", [d](const httplib::Request& req, httplib::Response& res) {
-    std::optional<std::string> path = d->core->RoundFile(req.matches[1].str(), req.matches[2].str());
-    if (!path) {
-      res.status = 404;
-      res.set_content("no such file of a finished dump round\n", "text/plain");
-      return;
-    }
-    std::ifstream in(*path, std::ios::binary);
-    std::ostringstream body;
-    if (in.is_open()) body << in.rdbuf();
-    if (!in.is_open() || in.bad() || body.str().size() > kMaxServedFile) {
-      res.status = 500;
-      res.set_content("cannot read the file\n", "text/plain");
-      return;
-    }
-    // The flame graphs carry their own script (zoom, search); nothing else may load.
-    Secure(res, "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'");
-    res.set_content(body.str(), ContentType(req.matches[2].str()));
-  });
+  s.Get(R"(/rounds/([0-9A-Za-z_-]{1,80})/([0-9A-Za-z_.-]{1,80}))",
+        [d](const httplib::Request& req, httplib::Response& res) {
+          std::optional<std::string> path = d->core->RoundFile(req.matches[1].str(), req.matches[2].str());
+          if (!path) {
+            res.status = 404;
+            res.set_content("no such file of a finished dump round\n", "text/plain");
+            return;
+          }
+          std::ifstream in(*path, std::ios::binary);
+          std::ostringstream body;
+          if (in.is_open()) body << in.rdbuf();
+          if (!in.is_open() || in.bad() || body.str().size() > kMaxServedFile) {
+            res.status = 500;
+            res.set_content("cannot read the file\n", "text/plain");
+            return;
+          }
+          // The flame graphs carry their own script (zoom, search); nothing else may load.
+          Secure(res, "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'");
+          res.set_content(body.str(), ContentType(req.matches[2].str()));
+        });
   s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty()) res.set_content(std::to_string(res.status) + "\n", "text/plain");
   });

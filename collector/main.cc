@@ -71,7 +71,8 @@ std::string ReadToken(const std::string& path) {
   if (token.empty()) Fail("--token-file " + path + " is empty; put the token on its first line");
   for (unsigned char c : token)
     if (c < 0x21 || c > 0x7e)
-      Fail("--token-file " + path + " holds a space, a line break or a non-ASCII character; a token is one word of printable ASCII");
+      Fail("--token-file " + path +
+           " holds a space, a line break or a non-ASCII character; a token is one word of printable ASCII");
   struct stat st;
   if (stat(path.c_str(), &st) == 0 && (st.st_mode & 077))
     std::fprintf(stderr, "xtimer_collector: warning: --token-file %s can be read by other users (chmod 600 it)\n",
@@ -82,7 +83,8 @@ std::string ReadToken(const std::string& path) {
 std::string ReadPem(const std::string& flag, const std::string& path) {
   std::string pem, error;
   if (!ReadSmallFile(flag, path, 1 << 20, &pem, &error)) Fail(error);
-  if (pem.find("-----BEGIN ") == std::string::npos) Fail(flag + " " + path + " is not a PEM file (no \"-----BEGIN\" line)");
+  if (pem.find("-----BEGIN ") == std::string::npos)
+    Fail(flag + " " + path + " is not a PEM file (no \"-----BEGIN\" line)");
   return pem;
 }
 
@@ -90,8 +92,8 @@ std::string ReadPem(const std::string& flag, const std::string& path) {
 
 int main(int argc, char** argv) {
   std::map<std::string, std::string> flags = {{"--listen", "127.0.0.1:18890"}};
-  static const char* kKnown[] = {"--listen", "--out", "--http", "--token-file", "--tls-cert", "--tls-key",
-                                 "--upload-window"};
+  static const char* kKnown[] = {"--listen",   "--out",     "--http",         "--token-file",
+                                 "--tls-cert", "--tls-key", "--upload-window"};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-h" || a == "--help") {
@@ -155,11 +157,15 @@ int main(int argc, char** argv) {
 
   if (!IsLoopback(host)) {
     if (server_options.token.empty())
-      std::fprintf(stderr, "xtimer_collector: warning: listening on %s without --token-file: anyone who reaches the "
-                   "port can report ranks and upload stacks\n", server_options.listen.c_str());
+      std::fprintf(stderr,
+                   "xtimer_collector: warning: listening on %s without --token-file: anyone who reaches the "
+                   "port can report ranks and upload stacks\n",
+                   server_options.listen.c_str());
     else if (server_options.tls_cert_pem.empty())
-      std::fprintf(stderr, "xtimer_collector: warning: listening on %s without TLS: the token travels in clear text "
-                   "(--tls-cert/--tls-key)\n", server_options.listen.c_str());
+      std::fprintf(stderr,
+                   "xtimer_collector: warning: listening on %s without TLS: the token travels in clear text "
+                   "(--tls-cert/--tls-key)\n",
+                   server_options.listen.c_str());
   }
 
   // Signals are taken by the main loop (sigtimedwait), not by handlers: block them before any
@@ -173,7 +179,8 @@ int main(int argc, char** argv) {
 
   CollectorCore core(core_options);
   std::unique_ptr<CollectorServer> server = CollectorServer::Start(&core, server_options, &error);
-  if (!server) Fail("--listen " + error + (error.find("in use") != std::string::npos ? " (another collector?)" : ""), 1);
+  if (!server)
+    Fail("--listen " + error + (error.find("in use") != std::string::npos ? " (another collector?)" : ""), 1);
   std::unique_ptr<HttpFrontend> http;
   if (flags.contains("--http")) {
     CollectorServer* s = server.get();
@@ -183,11 +190,14 @@ int main(int argc, char** argv) {
       Fail("--http " + error, 1);
     }
   }
-  std::fprintf(stderr, "xtimer_collector: listening on %s:%d (gRPC%s%s)%s; dump rounds go to %s/<hang time>/ "
-               "(waiting up to %g s for every rank)\n", host.c_str(), server->port(),
-               server_options.tls_cert_pem.empty() ? "" : ", TLS", server_options.token.empty() ? "" : ", token required",
+  std::fprintf(stderr,
+               "xtimer_collector: listening on %s:%d (gRPC%s%s)%s; dump rounds go to %s/<hang time>/ "
+               "(waiting up to %g s for every rank)\n",
+               host.c_str(), server->port(), server_options.tls_cert_pem.empty() ? "" : ", TLS",
+               server_options.token.empty() ? "" : ", token required",
                http ? (", http://" + flags["--http"].substr(0, flags["--http"].rfind(':')) + ":" +
-                       std::to_string(http->port()) + "/").c_str()
+                       std::to_string(http->port()) + "/")
+                          .c_str()
                     : "",
                out.c_str(), core_options.dump_wait_s);
 

@@ -1,6 +1,6 @@
-// The collector's page: one self-contained HTML document (inline style, no script, nothing
-// fetched from elsewhere) rendered from the status object (CollectorCore::StatusJson). Every
-// string from agents is HTML-escaped; links point only at files the collector wrote.
+// The collector's page (status_page.h), rendered from the status object (core_status.h).
+#include "collector/status_page.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -84,16 +84,17 @@ void RenderRound(const J& r, std::string_view prefix, bool latest, std::string* 
   }
   if (r.contains("suspects") && r["suspects"].is_array() && !r["suspects"].empty()) {
     *h += "<p>Suspects:</p><ul class=\"suspects\">";
-    for (const J& s : r["suspects"])
-      *h += "<li>rank " + Esc(Str(s, "rank")) + ": " + Esc(Str(s, "reason")) + "</li>";
+    for (const J& s : r["suspects"]) *h += "<li>rank " + Esc(Str(s, "rank")) + ": " + Esc(Str(s, "reason")) + "</li>";
     *h += "</ul>";
   }
   if (r.contains("files") && r["files"].is_array()) {
-    static const std::pair<const char*, const char*> kLinks[] = {
-        {"py_stack.svg", "Python flame graph"},      {"cpp_stack.svg", "native flame graph"},
-        {"py_stack.graph.svg", "Python call graph"}, {"cpp_stack.graph.svg", "native call graph"},
-        {"verdict.json", "verdict.json"},            {"py_stack.folded", "py_stack.folded"},
-        {"cpp_stack.folded", "cpp_stack.folded"}};
+    static const std::pair<const char*, const char*> kLinks[] = {{"py_stack.svg", "Python flame graph"},
+                                                                 {"cpp_stack.svg", "native flame graph"},
+                                                                 {"py_stack.graph.svg", "Python call graph"},
+                                                                 {"cpp_stack.graph.svg", "native call graph"},
+                                                                 {"verdict.json", "verdict.json"},
+                                                                 {"py_stack.folded", "py_stack.folded"},
+                                                                 {"cpp_stack.folded", "cpp_stack.folded"}};
     std::string links;
     for (const auto& [file, label] : kLinks)
       if (std::find(r["files"].begin(), r["files"].end(), J(file)) != r["files"].end())
@@ -145,10 +146,11 @@ std::string RenderStatusPage(const J& st, std::string_view prefix) {
     for (const J& r : *rounds) {
       if (&r == latest || !r.value("finished", false)) continue;
       std::string name = Str(r, "name");
-      h += "<li>" + Esc(name) + ": " + Esc(Str(r, "trigger")) + "; missing: " +
-           Esc(Str(r, "ranks_missing").empty() ? "none" : Str(r, "ranks_missing"));
+      h += "<li>" + Esc(name) + ": " + Esc(Str(r, "trigger")) +
+           "; missing: " + Esc(Str(r, "ranks_missing").empty() ? "none" : Str(r, "ranks_missing"));
       if (r.contains("files") && std::find(r["files"].begin(), r["files"].end(), J("py_stack.svg")) != r["files"].end())
-        h += " &mdash; <a href=\"" + Esc(std::string(prefix) + UrlPart(name) + "/py_stack.svg") + "\">Python flame graph</a>";
+        h += " &mdash; <a href=\"" + Esc(std::string(prefix) + UrlPart(name) + "/py_stack.svg") +
+             "\">Python flame graph</a>";
       h += "</li>";
     }
     h += "</ul>\n";
@@ -159,7 +161,9 @@ std::string RenderStatusPage(const J& st, std::string_view prefix) {
   std::vector<const J*> rows;
   if (st.contains("ranks") && st["ranks"].is_array())
     for (const J& r : st["ranks"]) rows.push_back(&r);
-  auto state_of = [](const J& r) { return r.value("stale", false) && Str(r, "state") != "exited" ? std::string("stale") : Str(r, "state"); };
+  auto state_of = [](const J& r) {
+    return r.value("stale", false) && Str(r, "state") != "exited" ? std::string("stale") : Str(r, "state");
+  };
   std::stable_sort(rows.begin(), rows.end(),
                    [&](const J* a, const J* b) { return StateOrder(state_of(*a)) < StateOrder(state_of(*b)); });
   h += "<h2>Ranks</h2>\n<table id=\"ranks\"><tr><th>rank</th><th>host</th><th>local</th><th>pid</th><th>state</th>"
@@ -173,8 +177,8 @@ std::string RenderStatusPage(const J& st, std::string_view prefix) {
     if (!last.empty()) last += " (" + Str(r, "last_report_age_s") + " s ago)";
     h += "<tr class=\"" + Esc(state) + "\" data-rank=\"" + Esc(Str(r, "rank")) + "\"><td>" + Esc(Str(r, "rank")) +
          "</td><td>" + Esc(Str(r, "host")) + "</td><td>" + Esc(Str(r, "local_rank")) + "</td><td>" +
-         Esc(Str(r, "pid")) + "</td><td>" + Esc(state) + "</td><td>" + Esc(last) + "</td><td>" + Esc(op) +
-         "</td><td>" + Esc(Str(r, "trigger")) + "</td><td>" + Esc(Str(r, "dumps")) + "</td></tr>\n";
+         Esc(Str(r, "pid")) + "</td><td>" + Esc(state) + "</td><td>" + Esc(last) + "</td><td>" + Esc(op) + "</td><td>" +
+         Esc(Str(r, "trigger")) + "</td><td>" + Esc(Str(r, "dumps")) + "</td></tr>\n";
   }
   h += "</table>\n";
   if (rows.size() > kRows)

@@ -68,9 +68,10 @@ double Now() { return Seconds(Clock::now()); }
 
 std::string Frame(const std::string& module, int i, const std::string& function, const std::string& file, int line) {
   char buf[1024];
-  std::snprintf(buf, sizeof buf,
-                "{\"module\":\"%s\",\"offset\":\"0x%x\",\"function\":\"%s\",\"file\":\"%s\",\"line\":%d,\"inlined\":false}",
-                module.c_str(), 0x1000 + i * 0x37, function.c_str(), file.c_str(), line);
+  std::snprintf(
+      buf, sizeof buf,
+      "{\"module\":\"%s\",\"offset\":\"0x%x\",\"function\":\"%s\",\"file\":\"%s\",\"line\":%d,\"inlined\":false}",
+      module.c_str(), 0x1000 + i * 0x37, function.c_str(), file.c_str(), line);
   return buf;
 }
 
@@ -79,8 +80,9 @@ std::string Threads(bool culprit, size_t target_bytes, int rank) {
   const std::string py = "/usr/bin/python3.11";
   const std::string libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
   const std::string nccl = "/usr/lib/x86_64-linux-gnu/libnccl.so.2";
-  std::string main = "{\"tid\":" + std::to_string(40000 + rank) + ",\"name\":\"python3\",\"main\":true,\"holds_gil\":" +
-                     (culprit ? "true" : "false") + ",\"state\":\"S\",\"native\":[";
+  std::string main = "{\"tid\":" + std::to_string(40000 + rank) +
+                     ",\"name\":\"python3\",\"main\":true,\"holds_gil\":" + (culprit ? "true" : "false") +
+                     ",\"state\":\"S\",\"native\":[";
   for (int i = 0; i < 40; ++i) {
     if (i) main += ',';
     main += Frame(py, i, "_PyEval_EvalFrameDefault", "Python/ceval.c", 4000 + i);
@@ -88,18 +90,21 @@ std::string Threads(bool culprit, size_t target_bytes, int rank) {
   if (culprit) {
     main += "," + Frame(libc, 90, "clock_nanosleep", "sysdeps/unix/sysv/linux/clock_nanosleep.c", 78);
   } else {
-    main += "," + Frame(torch, 91, "c10d::ProcessGroupNCCL::allreduce(std::vector<at::Tensor, std::allocator<at::Tensor> >&, c10d::AllreduceOptions const&)",
+    main += "," + Frame(torch, 91,
+                        "c10d::ProcessGroupNCCL::allreduce(std::vector<at::Tensor, std::allocator<at::Tensor> >&, "
+                        "c10d::AllreduceOptions const&)",
                         "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp", 3100);
     main += "," + Frame(nccl, 92, "ncclAllReduce", "src/collectives.cc", 120);
   }
   main += "],\"python\":[";
   for (int i = 0; i < 30; ++i) {
     if (i) main += ',';
-    main += "{\"function\":\"layer_" + std::to_string(i) + "_forward\",\"file\":\"/job/model/blocks.py\",\"line\":" +
-            std::to_string(100 + i) + "}";
+    main += "{\"function\":\"layer_" + std::to_string(i) +
+            "_forward\",\"file\":\"/job/model/blocks.py\",\"line\":" + std::to_string(100 + i) + "}";
   }
   main += culprit ? ",{\"function\":\"load_batch\",\"file\":\"/job/train.py\",\"line\":88}"
-                  : ",{\"function\":\"all_reduce\",\"file\":\"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\",\"line\":2050}";
+                  : ",{\"function\":\"all_reduce\",\"file\":\"/usr/lib/python3/dist-packages/torch/distributed/"
+                    "distributed_c10d.py\",\"line\":2050}";
   main += "]}";
   std::string out = "[" + main;
   for (int t = 0; out.size() < target_bytes; ++t) {
@@ -127,11 +132,12 @@ class StackMaker {
   std::string Make(int rank) const {
     char ops[512] = "";
     if (rank != c_.culprit)
-      std::snprintf(ops, sizeof ops,
-                    "{\"name\":\"ncclAllReduce\",\"kind\":\"collective\",\"stream\":\"0x5581a0c0\",\"comm\":\"3a9f0c12\","
-                    "\"comm_rank\":%d,\"comm_size\":%d,\"seq\":1234,\"peer\":-1,\"bytes\":67108864,\"state\":\"running\","
-                    "\"in_flight_s\":302.1}",
-                    rank, c_.world());
+      std::snprintf(
+          ops, sizeof ops,
+          "{\"name\":\"ncclAllReduce\",\"kind\":\"collective\",\"stream\":\"0x5581a0c0\",\"comm\":\"3a9f0c12\","
+          "\"comm_rank\":%d,\"comm_size\":%d,\"seq\":1234,\"peer\":-1,\"bytes\":67108864,\"state\":\"running\","
+          "\"in_flight_s\":302.1}",
+          rank, c_.world());
     char head[1024];
     std::snprintf(head, sizeof head,
                   "{\"format\":\"xtimer-stacktrace\",\"version\":1,\"rank\":%d,\"world_size\":%d,\"local_rank\":%d,"
@@ -209,8 +215,8 @@ class Agent {
   std::mutex mu_;
   std::deque<std::pair<std::string, int>> uploads_;  // (dump_id, rank)
   bool uploading_ = false, got_dump_ = false;
-  std::string held_;             // a round's stacks waiting for UPLOAD
-  double own_dumps_due_ = 0;     // > 0: own dumps ready, sent at this time unless a DUMP comes
+  std::string held_;          // a round's stacks waiting for UPLOAD
+  double own_dumps_due_ = 0;  // > 0: own dumps ready, sent at this time unless a DUMP comes
   bool hung_ = false;
   std::unique_ptr<grpc::ClientContext> commands_ctx_;
   class CommandReader* reader_ = nullptr;
@@ -252,7 +258,9 @@ class Child {
       agents_.push_back(std::make_unique<Agent>(this, a, a * c.ranks_per_agent));
   }
 
-  xtimer::v1::Collector::Stub* Stub(int agent) { return stubs_[agent % stubs_.size()].get(); }  // own connection per agent by default
+  xtimer::v1::Collector::Stub* Stub(int agent) {
+    return stubs_[agent % stubs_.size()].get();
+  }  // own connection per agent by default
   const Config& config() const { return c_; }
   const StackMaker& maker() const { return maker_; }
   Stats& stats() { return stats_; }
@@ -318,7 +326,8 @@ class Child {
 
 void Agent::Prepare(grpc::ClientContext* ctx, double deadline_s) {
   if (!child_->config().token.empty()) ctx->AddMetadata("authorization", "Bearer " + child_->config().token);
-  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(deadline_s * 1000)));
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    std::chrono::milliseconds(static_cast<int64_t>(deadline_s * 1000)));
 }
 
 bool Agent::Register() {
@@ -357,8 +366,7 @@ bool Agent::Register() {
 
 void Agent::OpenCommands() {
   commands_ctx_ = std::make_unique<grpc::ClientContext>();
-  if (!child_->config().token.empty())
-    commands_ctx_->AddMetadata("authorization", "Bearer " + child_->config().token);
+  if (!child_->config().token.empty()) commands_ctx_->AddMetadata("authorization", "Bearer " + child_->config().token);
   xtimer::v1::CommandsRequest req;
   req.set_session(session_);
   reader_ = new CommandReader(this);
@@ -386,11 +394,13 @@ void Agent::SendReport(bool hung, bool state_only) {
   auto* call = new UnaryCall<xtimer::v1::ReportRequest, xtimer::v1::ReportReply>;
   Prepare(&call->ctx, 30);
   call->req.set_session(session_);
-  int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  static const char* kOps[][2] = {{"ncclAllReduce", "collective"}, {"ncclAllGather", "collective"},
+  int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  static const char* kOps[][2] = {{"ncclAllReduce", "collective"},     {"ncclAllGather", "collective"},
                                   {"ncclReduceScatter", "collective"}, {"cublasGemmEx", "matmul"},
-                                  {"cublasLtMatmul", "matmul"}, {"flash_fwd_kernel", "kernel"},
-                                  {"elementwise_kernel", "kernel"}, {"cudaMemcpyAsync", "memcpy"}};
+                                  {"cublasLtMatmul", "matmul"},        {"flash_fwd_kernel", "kernel"},
+                                  {"elementwise_kernel", "kernel"},    {"cudaMemcpyAsync", "memcpy"}};
   for (int r = first_rank_; r < first_rank_ + c.ranks_per_agent; ++r) {
     auto* rr = call->req.add_reports();
     auto* m = rr->mutable_rank();
@@ -419,7 +429,8 @@ void Agent::SendReport(bool hung, bool state_only) {
       o->set_max_us(1500);
       o->set_total_ms(500);
       if (std::string(op[1]) == "matmul") o->set_tflops(300), o->set_shape("4096 x 4096 x 4096");
-      if (std::string(op[1]) == "collective") o->set_busbw_gbps(180), o->set_algbw_gbps(95), o->set_bytes(1 << 26), o->set_comm("3a9f0c12");
+      if (std::string(op[1]) == "collective")
+        o->set_busbw_gbps(180), o->set_algbw_gbps(95), o->set_bytes(1 << 26), o->set_comm("3a9f0c12");
     }
   }
   call->t0 = Now();
@@ -427,25 +438,26 @@ void Agent::SendReport(bool hung, bool state_only) {
   Child* child = child_;
   int ranks = c.ranks_per_agent;
   bool burst = state_only;  // only the storm sends state-only reports
-  child_->Stub(index_)->async()->Report(&call->ctx, &call->req, &call->reply, [this, call, child, ranks, burst](grpc::Status st) {
-    double ms = (Now() - call->t0) * 1000;
-    if (st.ok() && call->reply.command().kind() == xtimer::v1::Command::DUMP) {
-      OnCommand(call->reply.command());
-      std::lock_guard<std::mutex> lock(child->stats().mu);
-      ++child->stats().dumps_in_replies;
-    }
-    {
-      std::lock_guard<std::mutex> lock(child->stats().mu);
-      Stats& s = child->stats();
-      (call->t0 >= child->storm_at() ? s.report_storm_ms : s.report_ms).push_back(static_cast<float>(ms));
-      if (burst) s.burst_ms.push_back(static_cast<float>(ms));
-      if (!st.ok()) ++s.reports_failed, s.Error("report: " + st.error_message());
-      else if (!call->reply.known()) ++s.reports_unknown;
-      else ++s.reports_ok, s.rank_reports_ok += ranks;
-    }
-    --child->inflight_;
-    delete call;
-  });
+  child_->Stub(index_)->async()->Report(
+      &call->ctx, &call->req, &call->reply, [this, call, child, ranks, burst](grpc::Status st) {
+        double ms = (Now() - call->t0) * 1000;
+        if (st.ok() && call->reply.command().kind() == xtimer::v1::Command::DUMP) {
+          OnCommand(call->reply.command());
+          std::lock_guard<std::mutex> lock(child->stats().mu);
+          ++child->stats().dumps_in_replies;
+        }
+        {
+          std::lock_guard<std::mutex> lock(child->stats().mu);
+          Stats& s = child->stats();
+          (call->t0 >= child->storm_at() ? s.report_storm_ms : s.report_ms).push_back(static_cast<float>(ms));
+          if (burst) s.burst_ms.push_back(static_cast<float>(ms));
+          if (!st.ok()) ++s.reports_failed, s.Error("report: " + st.error_message());
+          else if (!call->reply.known()) ++s.reports_unknown;
+          else ++s.reports_ok, s.rank_reports_ok += ranks;
+        }
+        --child->inflight_;
+        delete call;
+      });
   if (hung) {
     std::lock_guard<std::mutex> lock(mu_);
     hung_ = true;
@@ -553,21 +565,22 @@ void Agent::UploadNext() {
   call->t0 = Now();
   ++child_->inflight_;
   Child* child = child_;
-  child_->Stub(index_)->async()->UploadStacks(&call->ctx, &call->req, &call->reply, [this, call, child](grpc::Status st) {
-    double ms = (Now() - call->t0) * 1000;
-    {
-      std::lock_guard<std::mutex> lock(child->stats().mu);
-      Stats& s = child->stats();
-      s.upload_ms.push_back(static_cast<float>(ms));
-      if (!st.ok()) ++s.uploads_failed, s.Error("upload: " + st.error_message());
-      else if (!call->reply.accepted()) ++s.uploads_refused, s.Error("upload refused: " + call->reply.reason());
-      else if (!call->reply.reason().empty()) ++s.uploads_duplicate;
-      else ++s.uploads_accepted, s.stored_ms.push_back(static_cast<float>((Now() - child->storm_at()) * 1000));
-    }
-    --child->inflight_;
-    delete call;
-    UploadNext();
-  });
+  child_->Stub(index_)->async()->UploadStacks(
+      &call->ctx, &call->req, &call->reply, [this, call, child](grpc::Status st) {
+        double ms = (Now() - call->t0) * 1000;
+        {
+          std::lock_guard<std::mutex> lock(child->stats().mu);
+          Stats& s = child->stats();
+          s.upload_ms.push_back(static_cast<float>(ms));
+          if (!st.ok()) ++s.uploads_failed, s.Error("upload: " + st.error_message());
+          else if (!call->reply.accepted()) ++s.uploads_refused, s.Error("upload refused: " + call->reply.reason());
+          else if (!call->reply.reason().empty()) ++s.uploads_duplicate;
+          else ++s.uploads_accepted, s.stored_ms.push_back(static_cast<float>((Now() - child->storm_at()) * 1000));
+        }
+        --child->inflight_;
+        delete call;
+        UploadNext();
+      });
 }
 
 bool Agent::Done() {
@@ -579,15 +592,29 @@ bool Agent::Done() {
 
 json StatsToJson(Stats& s) {
   std::lock_guard<std::mutex> lock(s.mu);
-  return {{"register_ms", s.register_ms}, {"report_ms", s.report_ms}, {"report_storm_ms", s.report_storm_ms}, {"burst_ms", s.burst_ms},
-          {"upload_ms", s.upload_ms}, {"stored_ms", s.stored_ms},
-          {"reports_ok", s.reports_ok}, {"reports_unknown", s.reports_unknown}, {"reports_failed", s.reports_failed},
-          {"rank_reports_ok", s.rank_reports_ok}, {"uploads_accepted", s.uploads_accepted},
-          {"uploads_duplicate", s.uploads_duplicate}, {"uploads_refused", s.uploads_refused},
-          {"uploads_failed", s.uploads_failed}, {"registrations_failed", s.registrations_failed},
-          {"dumps_received", s.dumps_received}, {"dumps_in_replies", s.dumps_in_replies}, {"dumps_waiting", s.dumps_waiting}, {"upload_commands", s.upload_commands},
-          {"own_dumps_sent", s.own_dumps_sent}, {"own_dumps_dropped", s.own_dumps_dropped},
-          {"streams_ended_early", s.streams_ended_early}, {"errors", s.errors}};
+  return {{"register_ms", s.register_ms},
+          {"report_ms", s.report_ms},
+          {"report_storm_ms", s.report_storm_ms},
+          {"burst_ms", s.burst_ms},
+          {"upload_ms", s.upload_ms},
+          {"stored_ms", s.stored_ms},
+          {"reports_ok", s.reports_ok},
+          {"reports_unknown", s.reports_unknown},
+          {"reports_failed", s.reports_failed},
+          {"rank_reports_ok", s.rank_reports_ok},
+          {"uploads_accepted", s.uploads_accepted},
+          {"uploads_duplicate", s.uploads_duplicate},
+          {"uploads_refused", s.uploads_refused},
+          {"uploads_failed", s.uploads_failed},
+          {"registrations_failed", s.registrations_failed},
+          {"dumps_received", s.dumps_received},
+          {"dumps_in_replies", s.dumps_in_replies},
+          {"dumps_waiting", s.dumps_waiting},
+          {"upload_commands", s.upload_commands},
+          {"own_dumps_sent", s.own_dumps_sent},
+          {"own_dumps_dropped", s.own_dumps_dropped},
+          {"streams_ended_early", s.streams_ended_early},
+          {"errors", s.errors}};
 }
 
 std::string Percentiles(std::vector<float> v) {
@@ -635,7 +662,8 @@ long VmHwmKiB(int pid) {
 }
 
 [[noreturn]] void Usage(const std::string& why) {
-  std::fprintf(stderr, "collector_load: %s\n(see the comment at the top of tests/collector/collector_load.cc)\n", why.c_str());
+  std::fprintf(stderr, "collector_load: %s\n(see the comment at the top of tests/collector/collector_load.cc)\n",
+               why.c_str());
   std::exit(2);
 }
 
@@ -676,7 +704,8 @@ int main(int argc, char** argv) {
       Usage(a + " needs a number");
     }
   }
-  if (c.agents < 1 || c.ranks_per_agent < 1 || c.processes < 1 || c.period_s <= 0) Usage("counts and period must be positive");
+  if (c.agents < 1 || c.ranks_per_agent < 1 || c.processes < 1 || c.period_s <= 0)
+    Usage("counts and period must be positive");
   c.processes = std::min(c.processes, c.agents);
 
   std::string tmp = (fs::temp_directory_path() / ("collector_load." + std::to_string(getpid()))).string();
@@ -767,7 +796,8 @@ int main(int argc, char** argv) {
                          ", stacks of " + std::to_string(maker.Make(0).size() / 1024) + " KB")
                             .c_str()
                       : "");
-  std::printf("  setup (register + open streams): %.1f s, %d of %d processes ready\n", setup_s, ready_count, c.processes);
+  std::printf("  setup (register + open streams): %.1f s, %d of %d processes ready\n", setup_s, ready_count,
+              c.processes);
   std::printf("  register: %s\n", Percentiles(reg).c_str());
   std::printf("  report, steady: %s\n", Percentiles(rep).c_str());
   if (c.storm) {
@@ -781,10 +811,11 @@ int main(int argc, char** argv) {
               (unsigned long)n["uploads_refused"], (unsigned long)n["uploads_failed"]);
   std::printf("  all report+upload calls: %s\n", Percentiles(calls).c_str());
   if (c.storm) {
-    std::printf("  DUMP commands received: %lu of %d agents, %lu in a report's reply (%lu to hold the stacks until "
-                "UPLOAD; UPLOAD received: %lu)\n",
-                (unsigned long)n["dumps_received"], c.agents, (unsigned long)n["dumps_in_replies"],
-                (unsigned long)n["dumps_waiting"], (unsigned long)n["upload_commands"]);
+    std::printf(
+        "  DUMP commands received: %lu of %d agents, %lu in a report's reply (%lu to hold the stacks until "
+        "UPLOAD; UPLOAD received: %lu)\n",
+        (unsigned long)n["dumps_received"], c.agents, (unsigned long)n["dumps_in_replies"],
+        (unsigned long)n["dumps_waiting"], (unsigned long)n["upload_commands"]);
     if (c.own_dumps)
       std::printf("  own dumps: %lu sent, %lu not sent (a DUMP came within 2 s: the round has them)\n",
                   (unsigned long)n["own_dumps_sent"], (unsigned long)n["own_dumps_dropped"]);
@@ -823,8 +854,9 @@ int main(int argc, char** argv) {
           suspects += (suspects.empty() ? "" : ", ") + std::to_string(s["rank"].get<int>());
         }
       round_ok = reported == static_cast<size_t>(c.world()) && missing == 0;
-      std::printf("  round: %s: %zu of %d ranks, %zu missing, suspects [%s] (verdict seen %.1f s after the storm began)\n",
-                  verdict.c_str(), reported, c.world(), missing, suspects.c_str(), merged_after);
+      std::printf(
+          "  round: %s: %zu of %d ranks, %zu missing, suspects [%s] (verdict seen %.1f s after the storm began)\n",
+          verdict.c_str(), reported, c.world(), missing, suspects.c_str(), merged_after);
     }
   }
   if (!c.metrics.empty()) {
@@ -841,14 +873,17 @@ int main(int argc, char** argv) {
       double got = value("xtimer_collector_rank_reports_total{result=\"ok\"}");
       std::printf("  collector counted %.0f rank reports (clients got %lu answered), /metrics %zu KB\n", got,
                   (unsigned long)n["rank_reports_ok"], res->body.size() / 1024);
-      if (got >= 0 && got < static_cast<double>(n["rank_reports_ok"])) lost += n["rank_reports_ok"] - static_cast<uint64_t>(got);
+      if (got >= 0 && got < static_cast<double>(n["rank_reports_ok"]))
+        lost += n["rank_reports_ok"] - static_cast<uint64_t>(got);
     } else {
       std::printf("  /metrics of %s not read\n", c.metrics.c_str());
     }
   }
-  std::printf("  CPU over the %.1f s run: collector %.1f s, generator processes %.1f s (all cores: %.1f s); load average "
-              "before %s, after %s\n", run_s, collector_cpu, generator_cpu, sysconf(_SC_NPROCESSORS_ONLN) * run_s, load_before.c_str(),
-              LoadAverage().c_str());
+  std::printf(
+      "  CPU over the %.1f s run: collector %.1f s, generator processes %.1f s (all cores: %.1f s); load average "
+      "before %s, after %s\n",
+      run_s, collector_cpu, generator_cpu, sysconf(_SC_NPROCESSORS_ONLN) * run_s, load_before.c_str(),
+      LoadAverage().c_str());
   if (c.collector_pid > 0) {
     long kib = VmHwmKiB(c.collector_pid);
     std::printf("  collector peak RSS (VmHWM): %.1f MiB\n", kib / 1024.0);

@@ -44,10 +44,15 @@ class TempDir {
 StackFile RankOf8(int32_t r, int32_t world = 8) {
   StackFile f;
   if (r == 5) {
-    f = MakeRank(r, world, {Py("<module>", "/job/train.py", 160), Py("train_step", "/job/train.py", 140), Py("load_batch", "/job/train.py", 88)},
-                 {Native("_start", "/usr/bin/python3.11"), Native("clock_nanosleep", "/usr/lib/x86_64-linux-gnu/libc.so.6")});
+    f = MakeRank(
+        r, world,
+        {Py("<module>", "/job/train.py", 160), Py("train_step", "/job/train.py", 140),
+         Py("load_batch", "/job/train.py", 88)},
+        {Native("_start", "/usr/bin/python3.11"), Native("clock_nanosleep", "/usr/lib/x86_64-linux-gnu/libc.so.6")});
   } else {
-    f = MakeRank(r, world, {Py("<module>", "/job/train.py", 160), Py("train_step", "/job/train.py", 142), Py("all_reduce", "/job/c10d.py", 2050)},
+    f = MakeRank(r, world,
+                 {Py("<module>", "/job/train.py", 160), Py("train_step", "/job/train.py", 142),
+                  Py("all_reduce", "/job/c10d.py", 2050)},
                  {Native("_start", "/usr/bin/python3.11"), Native("ncclAllReduce", "/usr/lib/libnccl.so.2")},
                  {Collective("3a9f0c12", 1234, world)});
   }
@@ -91,10 +96,13 @@ class CoreTest : public ::testing::Test {
     req.set_agent_id(agent_id);
     for (int r = first_rank; r < first_rank + 4; ++r) *req.add_ranks() = RankMsg(r);
     std::string error;
-    std::string s = core_->Register(req, [this, node](const v1::Command& c) {
-      std::lock_guard<std::mutex> lock(mu_);
-      commands_[node].push_back(c);
-    }, &error);
+    std::string s = core_->Register(
+        req,
+        [this, node](const v1::Command& c) {
+          std::lock_guard<std::mutex> lock(mu_);
+          commands_[node].push_back(c);
+        },
+        &error);
     EXPECT_FALSE(s.empty()) << error;
     return s;
   }
@@ -369,7 +377,8 @@ TEST_F(CoreTest, RestartedCoreAnswersUnknownAndLearnsRanksAgain) {
   v1::UploadReply u = Upload(old_a, id, 0, StackJson(0));
   EXPECT_FALSE(u.accepted());
   EXPECT_NE(u.reason().find("register again"), std::string::npos) << u.reason();
-  EXPECT_EQ(nlohmann::json::parse(core_->StatusJson())["ranks"].size(), 0u) << "reports of unknown sessions teach nothing";
+  EXPECT_EQ(nlohmann::json::parse(core_->StatusJson())["ranks"].size(), 0u)
+      << "reports of unknown sessions teach nothing";
   // The agent registers again; its next reports are learned, and the hang (still on) is merged.
   a_ = Register("node-a", "agent-a", 0);
   b_ = Register("node-b", "agent-b", 4);
@@ -438,7 +447,7 @@ TEST_F(CoreTest, TwoRoundsInOneSecondGetTwoFolders) {
   now_ += 1.2;
   Report(a_, 0);
   Report(b_, 4);
-  core_->Tick();  // episode over, first round still collecting
+  core_->Tick();     // episode over, first round still collecting
   wall_ms_ -= 1200;  // same wall second as the first hang
   Report(b_, 4, {6});
   auto rounds = core_->Rounds();
@@ -630,7 +639,8 @@ TEST_F(CoreTest, RoundEndingWithAgentsNeverToldToUploadIsLogged) {
   std::string log = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(core_->Rounds()[0].finished);
   EXPECT_NE(log.find("ends with 1 agents still waiting for their turn to upload; raise --upload-window (now 1)"),
-            std::string::npos) << log;
+            std::string::npos)
+      << log;
 }
 
 // Window 0 (the node agent's embedded core): every agent uploads at once, no UPLOAD commands.
@@ -701,7 +711,8 @@ TEST_F(CoreTest, StateOnlyReportKeepsOpStatistics) {
   std::string m = core_->MetricsText();
   EXPECT_NE(m.find("xtimer_rank_hung{rank=\"2\",host=\"node-a\"} 1\n"), std::string::npos) << m;
   EXPECT_NE(m.find("xtimer_rank_inflight_oldest_seconds{rank=\"2\",host=\"node-a\"} 301.5\n"), std::string::npos);
-  EXPECT_NE(m.find("xtimer_op_latency_seconds_count{rank=\"2\",kind=\"collective\",op=\"ncclAllReduce\""), std::string::npos)
+  EXPECT_NE(m.find("xtimer_op_latency_seconds_count{rank=\"2\",kind=\"collective\",op=\"ncclAllReduce\""),
+            std::string::npos)
       << "the ops of the last full report stay";
 }
 
@@ -712,7 +723,8 @@ TEST_F(CoreTest, MetricsCoverRanksAndTheCollector) {
   std::string m = core_->MetricsText();
   for (const char* want : {
            "# TYPE xtimer_op_latency_seconds summary\n",
-           "xtimer_op_latency_seconds{rank=\"5\",kind=\"collective\",op=\"ncclAllReduce\",detail=\"1048576B comm 3a9f0c12\",quantile=\"0.99\"} 0.002\n",
+           "xtimer_op_latency_seconds{rank=\"5\",kind=\"collective\",op=\"ncclAllReduce\",detail=\"1048576B comm "
+           "3a9f0c12\",quantile=\"0.99\"} 0.002\n",
            "xtimer_op_busbw_gbps{rank=\"7\",",
            "xtimer_rank_hung{rank=\"0\",host=\"node-a\"} 1\n",
            "xtimer_rank_hung{rank=\"5\",host=\"node-b\"} 0\n",

@@ -29,7 +29,9 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 std::string Json(int32_t rank, int32_t world) {
-  StackFile f = testing::MakeRank(rank, world, {testing::Py("<module>", "/job/train.py", 1), testing::Py(rank == 5 ? "load_batch" : "all_reduce", "/job/train.py", 2)},
+  StackFile f = testing::MakeRank(rank, world,
+                                  {testing::Py("<module>", "/job/train.py", 1),
+                                   testing::Py(rank == 5 ? "load_batch" : "all_reduce", "/job/train.py", 2)},
                                   {testing::Native("_start", "/usr/bin/python3.11")});
   return testing::StackFileToJson(f);
 }
@@ -367,8 +369,9 @@ TEST_F(GrpcTest, GarbageOnThePortHarmsNoOne) {
   payloads.push_back("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
   payloads.push_back(std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") + junk.substr(0, 4096));
   std::string frames = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-  frames += std::string("\x00\x00\x00\x04\x00\x00\x00\x00\x00", 9);                   // SETTINGS
-  frames += std::string("\x00\x00\x05\x00\x00\x00\x00\x00\x01\x00\xff\xff\xff\xff", 14);  // DATA, stream 1: 4 GiB message
+  frames += std::string("\x00\x00\x00\x04\x00\x00\x00\x00\x00", 9);  // SETTINGS
+  frames +=
+      std::string("\x00\x00\x05\x00\x00\x00\x00\x00\x01\x00\xff\xff\xff\xff", 14);  // DATA, stream 1: 4 GiB message
   payloads.push_back(frames);
   for (size_t i = 0; i < payloads.size(); ++i) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -542,8 +545,10 @@ TEST_F(GrpcTest, PortInUseIsAClearError) {
 TEST_F(GrpcTest, Tls) {
   fs::create_directories(dir_);
   std::string key = (dir_ / "key.pem").string(), cert = (dir_ / "cert.pem").string();
-  std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost -addext "
-                    "subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " + key + " -out " + cert + " 2>/dev/null";
+  std::string cmd =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost -addext "
+      "subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
+      key + " -out " + cert + " 2>/dev/null";
   if (system(cmd.c_str()) != 0) GTEST_SKIP() << "openssl cannot make a test certificate";
   auto slurp = [](const std::string& p) {
     std::ifstream in(p);

@@ -38,7 +38,8 @@ class NullService final : public v1::Collector::CallbackService {
     r->Finish(Status::OK);
     return r;
   }
-  grpc::ServerUnaryReactor* Report(CallbackServerContext* ctx, const v1::ReportRequest*, v1::ReportReply* reply) override {
+  grpc::ServerUnaryReactor* Report(CallbackServerContext* ctx, const v1::ReportRequest*,
+                                   v1::ReportReply* reply) override {
     reply->set_known(true);
     auto* r = ctx->DefaultReactor();
     r->Finish(Status::OK);

@@ -17,6 +17,9 @@ struct Entry {
   void* per_thread;
 };
 
+// One entry per line, no separators (the macros end in a comma): clang-format cannot lay that
+// out and would pile the entries up, differently on each run.
+// clang-format off
 #define E(name, fn) {name, {reinterpret_cast<void*>(&fn), nullptr}},
 #define P(name, fn, ptfn) {name, {reinterpret_cast<void*>(&fn), reinterpret_cast<void*>(&ptfn)}},
 
@@ -124,6 +127,7 @@ const std::unordered_map<std::string_view, Entry>& table() {
 
 #undef E
 #undef P
+// clang-format on
 
 }  // namespace
 

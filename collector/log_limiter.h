@@ -1,0 +1,43 @@
+// Keeps a flood of refusals from flooding the log: at most 20 lines per 10 s, then, with the
+// first line of the next period, how many were left out.
+//
+// Thread-safe (its own mutex, held only inside Allow); any thread may call Allow.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+
+namespace xtimer::collector {
+
+class LogLimiter {
+ public:
+  // true: log this line. *suppressed_before: lines refused in the period that just ended (non-zero
+  // only on the first call of a new period), for a "N more were not logged" line.
+  bool Allow(double now_s, uint64_t* suppressed_before) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (now_s - window_start_ >= kPeriodS) {
+      *suppressed_before = suppressed_;
+      suppressed_ = 0;
+      window_start_ = now_s;
+      lines_ = 0;
+    } else {
+      *suppressed_before = 0;
+    }
+    if (lines_ < kBurst) {
+      ++lines_;
+      return true;
+    }
+    ++suppressed_;
+    return false;
+  }
+
+ private:
+  static constexpr double kPeriodS = 10;
+  static constexpr int kBurst = 20;
+  std::mutex mu_;  // guards the three below
+  double window_start_ = -1e18;
+  int lines_ = 0;
+  uint64_t suppressed_ = 0;
+};
+
+}  // namespace xtimer::collector
