@@ -40,10 +40,8 @@ int OpenRegularFile(const std::string& path, const FileRule& rule, uint64_t* siz
     int err = errno;
     if (err == ELOOP && !rule.follow_links)
       *error = std::string("is a symbolic link; a ") + rule.what + " is read only under its own name";
-    else if (err == ENOENT)
-      *error = "does not exist";
-    else
-      *error = std::string("cannot open it: ") + std::strerror(err);
+    else if (err == ENOENT) *error = "does not exist";
+    else *error = std::string("cannot open it: ") + std::strerror(err);
     return -1;
   }
   struct stat st;

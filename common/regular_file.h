@@ -17,10 +17,10 @@
 namespace xtimer {
 
 struct FileRule {
-  const char* what = "file";              // the kind, in messages: "stack file", "checkpoint file"
-  uint64_t max_bytes = UINT64_MAX;        // the most the format can hold
-  bool follow_links = true;               // false: a symbolic link is refused (O_NOFOLLOW)
-  bool read_write = false;                // O_RDWR instead of O_RDONLY (shared-memory segments)
+  const char* what = "file";        // the kind, in messages: "stack file", "checkpoint file"
+  uint64_t max_bytes = UINT64_MAX;  // the most the format can hold
+  bool follow_links = true;         // false: a symbolic link is refused (O_NOFOLLOW)
+  bool read_write = false;          // O_RDWR instead of O_RDONLY (shared-memory segments)
 };
 
 // Opens `path` by the rule: the descriptor (close-on-exec; the caller closes it) and, in *size,
