@@ -383,8 +383,10 @@ time.sleep(600)
         check("/dev/zero is a character device, not a regular file" in text, "/dev/zero refused in one line")
         check(f"{fifo} is a FIFO, not a regular file" in text, "the FIFO refused in one line")
         check(f"{link} is a symbolic link" in text, "the symbolic link refused in one line")
+        check(p.poll() is None, f"xtimer_launch still runs the command ({p.poll()})")
         with open(f"/proc/{p.pid}/status") as f:
-            rss_kb = int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
+            rss = re.search(r"VmRSS:\s+(\d+)", f.read())
+        rss_kb = int(rss.group(1)) if rss else 0
         check(rss_kb < 512 * 1024, f"the agent did not grow reading /dev/zero ({rss_kb // 1024} MiB resident)")
         p.send_signal(signal.SIGTERM)
         try:
