@@ -117,10 +117,29 @@ bool InspectFile(const std::string& path, const Opts& o, json* out, const char* 
   return true;
 }
 
+// Every .xtc file of a folder; the files of one step must agree on the world size.
 bool InspectStepDir(const std::string& dir, const Opts& o, json* out, const char* indent) {
   bool ok = true;
-  for (const std::string& n : List(dir))
-    if (EndsWith(n, ".xtc")) ok &= InspectFile(dir + "/" + n, o, out, indent);
+  int world = 0;
+  std::string first;
+  for (const std::string& n : List(dir)) {
+    if (!EndsWith(n, ".xtc")) continue;
+    bool good = InspectFile(dir + "/" + n, o, out, indent);
+    ok &= good;
+    if (!good) continue;
+    int w = out->back()["world_size"].get<int>();
+    if (world == 0) {
+      world = w;
+      first = n;
+    } else if (w != world) {
+      std::string why = n + " says world size " + std::to_string(w) + ", " + first + " says " + std::to_string(world) +
+                        " (files of different runs mixed in one folder)";
+      out->back()["ok"] = false;
+      out->back()["error"] = why;
+      if (!o.as_json) std::printf("%s%s/%s: CORRUPT: %s\n", indent, dir.c_str(), n.c_str(), why.c_str());
+      ok = false;
+    }
+  }
   return ok;
 }
 
@@ -142,15 +161,24 @@ bool InspectCkptDir(const std::string& dir, const Opts& o, json* out) {
   for (const DiskStep& s : steps) {
     json files = json::array();
     if (!o.as_json) {
-      std::string state = s.complete ? "complete" : "incomplete";
-      std::printf("  step %lld: %s (%zu of %d ranks)\n", static_cast<long long>(s.step), state.c_str(), s.ranks.size(),
-                  s.world_size);
+      if (s.world_size > 0)
+        std::printf("  step %lld: %s (%zu of %d ranks)\n", static_cast<long long>(s.step),
+                    s.complete ? "complete" : "incomplete", s.ranks.size(), s.world_size);
+      else if (!s.ranks.empty())  // the world size comes from a readable file: there is none
+        std::printf("  step %lld: unusable (%zu rank file%s, none readable)\n", static_cast<long long>(s.step),
+                    s.ranks.size(), s.ranks.size() == 1 ? "" : "s");
+      else
+        std::printf("  step %lld: empty (no rank file)\n", static_cast<long long>(s.step));
+      if (!s.problem.empty() && s.world_size > 0) std::printf("    CORRUPT: %s\n", s.problem.c_str());
     }
     bool step_ok = InspectStepDir(StepDir(dir, s.step), o, &files, "    ");
     // An incomplete step newer than latest may still be being written; older ones are leftovers.
     if (!s.complete && s.step <= latest) step_ok = false;
+    if (!s.problem.empty()) step_ok = false;
     ok &= step_ok;
-    j["steps"].push_back({{"step", s.step}, {"complete", s.complete}, {"world_size", s.world_size}, {"files", files}});
+    json js = {{"step", s.step}, {"complete", s.complete}, {"world_size", s.world_size}, {"files", files}};
+    if (!s.problem.empty()) js["error"] = s.problem;
+    j["steps"].push_back(js);
   }
   out->push_back(j);
   return ok;

@@ -10,12 +10,14 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <thread>
 #include <nlohmann/json.hpp>
 
 #include "ckpt/copier.h"
 #include "common/atomic_file.h"
 #include "common/log.h"
+#include "common/regular_file.h"
 
 namespace xtimer::ckpt {
 namespace {
@@ -111,6 +113,20 @@ Status RemoveStep(const std::string& ckpt_dir, int64_t step) {
   return Status::Ok();
 }
 
+// A temp file whose writer is gone: nobody holds its lock (WriteImageFile holds it while
+// writing) and it has not changed for a while (a writer between its open and its lock, or a
+// file system without flock, is not mistaken for a dead one).
+bool StaleTemp(const std::string& path) {
+  constexpr time_t kQuietSeconds = 60;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+  if (fd < 0) return false;
+  struct stat st;
+  bool stale = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_mtime + kQuietSeconds < time(nullptr);
+  if (stale && flock(fd, LOCK_EX | LOCK_NB) != 0) stale = errno != EWOULDBLOCK;  // ENOLCK etc: the age decides
+  close(fd);  // drops the lock, if taken; the unlink follows
+  return stale;
+}
+
 }  // namespace
 
 std::string StepDir(const std::string& ckpt_dir, int64_t step) { return ckpt_dir + "/" + std::to_string(step); }
@@ -140,6 +156,9 @@ Status WriteImageFile(const unsigned char* image, const Index& index, const std:
   const std::string tmp = path + ".tmp." + std::to_string(getpid()) + "-" + std::to_string(serial.fetch_add(1));
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Status::Error("cannot create " + tmp + ": " + ErrnoText(errno));
+  // Held until the file is renamed or removed: RemoveStaleTemps tells a live writer's temp file
+  // from one a killed writer left behind by this lock.
+  flock(fd, LOCK_EX | LOCK_NB);
   auto fail = [&](Status s) {
     close(fd);
     unlink(tmp.c_str());
@@ -197,26 +216,25 @@ Status WriteImageFile(const unsigned char* image, const Index& index, const std:
   return Status::Ok();
 }
 
-int64_t ReadLatest(const std::string& ckpt_dir, std::string* note) {
+int64_t ReadLatest(const std::string& ckpt_dir, std::string* note, int* world_size) {
   std::string path = ckpt_dir + "/latest";
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (note) *note = errno == ENOENT ? "" : path + ": " + ErrnoText(errno);
+  std::string text, why;
+  if (!ReadRegularFile(path, FileRule{.what = "latest file", .max_bytes = 4096}, &text, &why)) {
+    if (note) *note = why == "does not exist" ? "" : path + " " + why;
     return -1;
   }
-  char buf[4096];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) {
+  if (text.empty()) {
     if (note) *note = path + " is empty";
     return -1;
   }
-  nlohmann::json j = nlohmann::json::parse(std::string(buf, static_cast<size_t>(n)), nullptr, false);
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object() || j.value("format", "") != "xtimer-ckpt-latest" || !j.contains("step") ||
       !j["step"].is_number_integer()) {
     if (note) *note = path + " is not an xtimer-ckpt-latest file";
     return -1;
   }
+  if (world_size != nullptr)
+    *world_size = j.contains("world_size") && j["world_size"].is_number_integer() ? j["world_size"].get<int>() : 0;
   return j["step"].get<int64_t>();
 }
 
@@ -228,8 +246,10 @@ Status ScanDisk(const std::string& ckpt_dir, std::vector<DiskStep>* steps) {
     return Status::Error("cannot list " + ckpt_dir + ": " + ErrnoText(errno));
   }
   while (dirent* e = readdir(d))
-    if (AllDigits(e->d_name)) steps->push_back(DiskStep{std::strtoll(e->d_name, nullptr, 10), 0, {}, false});
+    if (AllDigits(e->d_name)) steps->push_back(DiskStep{std::strtoll(e->d_name, nullptr, 10), 0, {}, false, {}});
   closedir(d);
+  int latest_world = 0;
+  const int64_t latest = ReadLatest(ckpt_dir, nullptr, &latest_world);
   for (DiskStep& s : *steps) {
     std::string dir = StepDir(ckpt_dir, s.step);
     DIR* sd = opendir(dir.c_str());
@@ -242,11 +262,18 @@ Status ScanDisk(const std::string& ckpt_dir, std::vector<DiskStep>* steps) {
     std::sort(s.ranks.begin(), s.ranks.end());
     for (int r : s.ranks) {  // world size from the first readable file
       XtcFile f;
-      if (XtcFile::Open(RankFile(ckpt_dir, s.step, r), &f).ok()) {
+      Status st = XtcFile::Open(RankFile(ckpt_dir, s.step, r), &f);
+      if (st.ok()) {
         s.world_size = f.index().info.world_size;
         break;
       }
+      if (s.problem.empty()) s.problem = st.message();
     }
+    if (s.world_size > 0) s.problem.clear();
+    if (s.world_size > 0 && s.step == latest && latest_world > 0 && s.world_size != latest_world)
+      s.problem = ckpt_dir + "/latest says step " + std::to_string(s.step) + " has world size " +
+                  std::to_string(latest_world) + ", its files say " + std::to_string(s.world_size) +
+                  " (files of another run copied in?)";
     if (s.world_size > 0) {
       s.complete = true;
       for (int r = 0; r < s.world_size && s.complete; ++r)
@@ -255,6 +282,32 @@ Status ScanDisk(const std::string& ckpt_dir, std::vector<DiskStep>* steps) {
   }
   std::sort(steps->begin(), steps->end(), [](const DiskStep& a, const DiskStep& b) { return a.step > b.step; });
   return Status::Ok();
+}
+
+int RemoveStaleTemps(const std::string& ckpt_dir) {
+  int removed = 0;
+  DIR* d = opendir(ckpt_dir.c_str());
+  if (d == nullptr) return 0;
+  std::vector<std::string> steps;
+  while (dirent* e = readdir(d))
+    if (AllDigits(e->d_name)) steps.push_back(e->d_name);
+  closedir(d);
+  for (const std::string& step : steps) {
+    std::string dir = ckpt_dir + "/" + step;
+    DIR* sd = opendir(dir.c_str());
+    if (sd == nullptr) continue;
+    std::vector<std::string> temps;
+    while (dirent* e = readdir(sd))
+      if (IsTempOf(e->d_name)) temps.push_back(e->d_name);
+    closedir(sd);
+    for (const std::string& name : temps) {
+      std::string path = dir + "/" + name;
+      if (!StaleTemp(path) || unlink(path.c_str()) != 0) continue;
+      Log(LogLevel::kInfo, "removed %s: a temp file its writer left behind (killed mid-write)", path.c_str());
+      ++removed;
+    }
+  }
+  return removed;
 }
 
 Status FinishStep(const std::string& ckpt_dir, int64_t step, int world_size, int keep, bool* complete) {
@@ -321,15 +374,16 @@ XtcFile::~XtcFile() {
 Status XtcFile::Open(const std::string& path, XtcFile* out) {
   XtcFile f;
   f.path_ = path;
-  f.fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // A FIFO or a device in a checkpoint folder is refused at once (common/regular_file.h); the
+  // size needs no cap: only the header and the index are read here, and the header must match
+  // the file's size.
+  std::string why;
+  uint64_t size = 0;
+  f.fd_ = OpenRegularFile(path, FileRule{.what = "checkpoint file"}, &size, &why);
   if (f.fd_ < 0) {
-    int err = errno;
-    if (err == ENOENT) return Status::NotFound(path + " does not exist");
-    return Status::Error("cannot open " + path + ": " + ErrnoText(err));
+    if (why == "does not exist") return Status::NotFound(path + " does not exist");
+    return Status::Error(path + " " + why);
   }
-  struct stat st;
-  if (fstat(f.fd_, &st) != 0) return Status::Error("cannot stat " + path + ": " + ErrnoText(errno));
-  uint64_t size = static_cast<uint64_t>(st.st_size);
   ImageHeader h{};
   unsigned char head[kHeaderLen] = {};
   if (size >= kHeaderLen) XT_RETURN_IF_ERROR(PreadAll(f.fd_, head, kHeaderLen, 0, path));
@@ -338,7 +392,31 @@ Status XtcFile::Open(const std::string& path, XtcFile* out) {
   std::string index(h.index_len, '\0');
   XT_RETURN_IF_ERROR(PreadAll(f.fd_, index.data(), h.index_len, h.index_off, path));
   XT_RETURN_IF_ERROR(ParseIndex(h, index, path, &f.index_));
+  XT_RETURN_IF_ERROR(CheckPlace(path, f.index_.info));
   *out = std::move(f);
+  return Status::Ok();
+}
+
+Status CheckPlace(const std::string& path, const ImageInfo& info) {
+  size_t slash = path.find_last_of('/');
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  int rank = RankOfFile(name.c_str());
+  if (rank < 0) return Status::Ok();  // not under a rank file's name: nothing to compare
+  const std::string held = "holds step " + std::to_string(info.step) + ", rank " + std::to_string(info.rank) +
+                           " of " + std::to_string(info.world_size);
+  if (info.rank != rank)
+    return Status::Corrupt(path + " " + held + ": a file of another rank renamed or copied here; not loaded as rank " +
+                           std::to_string(rank) + " (put it back under rank_" + std::to_string(info.rank) + ".xtc)");
+  if (slash == std::string::npos || slash == 0) return Status::Ok();
+  std::string dir = path.substr(0, slash);
+  size_t up = dir.find_last_of('/');
+  std::string folder = up == std::string::npos ? dir : dir.substr(up + 1);
+  if (!AllDigits(folder.c_str())) return Status::Ok();  // a lone file, not in a step folder
+  int64_t step = std::strtoll(folder.c_str(), nullptr, 10);
+  if (info.step != step)
+    return Status::Corrupt(path + " " + held + ": a file of another step copied or moved into folder " + folder +
+                           "; not loaded as step " + folder + " (remove it, or put it back in folder " +
+                           std::to_string(info.step) + ")");
   return Status::Ok();
 }
 

@@ -41,13 +41,26 @@ struct DiskStep {
   int world_size = 0;       // from the first rank file found; 0 if none could be read
   std::vector<int> ranks;   // rank files present
   bool complete = false;    // every rank 0..world_size-1 present
+  std::string problem;      // when no rank file is usable, or the tracker disagrees: why ("" if fine)
 };
 // Steps in DIR, newest first.
 Status ScanDisk(const std::string& ckpt_dir, std::vector<DiskStep>* steps);
-// DIR/latest: the step, or -1 if there is none (or it is unreadable: *note says why).
-int64_t ReadLatest(const std::string& ckpt_dir, std::string* note);
+// DIR/latest: the step, or -1 if there is none (or it is unreadable: *note says why); the world
+// size it names in *world_size (0 if it names none).
+int64_t ReadLatest(const std::string& ckpt_dir, std::string* note, int* world_size = nullptr);
 
-// A rank file opened for reading: header and index checked, data not yet.
+// Removes the temp files (rank_<r>.xtc.tmp.*) in DIR's step folders that a writer killed
+// mid-write left behind: unlocked (a live writer holds an flock on its temp file) and unchanged
+// for a minute. Called before each rank file is written. Returns how many it removed.
+int RemoveStaleTemps(const std::string& ckpt_dir);
+
+// A file named rank_<r>.xtc must hold rank r, and one in a folder named <step> must hold that
+// step: a file copied into another step's folder is refused (Corrupt), never loaded as that step.
+// XtcFile::Open checks it.
+Status CheckPlace(const std::string& path, const ImageInfo& info);
+
+// A rank file opened for reading: a regular file (common/regular_file.h), header and index
+// checked, its place checked (CheckPlace), data not yet.
 class XtcFile {
  public:
   static Status Open(const std::string& path, XtcFile* out);

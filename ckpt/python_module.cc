@@ -233,7 +233,7 @@ PYBIND11_MODULE(_ckpt, m) {
     std::vector<DiskStep> steps;
     Check(ScanDisk(dir, &steps));
     py::list out;
-    for (const DiskStep& s : steps) out.append(py::make_tuple(s.step, s.world_size, s.complete, s.ranks));
+    for (const DiskStep& s : steps) out.append(py::make_tuple(s.step, s.world_size, s.complete, s.ranks, s.problem));
     return out;
   });
   m.def("rank_file", &RankFile);

@@ -89,6 +89,7 @@ Status PersistSlot(Segment& seg, int slot, const ProgressFn& progress, int64_t* 
   *step_out = step;
   const std::string dir = seg.ckpt_dir();
   const std::string path = RankFile(dir, step, seg.rank());
+  RemoveStaleTemps(dir);  // a killed writer's temp file frees its room before this write
   A(c->progress_total).store(idx.image_len);
   A(c->progress_done).store(0);
   A(c->progress_step).store(step);

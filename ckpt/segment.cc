@@ -15,6 +15,7 @@
 #include "ckpt/cuda_copy.h"
 #include "ckpt/proc.h"
 #include "common/log.h"
+#include "common/regular_file.h"
 
 namespace xtimer::ckpt {
 namespace {
@@ -189,13 +190,18 @@ Status Segment::Open(const std::string& ctl_path, bool writable, std::unique_ptr
   seg->base_ = file.substr(0, file.size() - 4);
   seg->ctl_path_ = ctl_path;
   seg->writable_ = writable;
-  int fd = open(ctl_path.c_str(), O_RDWR | O_CLOEXEC);
+  // O_NONBLOCK and the S_ISREG check below: a FIFO or device in the folder is refused, never waited on.
+  int fd = open(ctl_path.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     int err = errno;
     if (err == ENOENT) return Status::NotFound(ctl_path + " does not exist");
     return Status::Error("cannot open " + ctl_path + ": " + ErrnoText(err));
   }
   struct stat st;
+  if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+    close(fd);
+    return Status::Corrupt(ctl_path + " is " + FileTypeName(st.st_mode) + ", not a checkpoint control file; remove it");
+  }
   if (fstat(fd, &st) != 0 || st.st_size != sizeof(Control)) {
     close(fd);
     return Status::Corrupt(ctl_path + " is not an xtimer checkpoint control file (wrong size)");
@@ -255,7 +261,7 @@ Status Segment::MapSlot(int slot, bool create) {
   Map& m = maps_[slot];
   std::string path = slot_path(slot);
   if (m.fd < 0) {
-    int fd = open(path.c_str(), (writable_ ? O_RDWR : O_RDONLY) | (create ? O_CREAT : 0) | O_CLOEXEC, 0600);
+    int fd = open(path.c_str(), (writable_ ? O_RDWR : O_RDONLY) | (create ? O_CREAT : 0) | O_CLOEXEC | O_NONBLOCK, 0600);
     if (fd < 0) {
       int err = errno;
       if (err == ENOENT) return Status::NotFound(path + " does not exist");
@@ -265,6 +271,8 @@ Status Segment::MapSlot(int slot, bool create) {
   }
   struct stat st;
   if (fstat(m.fd, &st) != 0) return Status::Error("cannot stat " + path + ": " + ErrnoText(errno));
+  if (!S_ISREG(st.st_mode))
+    return Status::Corrupt(path + " is " + FileTypeName(st.st_mode) + ", not a checkpoint slot; remove it");
   uint64_t size = static_cast<uint64_t>(st.st_size);
   if (st.st_nlink == 0) {
     // Removed and maybe recreated: reopen.

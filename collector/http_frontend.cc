@@ -3,13 +3,12 @@
 // served only when the core says it wrote it (CollectorCore::RoundFile).
 #include <httplib.h>
 
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "common/http_port.h"
 #include "collector/collector_server.h"
 #include "common/log.h"
+#include "common/regular_file.h"
 
 namespace xtimer::collector {
 
@@ -81,26 +80,26 @@ bool HttpFrontend::Start(const std::string& listen, std::string* error) {
     Secure(res, "default-src 'none'");
     res.set_content(d->core->StatusJson(), "application/json");
   });
-  s.Get(R"(/rounds/([0-9A-Za-z_-]{1,80})/([0-9A-Za-z_.-]{1,80}))",
-        [d](const httplib::Request& req, httplib::Response& res) {
-          std::optional<std::string> path = d->core->RoundFile(req.matches[1].str(), req.matches[2].str());
-          if (!path) {
-            res.status = 404;
-            res.set_content("no such file of a finished dump round\n", "text/plain");
-            return;
-          }
-          std::ifstream in(*path, std::ios::binary);
-          std::ostringstream body;
-          if (in.is_open()) body << in.rdbuf();
-          if (!in.is_open() || in.bad() || body.str().size() > kMaxServedFile) {
-            res.status = 500;
-            res.set_content("cannot read the file\n", "text/plain");
-            return;
-          }
-          // The flame graphs carry their own script (zoom, search); nothing else may load.
-          Secure(res, "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'");
-          res.set_content(body.str(), ContentType(req.matches[2].str()));
-        });
+  s.Get(R"(/rounds/([0-9A-Za-z_-]{1,80})/([0-9A-Za-z_.-]{1,80}))", [d](const httplib::Request& req, httplib::Response& res) {
+    std::optional<std::string> path = d->core->RoundFile(req.matches[1].str(), req.matches[2].str());
+    if (!path) {
+      res.status = 404;
+      res.set_content("no such file of a finished dump round\n", "text/plain");
+      return;
+    }
+    // Files the collector wrote itself: a link or a FIFO planted in the folder is not served.
+    std::string body, why;
+    if (!ReadRegularFile(*path, FileRule{.what = "round file", .max_bytes = kMaxServedFile, .follow_links = false},
+                         &body, &why)) {
+      Log(LogLevel::kWarn, "collector: round file %s %s; not served", path->c_str(), why.c_str());
+      res.status = 500;
+      res.set_content("cannot read the file\n", "text/plain");
+      return;
+    }
+    // The flame graphs carry their own script (zoom, search); nothing else may load.
+    Secure(res, "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'");
+    res.set_content(body, ContentType(req.matches[2].str()));
+  });
   s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty()) res.set_content(std::to_string(res.status) + "\n", "text/plain");
   });

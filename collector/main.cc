@@ -12,10 +12,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "collector/collector_core.h"
@@ -24,6 +22,7 @@
 #include "common/env.h"
 #include "common/log.h"
 #include "common/parse_number.h"
+#include "common/regular_file.h"
 
 namespace {
 
@@ -46,19 +45,13 @@ constexpr const char* kUsage =
   std::exit(code);
 }
 
-// A whole small file (a token, a PEM); *error names the file and the reason.
+// A whole small file (a token, a PEM) by the common rule (common/regular_file.h); *error names
+// the flag and the file.
 bool ReadSmallFile(const std::string& flag, const std::string& path, size_t max, std::string* out, std::string* error) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) return *error = flag + " " + path + ": " + strerror(errno), false;
-  if (!S_ISREG(st.st_mode)) return *error = flag + " " + path + ": not a regular file", false;
-  if (static_cast<size_t>(st.st_size) > max)
-    return *error = flag + " " + path + ": larger than " + std::to_string(max) + " bytes; is it the right file?", false;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return *error = flag + " " + path + ": cannot open it: " + strerror(errno), false;
-  std::ostringstream s;
-  s << in.rdbuf();
-  *out = s.str();
-  return true;
+  std::string why;
+  if (ReadRegularFile(path, FileRule{.what = "PEM or token file", .max_bytes = max}, out, &why)) return true;
+  *error = flag + " " + path + " " + why;
+  return false;
 }
 
 std::string ReadToken(const std::string& path) {

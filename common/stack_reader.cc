@@ -1,7 +1,5 @@
 #include "common/stack_reader.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +7,7 @@
 #include <cstring>
 #include <new>
 
+#include "common/regular_file.h"
 #include "common/stack_reader_impl.h"
 
 namespace xtimer {
@@ -132,20 +131,11 @@ bool ParseStackFile(std::string_view json, StackFile* out, std::string* error) {
 
 bool ReadStackFile(const std::string& path, StackFile* out, StackReadBuffer* buffer, std::string* error,
                    size_t max_bytes) {
-  // O_NONBLOCK: a FIFO planted in the folder must not hang the reader.
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return *error = std::string("cannot open: ") + std::strerror(errno), false;
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return *error = "not a regular file", false;
-  }
-  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
-    close(fd);
-    return *error = "too large (" + std::to_string(st.st_size) + " bytes, limit " + std::to_string(max_bytes) + ")",
-           false;
-  }
-  size_t want = static_cast<size_t>(st.st_size);
+  // A FIFO, a device or a huge file planted in the folder is refused before any read.
+  uint64_t size = 0;
+  int fd = OpenRegularFile(path, FileRule{.what = "stack file", .max_bytes = max_bytes}, &size, error);
+  if (fd < 0) return false;
+  size_t want = static_cast<size_t>(size);
   char* data = buffer->Reserve(want);
   size_t got = 0;
   while (got < want) {

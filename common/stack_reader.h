@@ -40,7 +40,8 @@ class StackReadBuffer {
   size_t capacity_ = 0;
 };
 
-// Reads a regular file (no FIFO, device or folder; at most max_bytes) into *buffer and parses it.
+// Reads a regular file (no FIFO, device or folder; at most max_bytes: common/regular_file.h) into
+// *buffer and parses it. *error, as for ParseStackFile, does not repeat the path.
 bool ReadStackFile(const std::string& path, StackFile* out, StackReadBuffer* buffer,
                    std::string* error, size_t max_bytes = kMaxStackFileBytes);
 

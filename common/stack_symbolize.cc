@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
+#include "common/regular_file.h"
 
 namespace xtimer {
 namespace {
@@ -152,19 +153,18 @@ bool SymbolizeStackJson(std::string_view text, Symbolizer& symbolizer, std::stri
 
 bool SymbolizeStackFile(const std::string& path, Symbolizer& symbolizer, SymbolizeSummary* summary,
                         std::string* error) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return (*error = Errno("cannot open", path)), false;
+  // A FIFO or a device named as a stack file is refused before any read (common/regular_file.h).
+  uint64_t size = 0;
+  std::string why;
+  int fd = OpenRegularFile(path, FileRule{.what = "stack file", .max_bytes = kMaxFileBytes}, &size, &why);
+  if (fd < 0) return (*error = path + ": " + why), false;
   struct stat before;
-  if (fstat(fd, &before) != 0 || !S_ISREG(before.st_mode)) {
+  if (fstat(fd, &before) != 0) {
     close(fd);
-    return (*error = path + ": not a regular file"), false;
-  }
-  if (static_cast<uint64_t>(before.st_size) > kMaxFileBytes) {
-    close(fd);
-    return (*error = path + ": too large (" + std::to_string(before.st_size) + " bytes)"), false;
+    return (*error = Errno("cannot stat", path)), false;
   }
   std::string text;
-  text.resize(static_cast<size_t>(before.st_size));
+  text.resize(static_cast<size_t>(size));
   size_t got = 0;
   while (got < text.size()) {
     ssize_t n = read(fd, text.data() + got, text.size() - got);
@@ -175,7 +175,7 @@ bool SymbolizeStackFile(const std::string& path, Symbolizer& symbolizer, Symboli
   close(fd);
   text.resize(got);
 
-  std::string out, why;
+  std::string out;
   if (!SymbolizeStackJson(text, symbolizer, &out, summary, &why)) return (*error = path + ": " + why), false;
   if (summary->already) return true;
 

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -18,6 +17,7 @@
 #include "collector.grpc.pb.h"
 #include "common/grpc_defaults.h"
 #include "common/log.h"
+#include "common/regular_file.h"
 #include "launcher/collector_link.h"
 
 namespace xtimer {
@@ -374,13 +374,10 @@ class GrpcCollectorLink : public CollectorLink {
   std::unique_ptr<grpc::ClientContext> commands_ctx_;
 };
 
-bool ReadFile(const std::string& path, std::string* out) {
-  std::ifstream in(path);
-  if (!in) return false;
-  std::stringstream s;
-  s << in.rdbuf();
-  *out = s.str();
-  return true;
+// A token or CA file by the common rule (common/regular_file.h): a FIFO or a device named there
+// must not block or grow the agent. *why: the reason, without the path.
+bool ReadFile(const std::string& path, size_t max, std::string* out, std::string* why) {
+  return ReadRegularFile(path, FileRule{.what = "token or PEM file", .max_bytes = max}, out, why);
 }
 
 }  // namespace
@@ -390,8 +387,9 @@ std::unique_ptr<CollectorLink> ConnectToCollector(const std::string& address, co
   UseGrpcDefaults();
   std::string token;
   if (!token_file.empty()) {
-    if (!ReadFile(token_file, &token)) {
-      *error = "cannot read the collector token file " + token_file + " (XTIMER_COLLECTOR_TOKEN_FILE)";
+    std::string why;
+    if (!ReadFile(token_file, 4096, &token, &why)) {
+      *error = "the collector token file " + token_file + " (XTIMER_COLLECTOR_TOKEN_FILE) " + why;
       return nullptr;
     }
     while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) token.pop_back();
@@ -399,8 +397,9 @@ std::unique_ptr<CollectorLink> ConnectToCollector(const std::string& address, co
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
   if (!ca_file.empty()) {
     grpc::SslCredentialsOptions opts;
-    if (!ReadFile(ca_file, &opts.pem_root_certs)) {
-      *error = "cannot read the collector CA file " + ca_file + " (XTIMER_COLLECTOR_CA)";
+    std::string why;
+    if (!ReadFile(ca_file, 1 << 20, &opts.pem_root_certs, &why)) {
+      *error = "the collector CA file " + ca_file + " (XTIMER_COLLECTOR_CA) " + why;
       return nullptr;
     }
     creds = grpc::SslCredentials(opts);

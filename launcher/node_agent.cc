@@ -7,8 +7,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "common/clock.h"
 #include "common/env.h"
@@ -16,6 +14,8 @@
 #include "common/log.h"
 #include "common/prometheus_text.h"
 #include "common/rank_metrics.h"
+#include "common/regular_file.h"
+#include "common/stack_reader.h"
 #include "common/stack_symbolize.h"
 #include "common/symbolizer.h"
 
@@ -173,14 +173,15 @@ void NodeAgent::HandOn(Symbolizer& symbolizer, const Dump& d) {
   SymbolizeSummary summary;
   if (!SymbolizeStackFile(d.path, symbolizer, &summary, &error))
     Log(LogLevel::kWarn, "agent: %s (the stack file stays unsymbolised)", error.c_str());
-  std::ifstream in(d.path);
-  if (!in) {
-    Log(LogLevel::kWarn, "agent: cannot read rank %d's stack file %s", d.rank, d.path.c_str());
+  // The path came from a message: a FIFO, a device or a link is refused before any read.
+  std::string text, why;
+  if (!ReadRegularFile(d.path, FileRule{.what = "stack file", .max_bytes = kMaxStackFileBytes, .follow_links = false},
+                       &text, &why)) {
+    Log(LogLevel::kWarn, "agent: rank %d's stack file %s %s; not sent to the collector", d.rank, d.path.c_str(),
+        why.c_str());
     return;
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  if (link_) link_->Upload(d.rank, d.request_id, text.str());
+  if (link_) link_->Upload(d.rank, d.request_id, text);
 }
 
 bool NodeAgent::DumpsSettled(int64_t since_ms) {

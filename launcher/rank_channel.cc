@@ -8,11 +8,45 @@
 
 #include <cerrno>
 #include <cstring>
+#include <initializer_list>
 #include <vector>
 
 #include "common/log.h"
 
 namespace xtimer {
+
+namespace {
+
+// A field the agent reads as an integer holds a float (or an integer beyond 64 bits, which the
+// JSON parser keeps as a float): converting it is undefined behaviour, so the message is refused
+// here. Fields of other wrong types (a string) throw in the handler, which drops the message.
+bool FloatWhereIntegerBelongs(const nlohmann::json& obj, std::initializer_list<const char*> keys) {
+  for (const char* key : keys) {
+    auto it = obj.find(key);
+    if (it != obj.end() && it->is_number_float()) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool ParseRankMessage(std::string_view bytes, nlohmann::json* msg, std::string* why) {
+  *msg = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, false);
+  if (msg->is_discarded() || !msg->is_object() || !msg->contains("type") || !(*msg)["type"].is_string())
+    return *why = "a message that is not a JSON object with a type", false;
+  // Found by tests/launcher/rank_message_fuzz.cc: {"pid": 1e300} reached an int conversion.
+  if (FloatWhereIntegerBelongs(*msg, {"pid", "rank", "world_size", "local_rank", "dumps"}))
+    return *why = "a message with a fraction or a huge number where an integer belongs", false;
+  auto summary = msg->find("summary");
+  if (summary != msg->end() && summary->is_object()) {
+    auto ops = summary->find("ops");
+    if (ops != summary->end() && ops->is_array())
+      for (const auto& op : *ops)
+        if (op.is_object() && FloatWhereIntegerBelongs(op, {"count", "bytes", "m", "n", "k"}))
+          return *why = "a summary with a fraction or a huge number where an integer belongs", false;
+  }
+  return true;
+}
 
 RankChannel::~RankChannel() { Stop(); }
 
@@ -106,9 +140,10 @@ void RankChannel::Loop() {
           Log(LogLevel::kWarn, "agent: a rank sent a message of %zd bytes (limit %zu); dropped", n, kMaxMessage);
           continue;
         }
-        nlohmann::json msg = nlohmann::json::parse(buf.data(), buf.data() + n, nullptr, false);
-        if (msg.is_discarded() || !msg.is_object() || !msg.contains("type") || !msg["type"].is_string()) {
-          Log(LogLevel::kWarn, "agent: a rank sent a message that is not a JSON object with a type; dropped");
+        nlohmann::json msg;
+        std::string why;
+        if (!ParseRankMessage(std::string_view(buf.data(), static_cast<size_t>(n)), &msg, &why)) {
+          Log(LogLevel::kWarn, "agent: a rank sent %s; dropped", why.c_str());
           continue;
         }
         try {

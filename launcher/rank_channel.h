@@ -9,9 +9,17 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <thread>
 
 namespace xtimer {
+
+// One datagram from a rank as a message: true if it is a JSON object with a string "type" and no
+// fraction where the agent reads an integer (pid, rank, world_size, local_rank, dumps, and the
+// summary's count, bytes, m, n, k); else false and *why, for the log line. Fields of other wrong
+// types still reach the handler, which runs under a catch (see Loop). The fuzz target
+// tests/launcher/rank_message_fuzz.cc feeds it and the registry arbitrary bytes.
+bool ParseRankMessage(std::string_view bytes, nlohmann::json* msg, std::string* why);
 
 class RankChannel {
  public:

@@ -1,5 +1,6 @@
 """Two ranks (gloo) saving and loading together: both load the same step from memory; with one
-rank's memory copy missing, both load the same (older, on disk) step from disk."""
+rank's memory copy missing, both load the same (older, on disk) step from disk; with one rank's
+file of the only step corrupt, both raise CheckpointError."""
 import glob
 import json
 import os
@@ -13,7 +14,7 @@ import ckpt_testlib as lib
 WORKER = r"""
 import json, os, sys, torch, torch.distributed as dist
 sys.path.insert(0, {testdir!r})
-from xtimer.ckpt import Checkpointer, StorageType
+from xtimer.ckpt import Checkpointer, CheckpointError, StorageType
 dist.init_process_group("gloo")
 rank = dist.get_rank()
 c = Checkpointer({ckpt!r}, shm_dir={shm!r} + "/node" + str(rank), saver_idle_exit=60)
@@ -31,9 +32,12 @@ if {phase!r} == "save":
     c.save_checkpoint(20, state(20), storage_type=StorageType.MEMORY)
     out["want10"], out["want20"] = digest(state(10)), digest(state(20))
 else:
-    step, sd = c.load_checkpoint()
-    out["step"], out["digest"] = step, digest(sd)
-    out["exact"] = all(torch.equal(sd[k], state(step)[k]) for k in ("w", "b"))
+    try:
+        step, sd = c.load_checkpoint()
+        out["step"], out["digest"] = step, None if sd is None else digest(sd)
+        out["exact"] = sd is not None and all(torch.equal(sd[k], state(step)[k]) for k in ("w", "b"))
+    except CheckpointError as e:
+        out["error"] = str(e)
 dist.barrier()
 c.close()
 print("RESULT", json.dumps(out))
@@ -91,6 +95,22 @@ class TwoRanks(unittest.TestCase):
             self.assertEqual(loaded[r]["step"], 10)
             self.assertEqual(loaded[r]["digest"], saved[r]["want10"])
             self.assertTrue(loaded[r]["exact"])
+        # No memory copy anywhere and rank 1's file of the only step on disk is corrupt: both ranks
+        # raise CheckpointError (rank 0, whose own file is fine, used to return (0, None)).
+        for f in glob.glob(os.path.join(self.dirs.shm, "node0", "xtimer-ckpt-*")):
+            os.unlink(f)
+        path = os.path.join(self.dirs.ckpt, "10", "rank_1.xtc")
+        with open(path, "r+b") as f:
+            f.seek(4096 + 1000)
+            b = f.read(1)
+            f.seek(4096 + 1000)
+            f.write(bytes([b[0] ^ 0x20]))
+        loaded = self.run_ranks("load")
+        for r in (0, 1):
+            self.assertIn("error", loaded[r], f"rank {r} loaded {loaded[r]} from a step with a corrupt file")
+            self.assertIn("no intact checkpoint", loaded[r]["error"])
+            self.assertIn("step 10:", loaded[r]["error"])
+        self.assertIn(path, loaded[1]["error"])
 
 
 if __name__ == "__main__":

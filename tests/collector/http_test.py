@@ -53,7 +53,7 @@ for args, want in [
     (["--out", WORK + "/o2", "--listen", "127.0.0.1:99999"], "port must be a number"),
     (["--out", WORK + "/o2", "--listen", c.target], "in use"),
     (["--out", WORK + "/o2", "--listen", "127.0.0.1:0", "--http", f"127.0.0.1:{c.http_port}"], "in use"),
-    (["--out", WORK + "/o2", "--token-file", WORK + "/nonexistent"], "No such file"),
+    (["--out", WORK + "/o2", "--token-file", WORK + "/nonexistent"], "nonexistent does not exist"),
     (["--out", WORK + "/o2", "--token-file", empty], "is empty"),
     (["--out", WORK + "/o2", "--tls-cert", token], "go together"),
     (["--out", WORK + "/o2", "--tls-cert", token, "--tls-key", token], "not a PEM file"),

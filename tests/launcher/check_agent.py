@@ -3,7 +3,7 @@
 simulated runtime (issue 5).
 
   check_agent.py CHECK --bin BUILD/bin --lib libpyccl.so --simgpu DIR
-  CHECK: passthrough | embedded | two-agents | collector-restart | no-collector | ckpt-saver
+  CHECK: passthrough | embedded | two-agents | collector-restart | no-collector | ckpt-saver | hostile-paths
 """
 import argparse
 import glob
@@ -371,6 +371,63 @@ os.kill(os.getpid(), signal.SIGKILL)  # dies before any persist
         shutil.rmtree(out, ignore_errors=True)
 
 
+def check_hostile_paths(args):
+    """A dump_written message naming a FIFO, /dev/zero or a symbolic link: the agent refuses each
+    in one line without reading it (no blocked thread, no memory growth) and still exits
+    promptly on SIGTERM. Before the common file rule, the FIFO blocked the symbolising thread
+    (and with it SIGTERM) until someone wrote to it, and /dev/zero grew the agent by GBs."""
+    out = tempfile.mkdtemp(prefix="xtimer-agent-hostile-")
+    fifo = os.path.join(out, "planted.fifo")
+    os.mkfifo(fifo)
+    real = os.path.join(out, "real.stacktrace")
+    with open(real, "w") as f:
+        f.write("{}")
+    link = os.path.join(out, "link.stacktrace")
+    os.symlink(real, link)
+    ready = os.path.join(out, "sent")
+    script = f"""
+import json, os, socket, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(os.environ["XTIMER_AGENT_SOCKET"])
+for path in ["/dev/zero", {fifo!r}, {link!r}]:
+    s.send(json.dumps({{"type": "dump_written", "path": path, "rank": 0, "world_size": 1, "request_id": "",
+                        "pid": os.getpid()}}).encode())
+open({ready!r}, "w").close()
+time.sleep(600)
+"""
+    env = dict(os.environ, XTIMER_METRICS_PORT="0")
+    env.pop("XTIMER_AGENT_SOCKET", None)
+    log_path = os.path.join(out, "agent.log")
+    with open(log_path, "w") as log:
+        p = subprocess.Popen([os.path.join(args.bin, "xtimer_launch"), sys.executable, "-c", script], env=env,
+                             stdout=log, stderr=subprocess.STDOUT)
+    try:
+        check(wait_for(lambda: os.path.exists(ready), 30), "the rank sent its three messages")
+        refused = lambda: open(log_path).read().count("not sent to the collector") >= 3  # noqa: E731
+        wait_for(refused, 30)
+        text = open(log_path).read()
+        check("/dev/zero is a character device, not a regular file" in text, "/dev/zero refused in one line")
+        check(f"{fifo} is a FIFO, not a regular file" in text, "the FIFO refused in one line")
+        check(f"{link} is a symbolic link" in text, "the symbolic link refused in one line")
+        check(p.poll() is None, f"xtimer_launch still runs the command ({p.poll()})")
+        with open(f"/proc/{p.pid}/status") as f:
+            rss = re.search(r"VmRSS:\s+(\d+)", f.read())
+        rss_kb = int(rss.group(1)) if rss else 0
+        check(rss_kb < 512 * 1024, f"the agent did not grow reading /dev/zero ({rss_kb // 1024} MiB resident)")
+        p.send_signal(signal.SIGTERM)
+        try:
+            code = p.wait(timeout=30)
+            check(True, f"xtimer_launch exits on SIGTERM ({code}) with the FIFO never written")
+        except subprocess.TimeoutExpired:
+            check(False, "xtimer_launch exits on SIGTERM with the FIFO never written (still running after 30 s)")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    if not failures:
+        shutil.rmtree(out, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("check")
@@ -381,7 +438,7 @@ def main():
     {"passthrough": check_passthrough, "embedded": check_embedded, "setup-hang": check_setup_hang,
      "two-agents": check_two_agents,
      "collector-restart": check_collector_restart, "no-collector": check_no_collector,
-     "ckpt-saver": check_ckpt_saver}[args.check](args)
+     "ckpt-saver": check_ckpt_saver, "hostile-paths": check_hostile_paths}[args.check](args)
     if failures:
         print(f"{len(failures)} check(s) failed")
         sys.exit(1)

@@ -225,10 +225,11 @@ class Checkpointer:
         """Returns (step, state_dict) of the newest valid checkpoint: from memory if every rank
         holds the same newest step there and it verifies, else the newest step on disk whose
         files verify: complete at this world size, or saved with replicated state at any world
-        size and with any of its rank files present; (0, None) if there is none. A complete step
-        of sharded state saved at another world size raises CheckpointError naming both sizes.
-        A corrupt file is named and never loaded; if no valid step remains, CheckpointError names
-        the corrupt files.
+        size and with any of its rank files present; (0, None) if no step has any rank file. A
+        complete step of sharded state saved at another world size raises CheckpointError naming
+        both sizes. A corrupt file, or one that lies in another step's folder or under another
+        rank's name, is named and never loaded; if steps exist and none is intact,
+        CheckpointError names each step and what is wrong with it.
         map_location: None (the devices they were saved from), or a device for every tensor."""
         rank, world = self._rank_world()
         dist = _dist()
@@ -264,7 +265,7 @@ class Checkpointer:
                 index, leaves = mem
                 return mem_step, self._build(index, leaves, map_location)
             mem = None
-            corrupt = []
+            corrupt = []    # what was wrong with each step tried, for the log and the error
             bound = disk_top
             while bound >= 0:
                 mine = next((s[0] for s in disk if s[0] <= bound), -1)
@@ -272,9 +273,10 @@ class Checkpointer:
                 if cand < 0:
                     break
                 ok, result, sw, why = self._read_step(steps.get(cand), cand, rank, world)
-                if ok == _CORRUPT:
+                if ok in (_CORRUPT, _INCOMPLETE) and why:
                     corrupt.append(why)
-                    log.error("xtimer.ckpt: %s", why)
+                    # An incomplete newest step is common (a node died before its snapshots reached disk).
+                    log.log(logging.ERROR if ok == _CORRUPT else logging.INFO, "xtimer.ckpt: %s", why)
                 (all_ok,) = _agree(dist, [ok], ["min"])
                 if all_ok == _SHARDED_ELSEWHERE:
                     raise CheckpointError(
@@ -283,41 +285,60 @@ class Checkpointer:
                         "in full (DDP) is saved with Checkpointer(..., replicated=True) or DdpCheckpointer")
                 if all_ok == _READ:
                     if corrupt:
-                        log.warning("xtimer.ckpt: loaded step %d instead of a newer one that did not verify", cand)
+                        log.warning("xtimer.ckpt: loaded step %d instead of a newer one that is not intact", cand)
                     if sw != world:
                         log.info("xtimer.ckpt: step %d was saved at world size %d; loaded at world size %d "
                                  "(replicated state)", cand, sw, world)
                     return cand, self._build(result[0], result[1], map_location)
+                if ok == _READ:  # this rank's file was fine, another rank's was not
+                    corrupt.append(f"step {cand}: another rank's file of it is not usable (see that rank's log)")
                 bound = cand - 1
-            if corrupt:
-                raise CheckpointError("no valid checkpoint in %s: %s" % (self.checkpoint_dir, "; ".join(corrupt)))
+            # Steps with rank files exist and none loaded: never a silent start from scratch.
+            tried = [s for s in disk if s[3]]
+            if tried:
+                raise CheckpointError(
+                    "no intact checkpoint in %s (%d step(s) with rank files, none usable): %s; move the folder "
+                    "away (or remove those steps) to start from scratch"
+                    % (self.checkpoint_dir, len(tried), "; ".join(corrupt) or "see the log"))
             return 0, None
 
     def _read_step(self, found, step, rank, world):
-        """Reads this rank's state of one step found on disk ((step, world, complete, ranks) or
-        None). Returns (status, (index, leaves) or None, the step's world size, why)."""
+        """Reads this rank's state of one step found on disk ((step, world, complete, ranks,
+        problem) or None). Returns (status, (index, leaves) or None, the step's world size, why);
+        `why` names the step and what is wrong with it."""
         if found is None:
             return _CORRUPT, None, world, f"step {step}: no rank file of it in {self.checkpoint_dir}"
-        _, sw, complete, ranks = found
+        _, sw, complete, ranks, problem = found
         if not ranks:
             return _INCOMPLETE, None, world, ""
         if sw <= 0:
-            return _CORRUPT, None, world, f"step {step}: no rank file of it in {self.checkpoint_dir} is readable"
+            return _CORRUPT, None, world, f"step {step}: no rank file of it is readable ({problem})"
+        if problem:
+            return _CORRUPT, None, sw, f"step {step}: {problem}"
         if complete and sw == world:
             src = rank
         else:  # another world size, or files missing: readable only if replicated
             src = rank % sw if rank % sw in ranks else ranks[0]
         try:
             f = _ckpt.XtcFile(_ckpt.rank_file(self.checkpoint_dir, step, src))
+            if f.world_size != sw:
+                return _CORRUPT, None, sw, (
+                    f"step {step}: rank_{src}.xtc says world size {f.world_size}, rank_{ranks[0]}.xtc of the same "
+                    f"step says {sw} (files of different runs mixed in one folder)")
             index = json.loads(f.index_json)
             if src != rank or sw != world:
                 if not (index.get("tree") or {}).get("replicated"):
-                    return (_SHARDED_ELSEWHERE if complete else _INCOMPLETE), None, sw, ""
+                    if complete:
+                        return _SHARDED_ELSEWHERE, None, sw, ""
+                    missing = [r for r in range(sw) if r not in ranks]
+                    return _INCOMPLETE, None, sw, (
+                        f"step {step}: incomplete, rank file(s) {_ranges(missing)} of world size {sw} missing "
+                        "(per-rank state needs every rank's file)")
             leaves = self._alloc(index)
             f.read_into([_ptr(v) for v in leaves])
             return _READ, (index, leaves), sw, ""
         except CheckpointError as e:
-            return _CORRUPT, None, sw, str(e)
+            return _CORRUPT, None, sw, f"step {step}: {e}"
 
     def _alloc(self, index):
         """Empty CPU tensors / arrays for every entry, in entry order."""
@@ -418,6 +439,18 @@ _SHARDED_ELSEWHERE = -1  # complete, per-rank state, saved at another world size
 _CORRUPT = 0             # this rank's file is missing or did not verify: try an older step
 _INCOMPLETE = 1          # files missing and the state is per-rank: try an older step
 _READ = 2
+
+
+def _ranges(ranks):
+    """[0, 1, 2, 5] -> "0-2, 5"."""
+    out, i = [], 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        out.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
+        i = j + 1
+    return ", ".join(out)
 
 
 def _ptr(v):

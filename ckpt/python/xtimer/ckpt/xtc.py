@@ -14,6 +14,9 @@ unsigned integers of the same width unless as_torch=True; bf16_to_float32() wide
 import base64
 import collections
 import json
+import os
+import re
+import stat
 import struct
 import sys
 
@@ -111,10 +114,50 @@ def read_image(buf, what="image", verify=True, as_torch=False, copy=True):
     return index["step"], unflatten(root, leaves, as_torch), index
 
 
+def read_regular_file(path, what="checkpoint file"):
+    """The bytes of a regular file. A FIFO, a device or a folder is refused at once (XtcError):
+    opened with O_NONBLOCK, so a FIFO planted in a checkpoint folder cannot block the open, then
+    checked with fstat before anything is read (docs/formats.md, the rule for files read)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise XtcError(f"{path} does not exist") from None
+    except OSError as e:
+        raise XtcError(f"{what} {path}: cannot open it: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) or \
+                stat.S_ISBLK(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode) else "not a file"
+            raise XtcError(f"{path} is {kind}, not a regular file; only a regular file is read as a {what}")
+        with os.fdopen(fd, "rb", closefd=True) as f:
+            fd = -1
+            return f.read(st.st_size)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def check_place(path, index):
+    """A file named rank_<r>.xtc must hold rank r, one in a folder named <step> that step (a file
+    copied into another step's folder is refused, never read as that step)."""
+    name = os.path.basename(path)
+    m = re.fullmatch(r"rank_(\d{1,9})\.xtc", name)
+    if not m:
+        return
+    held = f"holds step {index.get('step')}, rank {index.get('rank')} of {index.get('world_size')}"
+    if index.get("rank") != int(m.group(1)):
+        raise XtcError(f"{path} {held}: a file of another rank renamed or copied here")
+    folder = os.path.basename(os.path.dirname(path))
+    if re.fullmatch(r"\d{1,18}", folder) and index.get("step") != int(folder):
+        raise XtcError(f"{path} {held}: a file of another step copied or moved into folder {folder}")
+
+
 def read_xtc(path, verify=True, as_torch=False):
     """(step, state, index) of one .xtc file."""
-    with open(path, "rb") as f:
-        data = f.read()
+    data = read_regular_file(path)
+    _, index = read_index(data, path)
+    check_place(path, index)
     return read_image(data, path, verify=verify, as_torch=as_torch, copy=False)
 
 

@@ -1,0 +1,42 @@
+// ParseRankMessage (launcher/rank_channel.h): what the agent accepts from a rank. A fraction where
+// the agent reads an integer is refused before any handler converts it (the fuzz target found
+// {"pid": 1e300} reaching an int conversion: undefined behaviour, caught by UBSan only).
+#include <gtest/gtest.h>
+
+#include "launcher/rank_channel.h"
+
+namespace xtimer {
+namespace {
+
+bool Accepts(const std::string& text, std::string* why) {
+  nlohmann::json msg;
+  return ParseRankMessage(text, &msg, why);
+}
+
+TEST(RankMessage, AcceptsTheDocumentedMessages) {
+  std::string why;
+  EXPECT_TRUE(Accepts(R"({"type":"hello","rank":3,"world_size":8,"local_rank":3,"host":"a","pid":42})", &why));
+  EXPECT_TRUE(Accepts(R"({"type":"status","state":"hung","oldest_inflight_s":301.5,"dumps":2,"pid":42})", &why));
+  EXPECT_TRUE(
+      Accepts(R"({"type":"summary","pid":42,"summary":{"ops":[{"count":3,"mean_us":1.5,"m":4,"n":4,"k":4}]}})", &why));
+}
+
+TEST(RankMessage, RefusesAFractionWhereAnIntegerBelongs) {
+  std::string why;
+  EXPECT_FALSE(Accepts(R"({"type":"status","pid":1e300})", &why));
+  EXPECT_EQ(why, "a message with a fraction or a huge number where an integer belongs");
+  EXPECT_FALSE(Accepts(R"({"type":"status","pid":42,"rank":1180591620717411303424})", &why));
+  EXPECT_FALSE(Accepts(R"({"type":"summary","pid":42,"summary":{"ops":[{"count":1e30}]}})", &why));
+  EXPECT_EQ(why, "a summary with a fraction or a huge number where an integer belongs");
+}
+
+TEST(RankMessage, RefusesWhatIsNotAnObjectWithAType) {
+  std::string why;
+  for (const char* text : {"[1,2]", R"({"type":5})", R"({"type":"status","rank":3,"st)", ""}) {
+    EXPECT_FALSE(Accepts(text, &why)) << text;
+    EXPECT_EQ(why, "a message that is not a JSON object with a type") << text;
+  }
+}
+
+}  // namespace
+}  // namespace xtimer
