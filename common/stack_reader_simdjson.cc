@@ -240,10 +240,11 @@ class Reader {
     if (t != Kind::kString) return st_.TypeError(key, "a string"), true;
     std::string_view s;
     if (Err(api_.String(v, &s))) return false;
-    if (s.size() == dst->size()) {  // a reused frame's string: overwrite, no allocator or resize
+    if (s.size() == dst->size() && s.size() <= kMaxStackStringBytes) {
+      // A reused frame's string: overwrite, no allocator or resize.
       if (!s.empty()) std::memcpy(dst->data(), s.data(), s.size());
     } else {
-      dst->assign(s);
+      AssignCapped(s, dst);
     }
     return true;
   }
