@@ -32,6 +32,10 @@ const std::string& OutDir() {
     char tmpl[] = "/tmp/xtimer-request-fuzz-XXXXXX";
     const char* d = mkdtemp(tmpl);
     if (d == nullptr) std::abort();
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(OutDir(), ec);
+    });
     return std::string(d);
   }();
   return dir;
@@ -57,7 +61,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto session_or_last = [&](const std::string& s) { return s.empty() && !sessions.empty() ? sessions.back() : s; };
 
   for (const fuzz::Record& r : fuzz::SplitRecords(std::string_view(reinterpret_cast<const char*>(data), size))) {
-    switch (r.kind % 6) {
+    switch ((r.kind & 0x7f) % 6) {
       case fuzz::kRegister: {
         v1::RegisterRequest req;
         if (!req.ParseFromArray(r.bytes.data(), static_cast<int>(r.bytes.size()))) break;

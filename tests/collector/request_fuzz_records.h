@@ -13,7 +13,7 @@ namespace xtimer::fuzz {
 enum RecordKind : uint8_t { kRegister = 0, kReport = 1, kUpload = 2, kTick = 3, kDisconnect = 4, kRoundFile = 5 };
 
 struct Record {
-  uint8_t kind;  // RecordKind in the low bits (kind % 6); bit 7 on a report: take the DUMP with the reply
+  uint8_t kind;  // RecordKind: (kind & 0x7f) % 6; bit 7 on a report: take the DUMP with the reply
   std::string_view bytes;
 };
 
