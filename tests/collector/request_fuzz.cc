@@ -66,9 +66,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         v1::RegisterRequest req;
         if (!req.ParseFromArray(r.bytes.data(), static_cast<int>(r.bytes.size()))) break;
         std::string error;
-        std::string s = core.Register(req, [&commands](const v1::Command& c) {
-          if (commands.size() < 1000) commands.push_back(c);
-        }, &error);
+        std::string s = core.Register(
+            req,
+            [&commands](const v1::Command& c) {
+              if (commands.size() < 1000) commands.push_back(c);
+            },
+            &error);
         if (!s.empty()) sessions.push_back(s);
         break;
       }
@@ -94,9 +97,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         now += r.bytes.empty() ? 0.1 : static_cast<unsigned char>(r.bytes[0]) * 0.05;
         core.Tick();
         break;
-      case fuzz::kDisconnect:
-        core.Disconnect(session_or_last(std::string(r.bytes)));
-        break;
+      case fuzz::kDisconnect: core.Disconnect(session_or_last(std::string(r.bytes))); break;
       case fuzz::kRoundFile: {
         size_t cut = r.bytes.find('/');
         std::string_view name = r.bytes.substr(0, cut);
