@@ -185,6 +185,7 @@ class GrpcCollectorLink : public CollectorLink {
   // One line per kind of trouble, not one per retry.
   void LogFailure(const char* what, const grpc::Status& st) {
     failing_ = true;
+    cv_.notify_all();  // Stop() may be waiting for this collector
     if (stopping_) return;
     if (failures_logged_++ == 0 || st.error_code() == grpc::StatusCode::UNAUTHENTICATED)
       Log(LogLevel::kWarn, "agent: cannot %s the collector at %s: %s (the job goes on; retrying)", what,
