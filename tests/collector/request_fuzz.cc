@@ -27,18 +27,23 @@ namespace {
 using namespace xtimer;
 using namespace xtimer::collector;
 
+// Never destroyed: the exit handler that removes the folder runs after static destructors.
+const std::string* out_dir = nullptr;
+
 const std::string& OutDir() {
-  static const std::string dir = [] {
+  static const bool made = [] {
     char tmpl[] = "/tmp/xtimer-request-fuzz-XXXXXX";
     const char* d = mkdtemp(tmpl);
     if (d == nullptr) std::abort();
+    out_dir = new std::string(d);
     std::atexit([] {
       std::error_code ec;
-      std::filesystem::remove_all(OutDir(), ec);
+      std::filesystem::remove_all(*out_dir, ec);
     });
-    return std::string(d);
+    return true;
   }();
-  return dir;
+  (void)made;
+  return *out_dir;
 }
 
 }  // namespace
