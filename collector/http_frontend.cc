@@ -5,8 +5,8 @@
 
 #include <thread>
 
-#include "common/http_port.h"
 #include "collector/collector_server.h"
+#include "common/http_server.h"
 #include "common/log.h"
 #include "common/regular_file.h"
 
@@ -15,9 +15,7 @@ namespace xtimer::collector {
 struct HttpFrontend::Impl {
   const CollectorCore* core;
   std::function<void(PrometheusText*)> extra;
-  httplib::Server server;
-  std::thread thread;
-  int port = 0;
+  GuardedHttpServer server;  // deadlines, enough workers, a shutdown that waits on no client
 };
 
 namespace {
@@ -57,14 +55,7 @@ bool HttpFrontend::Start(const std::string& listen, std::string* error) {
   if (!ParseListenAddress(listen, &host, &port, error)) return false;
   if (!CheckCanListen(host, port, error)) return false;
   Impl* d = impl_.get();
-  httplib::Server& s = d->server;
-  UseExclusivePort(s);
-  s.new_task_queue = [] { return new httplib::ThreadPool(4); };
-  s.set_read_timeout(5, 0);
-  s.set_write_timeout(10, 0);
-  s.set_payload_max_length(64 << 10);
-  s.set_keep_alive_max_count(100);
-
+  GuardedHttpServer& s = d->server;
   s.Get("/", [d](const httplib::Request&, httplib::Response& res) {
     Secure(res, "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'");
     res.set_content(d->core->StatusPageHtml("rounds/"), "text/html; charset=utf-8");
@@ -104,25 +95,14 @@ bool HttpFrontend::Start(const std::string& listen, std::string* error) {
     if (res.body.empty()) res.set_content(std::to_string(res.status) + "\n", "text/plain");
   });
 
-  if (port == 0) {
-    d->port = s.bind_to_any_port(host);
-    if (d->port <= 0) return *error = "cannot listen on " + listen, false;
-  } else {
-    if (!s.bind_to_port(host, port)) return *error = "cannot listen on " + listen, false;
-    d->port = port;
-  }
-  d->thread = std::thread([d] { d->server.listen_after_bind(); });
+  if (!s.Start(host, port)) return *error = "cannot listen on " + listen, false;
   return true;
 }
 
-int HttpFrontend::port() const { return impl_->port; }
+int HttpFrontend::port() const { return impl_->server.port(); }
 
 void HttpFrontend::Stop() {
-  if (!impl_) return;
-  if (impl_->thread.joinable()) {
-    impl_->server.stop();
-    impl_->thread.join();
-  }
+  if (impl_) impl_->server.Shutdown();
 }
 
 }  // namespace xtimer::collector

@@ -1,6 +1,8 @@
 #include "common/env.h"
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <strings.h>
@@ -126,16 +128,47 @@ double Double(const char* name) {
   return std::strtod(DefaultOf(name), nullptr);
 }
 
-int64_t Int(const char* name) {
+int64_t Int(const char* name) { return Int(name, INT64_MIN, INT64_MAX); }
+
+int64_t Int(const char* name, int64_t lo, int64_t hi) {
   const char* from = name;
   if (const char* v = UserValue(name, &from)) {
     char* end = nullptr;
     errno = 0;
     long long i = std::strtoll(v, &end, 10);
-    if (errno == 0 && end != v && *end == '\0') return i;
-    ReportBad(name, from, v, "an integer");
+    bool parsed = errno == 0 && end != v && *end == '\0';
+    if (parsed && i >= lo && i <= hi) return i;
+    if (lo == INT64_MIN && hi == INT64_MAX) {
+      ReportBad(name, from, v, "an integer");
+    } else {
+      char what[96];
+      std::snprintf(what, sizeof what, "an integer in [%lld, %lld]", static_cast<long long>(lo),
+                    static_cast<long long>(hi));
+      ReportBad(name, from, v, what);
+    }
   }
   return std::strtoll(DefaultOf(name), nullptr, 10);
+}
+
+double Double(const char* name, double lo, double hi) {
+  const char* from = name;
+  if (const char* v = UserValue(name, &from)) {
+    char* end = nullptr;
+    errno = 0;
+    double d = std::strtod(v, &end);
+    if (errno == 0 && end != v && *end == '\0' && d >= lo && d <= hi) return d;
+    char what[96];
+    std::snprintf(what, sizeof what, "a number in [%g, %g]", lo, hi);
+    ReportBad(name, from, v, what);
+  }
+  return std::strtod(DefaultOf(name), nullptr);
+}
+
+bool ParseLogLevel(const char* text, int* level) {
+  static const char* kNames[] = {"error", "warn", "info", "debug"};
+  for (int i = 0; i < 4; ++i)
+    if (strcasecmp(text, kNames[i]) == 0) return (*level = i), true;
+  return false;
 }
 
 bool Bool(const char* name) {

@@ -30,7 +30,15 @@ const Var* Find(std::string_view name);
 std::string String(const char* name);
 double Double(const char* name);
 int64_t Int(const char* name);
+// The same, and a value outside [lo, hi] is reported like one that does not parse (the default
+// is used): XTIMER_TRACE=-1 warns instead of quietly meaning 0.
+double Double(const char* name, double lo, double hi);
+int64_t Int(const char* name, int64_t lo, int64_t hi);
 // 1/true/yes/on and 0/false/no/off, case-insensitive.
 bool Bool(const char* name);
+
+// XTIMER_LOG_LEVEL's words: error 0, warn 1, info 2, debug 3 (case-insensitive). False for
+// anything else. Pure (no logging): common/log reads the level with it and warns itself.
+bool ParseLogLevel(const char* text, int* level);
 
 }  // namespace xtimer::env

@@ -9,25 +9,33 @@
 #include <cstring>
 #include <strings.h>
 
+#include "common/env.h"
+
 namespace xtimer {
 namespace {
 
-// Read directly (not through env::) so that env.cc can log its own parse errors.
-int ThresholdFromEnv() {
+// Parsed by common/env (the one parser of XTIMER_*), without env's own reporting: that reports
+// through Log, which needs the level first. A bad value is reported here, once.
+int ThresholdFromEnv(bool* bad) {
+  *bad = false;
   const char* v = std::getenv("XTIMER_LOG_LEVEL");
-  if (v == nullptr || *v == '\0') return static_cast<int>(LogLevel::kInfo);
-  static const char* kNames[] = {"error", "warn", "info", "debug"};
-  for (int i = 0; i < 4; ++i)
-    if (strcasecmp(v, kNames[i]) == 0) return i;
-  return static_cast<int>(LogLevel::kInfo);
+  int level = static_cast<int>(LogLevel::kInfo);
+  if (v == nullptr || *v == '\0') return level;
+  if (!env::ParseLogLevel(v, &level)) *bad = true;
+  return level;
 }
 
 int Threshold() {
   static std::atomic<int> threshold{-1};
   int t = threshold.load(std::memory_order_relaxed);
   if (t < 0) {
-    t = ThresholdFromEnv();
-    threshold.store(t, std::memory_order_relaxed);
+    bool bad = false;
+    t = ThresholdFromEnv(&bad);
+    int unset = -1;
+    // Only the thread that sets it reports a bad value, so the warning comes once.
+    if (threshold.compare_exchange_strong(unset, t, std::memory_order_relaxed) && bad)
+      Log(LogLevel::kWarn, "XTIMER_LOG_LEVEL=%.64s is not error, warn, info or debug; using the default info",
+          std::getenv("XTIMER_LOG_LEVEL"));
   }
   return t;
 }

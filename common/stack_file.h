@@ -2,6 +2,7 @@
 // reader fills it, the viewer and the collector merge it. Frames are root first, as in the file.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -14,6 +15,12 @@ inline constexpr int kStackFileVersion = 1;  // the newest version this code und
 // The largest world_size accepted (2^20 ranks, beyond any job today): a file claiming more is
 // refused, so that one hostile file cannot make a merge cost O(world) in time and memory.
 inline constexpr int32_t kMaxStackWorldSize = int32_t{1} << 20;
+// The longest string (frame name, file, module, thread name, trigger, ...) a reader keeps. A
+// longer one is cut to this many bytes (at a UTF-8 character boundary) and kStackStringCutMark is
+// appended: no renderer ever sees more (the call-graph layout took time quadratic in a name's
+// length: 7.4 s for one 4 MB name). Real names, even long C++ templates, stay far below it.
+inline constexpr size_t kMaxStackStringBytes = 4096;
+inline constexpr const char* kStackStringCutMark = "...[cut]";
 
 struct NativeFrame {
   std::string module;    // path of the ELF object; may be empty when unknown

@@ -9,6 +9,7 @@
 
 #include "common/regular_file.h"
 #include "common/stack_reader_impl.h"
+#include "common/utf8_text.h"
 
 namespace xtimer {
 namespace stack_reader {
@@ -56,9 +57,28 @@ void ResetPython(PythonFrame& f) {
   f.line = 0;
 }
 
+void AssignCapped(std::string_view s, std::string* dst) {
+  if (s.size() <= kMaxStackStringBytes) return dst->assign(s), void();
+  size_t keep = kMaxStackStringBytes;
+  // Back to the start of a UTF-8 character (never more than 3 continuation bytes).
+  for (int i = 0; i < 3 && keep > 0 && (static_cast<unsigned char>(s[keep]) & 0xC0) == 0x80; ++i) --keep;
+  dst->assign(s.substr(0, keep));
+  dst->append(kStackStringCutMark);
+}
+
 std::string Printable(std::string_view s) {
   std::string out;
-  for (unsigned char c : s.substr(0, 64)) out += (c < 0x20 || c == 0x7f) ? '?' : static_cast<char>(c);
+  s = s.substr(0, 64);
+  for (size_t i = 0; i < s.size();) {
+    size_t n = Utf8Length(s, i);
+    if (n == 0 || IsControlChar(s, i, n)) {
+      out += '?';
+      i += n == 0 ? 1 : n;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
+  }
   return out;
 }
 

@@ -34,6 +34,7 @@ class StackReadBuffer {
   char* Reserve(size_t size);
   // Gives the memory back (a large file leaves a large buffer behind).
   void Release();
+  size_t capacity() const { return capacity_; }
 
  private:
   char* data_ = nullptr;

@@ -45,6 +45,10 @@ T& NextElement(std::vector<T>& v, size_t* used, Reset reset) {
   return v[(*used)++];
 }
 
+// *dst = s, cut to kMaxStackStringBytes (stack_file.h) with the cut mark when longer. Both back
+// ends store every string through this (or its fast path for short strings), so they agree.
+void AssignCapped(std::string_view s, std::string* dst);
+
 // A short, printable rendering of an input string for messages.
 std::string Printable(std::string_view s);
 

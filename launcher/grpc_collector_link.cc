@@ -27,6 +27,8 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kReportPeriod = std::chrono::seconds(10);
 constexpr auto kCallDeadline = std::chrono::seconds(5);
 constexpr auto kUploadDeadline = std::chrono::seconds(30);
+// At exit, how long a link that has not reached its collector yet waits for it (Stop()).
+constexpr auto kFirstContactWait = std::chrono::milliseconds(1000);
 constexpr size_t kMaxQueuedUploads = 256;
 // A rank's own dump waits this long before it goes: if the collector asks for a dump round
 // meanwhile (or did shortly before), the rank answers the round with this same dump, and the
@@ -93,12 +95,21 @@ class GrpcCollectorLink : public CollectorLink {
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (stopping_) return;
-      // Let the worker send what is queued, up to `ms`; nothing is held back any more.
+      // Let the worker send what is queued, up to `ms`; nothing is held back any more. A
+      // collector that refused us or cannot be reached gets no wait at all (its last call
+      // failed), one we have not reached yet (a first registration under way) at most
+      // kFirstContactWait: a job's exit is not held for a collector that is not there.
       draining_ = true;
       if (last_state_only_) have_reports_ = true;  // the last words carry the op statistics
       cv_.notify_all();
-      cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return uploads_.empty() && !have_reports_; });
+      auto budget = std::chrono::milliseconds(ms);
+      if (!registered_) budget = std::min(budget, kFirstContactWait);
+      cv_.wait_for(lock, budget, [this] { return (uploads_.empty() && !have_reports_) || failing_; });
+      if (failing_ && (!uploads_.empty() || have_reports_))
+        Log(LogLevel::kWarn, "agent: the collector at %s cannot be reached; %zu stack upload(s) and the last report not sent",
+            address_.c_str(), uploads_.size());
       stopping_ = true;
+      if (call_ctx_ != nullptr) call_ctx_->TryCancel();  // a call under way ends now
       cv_.notify_all();
     }
     CancelCommands();
@@ -128,7 +139,11 @@ class GrpcCollectorLink : public CollectorLink {
     AddToken(&ctx);
     ctx.set_deadline(std::chrono::system_clock::now() + kCallDeadline);
     v1::RegisterReply reply;
-    grpc::Status st = stub_->Register(&ctx, req, &reply);
+    grpc::Status st;
+    {
+      CallScope scope(this, &ctx);
+      st = stub_->Register(&ctx, req, &reply);
+    }
     if (!st.ok()) {
       LogFailure("register with", st);
       return false;
@@ -143,13 +158,35 @@ class GrpcCollectorLink : public CollectorLink {
     }
     Log(LogLevel::kInfo, "agent: connected to the collector at %s", address_.c_str());
     failures_logged_ = 0;
+    failing_ = false;
     registered_ = true;
     StartCommands();
     return true;
   }
 
+  // The call being made (under mu_), so that Stop() can cancel it: a call to a collector that
+  // does not answer would otherwise hold the agent's exit for its whole deadline.
+  class CallScope {
+   public:
+    CallScope(GrpcCollectorLink* link, grpc::ClientContext* ctx) : link_(link) {
+      std::lock_guard<std::mutex> lock(link_->mu_);
+      link_->call_ctx_ = ctx;
+      if (link_->stopping_) ctx->TryCancel();
+    }
+    ~CallScope() {
+      std::lock_guard<std::mutex> lock(link_->mu_);
+      link_->call_ctx_ = nullptr;
+    }
+
+   private:
+    GrpcCollectorLink* link_;
+  };
+
   // One line per kind of trouble, not one per retry.
   void LogFailure(const char* what, const grpc::Status& st) {
+    failing_ = true;
+    cv_.notify_all();  // Stop() may be waiting for this collector
+    if (stopping_) return;
     if (failures_logged_++ == 0 || st.error_code() == grpc::StatusCode::UNAUTHENTICATED)
       Log(LogLevel::kWarn, "agent: cannot %s the collector at %s: %s (the job goes on; retrying)", what,
           address_.c_str(), st.error_message().c_str());
@@ -253,7 +290,11 @@ class GrpcCollectorLink : public CollectorLink {
     AddToken(&ctx);
     ctx.set_deadline(std::chrono::system_clock::now() + kCallDeadline);
     v1::ReportReply reply;
-    grpc::Status st = stub_->Report(&ctx, req, &reply);
+    grpc::Status st;
+    {
+      CallScope scope(this, &ctx);
+      st = stub_->Report(&ctx, req, &reply);
+    }
     if (st.ok() && reply.known()) {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -298,7 +339,11 @@ class GrpcCollectorLink : public CollectorLink {
     AddToken(&ctx);
     ctx.set_deadline(std::chrono::system_clock::now() + kUploadDeadline);
     v1::UploadReply reply;
-    grpc::Status st = stub_->UploadStacks(&ctx, u, &reply);
+    grpc::Status st;
+    {
+      CallScope scope(this, &ctx);
+      st = stub_->UploadStacks(&ctx, u, &reply);
+    }
     if (st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
       // The collector is busy (a storm of uploads): keep it, retry shortly, same session.
       keep();
@@ -357,6 +402,7 @@ class GrpcCollectorLink : public CollectorLink {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> registered_{false};
   std::atomic<int> failures_logged_{0};
+  std::atomic<bool> failing_{false};  // the last call failed (unreachable, refused, bad token)
 
   std::mutex mu_;  // guards what follows
   std::condition_variable cv_;
@@ -372,6 +418,7 @@ class GrpcCollectorLink : public CollectorLink {
   std::set<int32_t> ops_sent_;    // ranks whose op statistics reached this registration
   bool last_state_only_ = false;  // the last report sent had no op statistics
   std::unique_ptr<grpc::ClientContext> commands_ctx_;
+  grpc::ClientContext* call_ctx_ = nullptr;  // the unary call under way (CallScope)
 };
 
 // A token or CA file by the common rule (common/regular_file.h): a FIFO or a device named there

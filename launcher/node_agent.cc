@@ -10,7 +10,7 @@
 
 #include "common/clock.h"
 #include "common/env.h"
-#include "common/http_port.h"
+#include "common/http_server.h"
 #include "common/log.h"
 #include "common/prometheus_text.h"
 #include "common/rank_metrics.h"
@@ -200,19 +200,18 @@ bool NodeAgent::WaitCheckpointsPersisted(double timeout_s) {
 
 void NodeAgent::StartMetrics() {
   if (config_.metrics_port <= 0) return;
-  http_ = std::make_unique<httplib::Server>();
-  UseExclusivePort(*http_);
+  http_ = std::make_unique<GuardedHttpServer>();
   http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(MetricsText(), PrometheusText::kContentType);
   });
-  // Prometheus scrapes nodes from elsewhere: all interfaces, like any exporter.
-  if (!http_->bind_to_port("0.0.0.0", config_.metrics_port)) {
+  // Prometheus scrapes each node's exporters from its own host: all interfaces, as node_exporter
+  // does (docs/config.md, XTIMER_METRICS_PORT). The server's deadlines keep slow clients from
+  // holding it or the agent's exit (common/http_server.h).
+  if (!http_->Start("0.0.0.0", config_.metrics_port)) {
     Log(LogLevel::kWarn, "agent: cannot serve /metrics on port %d (in use?); set XTIMER_METRICS_PORT to a free port or 0",
         config_.metrics_port);
     http_.reset();
-    return;
   }
-  http_thread_ = std::thread([this] { http_->listen_after_bind(); });
 }
 
 std::string NodeAgent::MetricsText() {
@@ -245,8 +244,7 @@ void NodeAgent::Stop() {
     link_->Report(registry_.Reports(true), true);
     link_->Stop(3000);
   }
-  if (http_) http_->stop();
-  if (http_thread_.joinable()) http_thread_.join();
+  if (http_) http_->Shutdown();
   channel_.Stop();
   std::error_code ec;
   std::filesystem::remove_all(socket_dir_, ec);

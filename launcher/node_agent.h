@@ -19,12 +19,9 @@
 #include "launcher/rank_channel.h"
 #include "launcher/rank_registry.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace xtimer {
 
+class GuardedHttpServer;
 class Symbolizer;
 
 struct AgentConfig {
@@ -82,8 +79,8 @@ class NodeAgent {
   RankChannel channel_;
   RankRegistry registry_;
   std::unique_ptr<CollectorLink> link_;
-  std::unique_ptr<httplib::Server> http_;
-  std::thread http_thread_, symbolize_thread_, saver_thread_;
+  std::unique_ptr<GuardedHttpServer> http_;  // /metrics
+  std::thread symbolize_thread_, saver_thread_;
   std::unique_ptr<ckpt::Saver> saver_;
   std::atomic<bool> saver_stop_{false};
 

@@ -1,10 +1,15 @@
 #include "launcher/preload_env.h"
 
+#include <elf.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "common/env.h"
@@ -25,6 +30,53 @@ std::string PreloadPath() {
   return dir + "/../lib/libxtimer_preload.so";
 }
 
+// Whether the ELF object open on fd says DF_1_PIE in its dynamic section: a program, which
+// ld.so refuses to preload although its type is ET_DYN like a library's.
+bool IsPositionIndependentExecutable(int fd, const Elf64_Ehdr& h, off_t size) {
+  if (h.e_phentsize != sizeof(Elf64_Phdr) || h.e_phnum == 0 || h.e_phnum > 256) return false;
+  for (uint16_t i = 0; i < h.e_phnum; ++i) {
+    Elf64_Phdr ph{};
+    off_t at = static_cast<off_t>(h.e_phoff + uint64_t{i} * sizeof ph);
+    if (h.e_phoff >= static_cast<uint64_t>(size) || pread(fd, &ph, sizeof ph, at) != sizeof ph) return false;
+    if (ph.p_type != PT_DYNAMIC) continue;
+    for (uint64_t k = 0; k < std::min<uint64_t>(ph.p_filesz / sizeof(Elf64_Dyn), 4096); ++k) {
+      Elf64_Dyn d{};
+      if (pread(fd, &d, sizeof d, static_cast<off_t>(ph.p_offset + k * sizeof d)) != sizeof d || d.d_tag == DT_NULL)
+        return false;
+      if (d.d_tag == DT_FLAGS_1) return (d.d_un.d_val & DF_1_PIE) != 0;
+    }
+    return false;
+  }
+  return false;
+}
+
+// "" when `path` is a shared library this machine's loader can preload (an ELF shared object
+// of our class, byte order and machine), else what it is instead. ld.so would only warn
+// ("cannot be preloaded ... ignored") and run the job untimed.
+std::string NotAPreloadableLibrary(const char* path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return std::string("unreadable: ") + std::strerror(errno);
+  struct stat st;
+  Elf64_Ehdr h{};
+  bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  ssize_t n = regular ? pread(fd, &h, sizeof h, 0) : 0;
+  bool pie = n == static_cast<ssize_t>(sizeof h) && IsPositionIndependentExecutable(fd, h, st.st_size);
+  close(fd);
+  if (!regular) return "not a regular file";
+  if (n < static_cast<ssize_t>(EI_NIDENT) || std::memcmp(h.e_ident, ELFMAG, SELFMAG) != 0) return "not an ELF file";
+  if (n < static_cast<ssize_t>(sizeof h) || h.e_ident[EI_CLASS] != ELFCLASS64) return "not a 64-bit ELF object";
+  const unsigned char kOurData = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB : ELFDATA2MSB;
+  if (h.e_ident[EI_DATA] != kOurData) return "an ELF object of the other byte order";
+  if (h.e_type != ET_DYN) return "an ELF object but not a shared library";
+  if (pie) return "a program (a position-independent executable), not a shared library";
+#if defined(__x86_64__)
+  if (h.e_machine != EM_X86_64) return "a shared library for another machine (not x86-64)";
+#elif defined(__aarch64__)
+  if (h.e_machine != EM_AARCH64) return "a shared library for another machine (not aarch64)";
+#endif
+  return "";
+}
+
 }  // namespace
 
 bool SetPreloadEnvironment(std::string* error) {
@@ -33,6 +85,11 @@ bool SetPreloadEnvironment(std::string* error) {
   if (realpath(lib.c_str(), resolved) == nullptr || access(resolved, R_OK) != 0) {
     *error = "cannot read the preload library " + lib + " (" + std::strerror(errno) +
              "); build it (scripts/test.sh) or set XTIMER_PRELOAD_LIB";
+    return false;
+  }
+  if (std::string what = NotAPreloadableLibrary(resolved); !what.empty()) {
+    *error = "the preload library " + lib + " is " + what +
+             "; point XTIMER_PRELOAD_LIB at libxtimer_preload.so (or unset it)";
     return false;
   }
   // Prepend, keeping what the user preloads; a nested xtimer_launch does not add it twice.

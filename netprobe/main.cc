@@ -30,9 +30,6 @@ int main(int argc, char** argv) {
     std::puts("xtimer_netprobe 0.1.0 (protocol 1, report xtimer-netprobe v1)");
     return 0;
   }
-  if (o.timeout_s <= 0) {
-    std::fprintf(stderr, "xtimer_netprobe: XTIMER_NETPROBE_TIMEOUT must be above 0 seconds\n");
-    return 2;
-  }
+  if (o.timeout_s <= 0) return FailProbe(o, "XTIMER_NETPROBE_TIMEOUT must be above 0 seconds");
   return o.serve ? RunServe(o) : RunNode(o);
 }

@@ -234,6 +234,15 @@ json RendezvousThread::Wait() {
   return report_;
 }
 
+int FailProbe(const Options& o, const std::string& what, int self) {
+  Fail(what);
+  ReportInput in;
+  in.options = o;
+  in.error = what;
+  WriteReport(o, BuildReport(in), self);  // says so itself when it cannot
+  return 2;
+}
+
 int RunNode(const Options& o) {
   // Node 0 hosts the rendezvous when its address is one of ours and the port is free.
   RendezvousThread server;
@@ -253,7 +262,9 @@ int RunNode(const Options& o) {
   std::string error;
   // RunNodeSide closes our rendezvous connection when it returns, so the server can finish.
   bool finished = RunNodeSide(mine, &report, &error);
-  int rc = finished ? 0 : Fail(error);  // said at once, not after the rendezvous' deadlines
+  // Said at once, not after the rendezvous' deadlines; the report too, so that whoever reads
+  // --json learns that the probe failed and why.
+  int rc = finished ? 0 : FailProbe(o, error, requested_rank);
   server.Wait();
   if (!finished) return rc;
   if (!WriteReport(o, report, report["self"].get<int>())) return 2;
@@ -265,7 +276,7 @@ int RunServe(const Options& o) {
   std::string error;
   Fd listen = Listen(o.rdzv_host, &port, &error);
   if (!listen.valid())
-    return Fail("--serve cannot listen on " + o.rdzv_host + ":" + std::to_string(o.rdzv_port) + ": " + error);
+    return FailProbe(o, "--serve cannot listen on " + o.rdzv_host + ":" + std::to_string(o.rdzv_port) + ": " + error);
   Log(LogLevel::kInfo, "rendezvous listening on %s:%d for %d nodes", o.rdzv_host.c_str(), port, o.nnodes);
   Rendezvous server(o, std::move(listen), true);
   json report = server.Run();

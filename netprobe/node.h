@@ -21,6 +21,9 @@ class Rendezvous;
 int RunNode(const Options& options);
 // --serve: the rendezvous alone.
 int RunServe(const Options& options);
+// The probe itself failed: prints "xtimer_netprobe: <what>" and, with --json, writes a report
+// with exit_code 2 and error (docs/formats.md), `self` when >= 0. Returns 2.
+int FailProbe(const Options& options, const std::string& what, int self = -1);
 
 // The node side alone: joins the rendezvous at options.rdzv_host:rdzv_port as
 // options.node_rank (-1: any) of options.nnodes, runs the tests it is told to run and prints

@@ -88,6 +88,14 @@ bool StackMerger::Add(const StackFile& file, std::string_view source, std::strin
     else memo->push_back(id);
     return id;
   };
+  // At most one new node per frame (and one per thread for the GIL and state frames).
+  size_t python_frames = 0, native_frames = 0;
+  for (const StackThread& t : file.threads) {
+    python_frames += t.python.size() + 1;
+    native_frames += t.native.size() + 1;
+  }
+  out_.python.Reserve(python_frames);
+  out_.native.Reserve(native_frames);
   for (size_t ti = 0; ti < file.threads.size(); ++ti) {
     const StackThread& t = file.threads[ti];
     bool is_main = &t == main;

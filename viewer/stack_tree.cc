@@ -15,6 +15,13 @@ void AppendOnce(std::vector<int32_t>& v, int32_t* last, int32_t rank) {
 
 StackTree::StackTree() { nodes_.emplace_back(); }
 
+void StackTree::Reserve(size_t more) {
+  size_t want = nodes_.size() + more;
+  if (want <= nodes_.capacity()) return;
+  nodes_.reserve(std::max(want, nodes_.capacity() + nodes_.capacity() / 2));
+  child_.reserve(nodes_.capacity());
+}
+
 uint32_t StackTree::Child(uint32_t parent, uint32_t frame) {
   uint64_t key = (uint64_t{parent} << 32) | frame;
   auto [it, inserted] = child_.try_emplace(key, static_cast<uint32_t>(nodes_.size()));

@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <string>
+
+#include "common/log.h"
+#include "preload/config.h"
 
 namespace xtimer::env {
 namespace {
@@ -69,6 +73,83 @@ TEST(Env, SeedAliasesAreReadAndOursWin) {
 TEST(Env, FindKnowsEveryRowAndNothingElse) {
   for (const auto& v : All()) EXPECT_EQ(Find(v.name), &v);
   EXPECT_EQ(Find("NOT_A_KNOWN_VARIABLE"), nullptr);
+}
+
+// Out-of-range numbers warn as docs/config.md promises and take the default (they used to be
+// clamped without a word: XTIMER_KERNEL_SAMPLE=-1 quietly timed no kernel at all).
+TEST(Env, OutOfRangeNumbersWarnAndTakeTheDefault) {
+  struct Case {
+    const char* name;
+    const char* value;
+    int64_t lo, hi, want;
+  } cases[] = {{"XTIMER_MAX_INFLIGHT", "-5", 64, 1 << 22, 65536},
+               {"XTIMER_TRACE", "-1", 0, 1 << 24, 0},
+               {"XTIMER_KERNEL_SAMPLE", "-1", 0, INT32_MAX, 1},
+               {"XTIMER_MAX_INFLIGHT", "99999999999", 64, 1 << 22, 65536}};
+  for (const Case& c : cases) {
+    setenv(c.name, c.value, 1);
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(Int(c.name, c.lo, c.hi), c.want) << c.name << "=" << c.value;
+    std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find(std::string(c.name) + "=" + c.value + " is not an integer in ["), std::string::npos) << err;
+    EXPECT_NE(err.find("using the default"), std::string::npos) << err;
+    unsetenv(c.name);
+  }
+  setenv("XTIMER_TRACE", "100", 1);  // in range: no word
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(Int("XTIMER_TRACE", 0, 1 << 24), 100);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  setenv("XTIMER_REPORT_INTERVAL", "-3", 1);
+  testing::internal::CaptureStderr();
+  EXPECT_DOUBLE_EQ(Double("XTIMER_REPORT_INTERVAL", 0, 1e9), 30.0);
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("XTIMER_REPORT_INTERVAL=-3 is not a number in"), std::string::npos);
+  unsetenv("XTIMER_TRACE");
+  unsetenv("XTIMER_REPORT_INTERVAL");
+}
+
+// What the preloaded library makes of the values (preload/config.cc reads through env).
+TEST(Env, PreloadConfigTakesDefaultsForOutOfRangeValues) {
+  setenv("XTIMER_MAX_INFLIGHT", "-5", 1);
+  setenv("XTIMER_TRACE", "-1", 1);
+  setenv("XTIMER_KERNEL_SAMPLE", "-1", 1);
+  testing::internal::CaptureStderr();
+  PreloadConfig c = PreloadConfig::FromEnv();
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(c.max_inflight, 65536);
+  EXPECT_EQ(c.trace_ops, 0);
+  EXPECT_EQ(c.kernel_sample, 1);  // every kernel timed, as by default; -1 meant "none" before
+  for (const char* n : {"XTIMER_MAX_INFLIGHT=-5", "XTIMER_TRACE=-1", "XTIMER_KERNEL_SAMPLE=-1"})
+    EXPECT_NE(err.find(n), std::string::npos) << n << " not reported in: " << err;
+  for (const char* n : {"XTIMER_MAX_INFLIGHT", "XTIMER_TRACE", "XTIMER_KERNEL_SAMPLE"}) unsetenv(n);
+}
+
+TEST(Env, LogLevelWords) {
+  int level = -1;
+  EXPECT_TRUE(ParseLogLevel("WARN", &level));
+  EXPECT_EQ(level, 1);
+  EXPECT_TRUE(ParseLogLevel("debug", &level));
+  EXPECT_EQ(level, 3);
+  EXPECT_FALSE(ParseLogLevel("xyz", &level));
+  EXPECT_FALSE(ParseLogLevel("", &level));
+}
+
+// The level is read once per process: each case runs in a fresh process (gtest's "threadsafe"
+// death-test style re-executes the test binary), so earlier tests' messages cannot have read it.
+void LogThreeLines(const char* level) {
+  setenv("XTIMER_LOG_LEVEL", level, 1);
+  Log(LogLevel::kInfo, "an info line");
+  Log(LogLevel::kDebug, "a debug line");
+  Log(LogLevel::kInfo, "another info line");
+  _exit(0);
+}
+
+// XTIMER_LOG_LEVEL=xyz: one warning, then info messages print (the default) and debug ones do not.
+TEST(EnvDeathTest, BadLogLevelWarnsOnceAndMeansInfo) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(LogThreeLines("xyz"), ::testing::ExitedWithCode(0),
+              "^[^\n]*XTIMER_LOG_LEVEL=xyz is not error, warn, info or debug; using the default info\n"
+              "[^\n]*an info line\n[^\n]*another info line\n$");
+  EXPECT_EXIT(LogThreeLines("warn"), ::testing::ExitedWithCode(0), "^$");  // warn hides info, says nothing
 }
 
 }  // namespace

@@ -208,13 +208,37 @@ def case_unreachable():
     """No rendezvous at all: exit 2 shortly after the deadline (from XTIMER_NETPROBE_TIMEOUT)."""
     port = free_port()
     t0 = time.monotonic()
-    p = start(["--rdzv", f"127.0.0.1:{port}", "--nnodes", "2", "--node-rank", "1"], "unreachable",
+    report = os.path.join(OUT, "unreachable.json")
+    if os.path.exists(report):
+        os.remove(report)
+    p = start(["--rdzv", f"127.0.0.1:{port}", "--nnodes", "2", "--node-rank", "1", "--json", report], "unreachable",
               env={"XTIMER_NETPROBE_TIMEOUT": "1"})
     rc, log = finish(p, "unreachable", 20)
     wall = time.monotonic() - t0
     check("unreachable", rc == 2, f"exit {rc}, expected 2:\n{log}")
     check("unreachable", "cannot reach the rendezvous" in log, log)
     check("unreachable", 0.9 < wall < 4, f"took {wall:.1f} s with a 1 s deadline")
+    # The report is written when the probe itself fails too (docs/formats.md): exit_code 2, error.
+    check("unreachable", os.path.exists(report), "--json written when the probe failed")
+    if os.path.exists(report):
+        with open(report) as f:
+            r = json.load(f)
+        check("unreachable", r.get("format") == "xtimer-netprobe" and r.get("exit_code") == 2 and
+              r.get("healthy") is False and "cannot reach the rendezvous" in r.get("error", "") and r.get("self") == 1,
+              f"report of a failed probe: {r}")
+    # --serve that cannot listen: the same.
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    report = os.path.join(OUT, "serve_busy.json")
+    p = start(["--serve", "--rdzv", f"127.0.0.1:{busy.getsockname()[1]}", "--nnodes", "2", "--json", report],
+              "serve_busy")
+    rc, log = finish(p, "serve_busy", 20)
+    busy.close()
+    check("unreachable", rc == 2 and "cannot listen" in log, f"--serve on a busy port: exit {rc}:\n{log}")
+    r = json.load(open(report)) if os.path.exists(report) else {}
+    check("unreachable", r.get("exit_code") == 2 and "cannot listen" in r.get("error", "") and "self" not in r,
+          f"--serve's report of a failed probe: {r}")
 
 
 def case_rank_taken():

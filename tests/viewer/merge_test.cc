@@ -61,6 +61,30 @@ TEST(Label, CleansTextThatWouldBreakTheFormats) {
   EXPECT_EQ(CleanFrameText(std::string("nul\0in", 6)), "nul in");
 }
 
+// C1 controls (U+0080..U+009F) are controls too: U+009B is CSI, "\u009b2J" clears a terminal.
+TEST(Label, CleansC1Controls) {
+  EXPECT_EQ(CleanFrameText("a\u009b2Jb"), "a 2Jb");
+  EXPECT_EQ(CleanFrameText("x\u0085y\u0080z\u009f"), "x y z");
+  EXPECT_EQ(CleanFrameText("\u00a0nbsp"), "\u00a0nbsp");  // U+00A0 is not a control
+  EXPECT_EQ(PrintableName("f\u009b31mred"), "f?31mred");
+  EXPECT_EQ(PrintableName("esc\x1b[0m"), "esc?[0m");
+}
+
+// A hostile frame name gets to no output with its C1 control: folded file, verdict lines.
+TEST(Label, C1ControlsReachNoOutput) {
+  std::vector<StackFile> files = HangOf4();
+  files[2].threads[0].python.back().function = "load\u009b2J_batch";
+  files[2].threads[0].native.back().function = "spin\u009b31m";
+  MergedStacks m = Merge(files);
+  std::string all;
+  for (const StackTree* t : {&m.python, &m.native}) all += WriteFolded(MakeTreeView(m, *t, {}));
+  Verdict v = ComputeVerdict(m);
+  for (const std::string& line : v.summary) all += line + "\n";
+  all += VerdictToJson(v);
+  EXPECT_NE(all.find("load 2J_batch"), std::string::npos) << all;
+  EXPECT_EQ(all.find("\xc2\x9b"), std::string::npos) << "U+009B reached an output";
+}
+
 TEST(Merge, BuildsOnePrefixTreeWithTheRanksOfEachFrame) {
   MergedStacks m = Merge(HangOf4());
   EXPECT_EQ(m.world_size, 4);

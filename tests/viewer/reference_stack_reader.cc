@@ -162,7 +162,7 @@ class Handler {
   bool Str(Kind k, std::string* v, std::string* dst) {
     if (k == Kind::kNull) return dst->clear(), true;
     if (k != Kind::kString) return TypeError(key_, "a string");
-    dst->assign(*v);
+    AssignCapped(*v, dst);  // the product's cap (stack_file.h), so the two readers agree
     return true;
   }
   bool Int(Kind k, int64_t v, int64_t* dst, bool null_ok = true) {

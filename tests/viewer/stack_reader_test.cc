@@ -311,6 +311,33 @@ TEST(StackReaderFile, ReadsFilesIntoOneAlignedBuffer) {
 namespace xtimer {
 namespace {
 
+// Strings are capped when read (stack_file.h, kMaxStackStringBytes): a 1 MB frame name reaches
+// no renderer; the cut is at a character boundary and shown. Short strings are kept whole, also
+// when a reused frame held a long one before.
+TEST_P(StackReader, CapsLongStringsAndShowsTheCut) {
+  std::vector<StackFile> files = HangOf4();
+  StackFile f = files[0];
+  std::string huge(1 << 20, 'x');
+  f.threads[0].python[0].function = huge;
+  // A two-byte character across the cap: the cut moves back before it.
+  f.threads[0].python[0].file = std::string(kMaxStackStringBytes - 1, 'f') + "\u00e9" + "tail";
+  f.threads[0].native[0].function = std::string(kMaxStackStringBytes, 'n');  // exactly the cap: kept
+  f.trigger = huge;
+  f.threads[0].name = huge;
+  StackFile out;
+  std::string error;
+  ASSERT_TRUE(Parse(StackFileToJson(f), &out, &error)) << error;
+  const std::string cut = std::string(kMaxStackStringBytes, 'x') + kStackStringCutMark;
+  EXPECT_EQ(out.threads[0].python[0].function, cut);
+  EXPECT_EQ(out.trigger, cut);
+  EXPECT_EQ(out.threads[0].name, cut);
+  EXPECT_EQ(out.threads[0].python[0].file, std::string(kMaxStackStringBytes - 1, 'f') + kStackStringCutMark);
+  EXPECT_EQ(out.threads[0].native[0].function, std::string(kMaxStackStringBytes, 'n'));
+  // The same buffers again with a short name: nothing of the long one stays.
+  ASSERT_TRUE(Parse(StackFileToJson(files[0]), &out, &error)) << error;
+  EXPECT_EQ(StackFileToJson(out), StackFileToJson(files[0]));
+}
+
 // Both back ends read the same files the same way.
 TEST(StackReaderBackends, AgreeOnHandMadeFiles) {
   std::vector<StackFile> files = HangOf4();
