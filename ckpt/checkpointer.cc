@@ -98,9 +98,7 @@ Status RankCheckpointer::Save(SaveArgs args, bool* saved, std::string* why) {
   return Status::Ok();
 }
 
-Status RankCheckpointer::LeaseMemory(ReadLease* lease) {
-  return seg_->AcquireCurrent(Holder::kLoad, lease);
-}
+Status RankCheckpointer::LeaseMemory(ReadLease* lease) { return seg_->AcquireCurrent(Holder::kLoad, lease); }
 
 int64_t RankCheckpointer::PersistedStep() const { return A(seg_->ctl()->persisted).load(); }
 

@@ -14,14 +14,14 @@
 namespace xtimer::ckpt {
 
 struct CheckpointerOptions {
-  std::string ckpt_dir;       // absolute
+  std::string ckpt_dir;  // absolute
   int rank = 0;
-  std::string shm_dir;        // "" : XTIMER_CKPT_SHM_DIR
-  int keep = -1;              // < 0: XTIMER_CKPT_KEEP
+  std::string shm_dir;          // "" : XTIMER_CKPT_SHM_DIR
+  int keep = -1;                // < 0: XTIMER_CKPT_KEEP
   int persist_on_failure = -1;  // < 0: XTIMER_CKPT_PERSIST_ON_FAILURE
-  std::string saver_binary;   // "": no saver process, disk saves are written by the caller
+  std::string saver_binary;     // "": no saver process, disk saves are written by the caller
   double saver_idle_exit_s = 300;
-  int threads = 0;            // copy threads; 0: automatic
+  int threads = 0;  // copy threads; 0: automatic
 };
 
 class RankCheckpointer {

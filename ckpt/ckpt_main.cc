@@ -167,8 +167,7 @@ bool InspectCkptDir(const std::string& dir, const Opts& o, json* out) {
       else if (!s.ranks.empty())  // the world size comes from a readable file: there is none
         std::printf("  step %lld: unusable (%zu rank file%s, none readable)\n", static_cast<long long>(s.step),
                     s.ranks.size(), s.ranks.size() == 1 ? "" : "s");
-      else
-        std::printf("  step %lld: empty (no rank file)\n", static_cast<long long>(s.step));
+      else std::printf("  step %lld: empty (no rank file)\n", static_cast<long long>(s.step));
       if (!s.problem.empty() && s.world_size > 0) std::printf("    CORRUPT: %s\n", s.problem.c_str());
     }
     bool step_ok = InspectStepDir(StepDir(dir, s.step), o, &files, "    ");
@@ -229,7 +228,10 @@ bool InspectSegment(const std::string& ctl, const Opts& o, json* out) {
   for (int s = 0; s < 2; ++s) {
     SlotCtl& sc = c->slot[s];
     int64_t step = A(sc.step).load();
-    json js = {{"slot", s}, {"current", s == cur}, {"step", step}, {"capacity", A(sc.capacity).load()},
+    json js = {{"slot", s},
+               {"current", s == cur},
+               {"step", step},
+               {"capacity", A(sc.capacity).load()},
                {"disk", DiskName(A(sc.disk).load())}};
     std::string line = "  slot " + std::to_string(s) + (s == cur ? " (current)" : "") + ": ";
     if (step < 0) {

@@ -66,8 +66,7 @@ const CudaRt* LoadRuntime(std::string* error) {
                Sym(lib, "cudaStreamCreate", &rt.StreamCreate) &&
                Sym(lib, "cudaStreamSynchronize", &rt.StreamSynchronize) &&
                Sym(lib, "cudaMemcpyAsync", &rt.MemcpyAsync) && Sym(lib, "cudaEventCreate", &rt.EventCreate) &&
-               Sym(lib, "cudaEventRecord", &rt.EventRecord) &&
-               Sym(lib, "cudaEventSynchronize", &rt.EventSynchronize);
+               Sym(lib, "cudaEventRecord", &rt.EventRecord) && Sym(lib, "cudaEventSynchronize", &rt.EventSynchronize);
     Sym(lib, "cudaGetErrorString", &rt.GetErrorString);
     if (!all) {
       load_error = rt.library + " lacks a runtime API function the checkpoint needs";
@@ -122,8 +121,8 @@ Status GetStaging(const CudaRt& rt, int device, const StagingConfig& cfg, Device
     void* ev = nullptr;
     rc = rt.HostAlloc(&buf, cfg.chunk_bytes, 0);
     if (rc != 0)
-      return fail("cudaHostAlloc of a " + std::to_string(cfg.chunk_bytes) + "-byte pinned staging buffer: " +
-                  rt.Err(rc));
+      return fail("cudaHostAlloc of a " + std::to_string(cfg.chunk_bytes) +
+                  "-byte pinned staging buffer: " + rt.Err(rc));
     s->buffers.push_back(buf);
     rc = rt.EventCreate(&ev);
     if (rc != 0) return fail("cudaEventCreate: " + rt.Err(rc));

@@ -16,10 +16,9 @@ struct DtypeRow {
   int size;
 };
 constexpr DtypeRow kDtypes[] = {
-    {"float32", 4}, {"float64", 8},  {"float16", 2},    {"bfloat16", 2},    {"int8", 1},
-    {"uint8", 1},   {"int16", 2},    {"int32", 4},      {"int64", 8},       {"bool", 1},
-    {"uint16", 2},  {"uint32", 4},   {"uint64", 8},     {"complex64", 8},   {"complex128", 16},
-    {"complex32", 4}, {"float8_e4m3fn", 1}, {"float8_e5m2", 1},
+    {"float32", 4}, {"float64", 8},   {"float16", 2},     {"bfloat16", 2},  {"int8", 1},          {"uint8", 1},
+    {"int16", 2},   {"int32", 4},     {"int64", 8},       {"bool", 1},      {"uint16", 2},        {"uint32", 4},
+    {"uint64", 8},  {"complex64", 8}, {"complex128", 16}, {"complex32", 4}, {"float8_e4m3fn", 1}, {"float8_e5m2", 1},
 };
 
 std::string NowIso() {
@@ -28,8 +27,8 @@ std::string NowIso() {
   tm t;
   gmtime_r(&ts.tv_sec, &t);
   char buf[96];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", t.tm_year + 1900, t.tm_mon + 1,
-                t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, ts.tv_nsec / 1000000);
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
+                t.tm_hour, t.tm_min, t.tm_sec, ts.tv_nsec / 1000000);
   return buf;
 }
 
@@ -121,8 +120,8 @@ Status ParseHeader(const void* header, uint64_t file_size, const std::string& wh
     return Status::Error(what + ": format version " + std::to_string(h.version) +
                          " is newer than this xtimer understands (" + std::to_string(kImageVersion) +
                          "); upgrade xtimer");
-  if (h.header_len != kHeaderLen || h.data_off < kHeaderLen || h.index_off < h.data_off ||
-      h.index_len == 0 || h.index_off + h.index_len < h.index_off)
+  if (h.header_len != kHeaderLen || h.data_off < kHeaderLen || h.index_off < h.data_off || h.index_len == 0 ||
+      h.index_off + h.index_len < h.index_off)
     return Status::Corrupt(what + ": header fields out of range");
   if (h.index_off + h.index_len != file_size)
     return Status::Corrupt(what + ": size " + std::to_string(file_size) + " bytes, header says " +
@@ -138,8 +137,7 @@ Status ParseIndex(const ImageHeader& h, const std::string& index, const std::str
   json j = json::parse(index, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Status::Corrupt(what + ": index is not valid JSON");
   try {
-    if (j.value("format", "") != "xtimer-ckpt")
-      return Status::Corrupt(what + ": index format is not xtimer-ckpt");
+    if (j.value("format", "") != "xtimer-ckpt") return Status::Corrupt(what + ": index format is not xtimer-ckpt");
     Index idx;
     idx.info.step = j.at("step").get<int64_t>();
     idx.info.rank = j.at("rank").get<int>();

@@ -42,7 +42,9 @@ int RankOfFile(const char* name) {
   return r;
 }
 
-bool IsTempOf(const char* name) { return std::strncmp(name, "rank_", 5) == 0 && std::strstr(name, ".xtc.tmp.") != nullptr; }
+bool IsTempOf(const char* name) {
+  return std::strncmp(name, "rank_", 5) == 0 && std::strstr(name, ".xtc.tmp.") != nullptr;
+}
 
 std::string Parent(const std::string& path) {
   size_t slash = path.find_last_of('/');
@@ -99,17 +101,16 @@ Status RemoveStep(const std::string& ckpt_dir, int64_t step) {
   bool others = false;
   while (dirent* e = readdir(d)) {
     if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-    if (RankOfFile(e->d_name) >= 0 || IsTempOf(e->d_name))
-      unlink((dir + "/" + e->d_name).c_str());
-    else
-      others = true;
+    if (RankOfFile(e->d_name) >= 0 || IsTempOf(e->d_name)) unlink((dir + "/" + e->d_name).c_str());
+    else others = true;
   }
   closedir(d);
   if (others) {
     Log(LogLevel::kWarn, "kept %s: it holds files that are not xtimer checkpoint files", dir.c_str());
     return Status::Ok();
   }
-  if (rmdir(dir.c_str()) != 0 && errno != ENOENT) Log(LogLevel::kWarn, "cannot remove %s: %s", dir.c_str(), strerror(errno));
+  if (rmdir(dir.c_str()) != 0 && errno != ENOENT)
+    Log(LogLevel::kWarn, "cannot remove %s: %s", dir.c_str(), strerror(errno));
   return Status::Ok();
 }
 
@@ -332,7 +333,10 @@ Status FinishStep(const std::string& ckpt_dir, int64_t step, int world_size, int
   } closer{lfd};
   int64_t latest = ReadLatest(ckpt_dir, nullptr);
   if (step > latest) {
-    nlohmann::json j = {{"format", "xtimer-ckpt-latest"}, {"version", 1}, {"step", step}, {"world_size", world_size},
+    nlohmann::json j = {{"format", "xtimer-ckpt-latest"},
+                        {"version", 1},
+                        {"step", step},
+                        {"world_size", world_size},
                         {"path", std::to_string(step)}};
     std::string err;
     if (!WriteFileAtomically(ckpt_dir + "/latest", j.dump() + "\n", &err)) return Status::Error(err);
@@ -402,8 +406,8 @@ Status CheckPlace(const std::string& path, const ImageInfo& info) {
   std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
   int rank = RankOfFile(name.c_str());
   if (rank < 0) return Status::Ok();  // not under a rank file's name: nothing to compare
-  const std::string held = "holds step " + std::to_string(info.step) + ", rank " + std::to_string(info.rank) +
-                           " of " + std::to_string(info.world_size);
+  const std::string held = "holds step " + std::to_string(info.step) + ", rank " + std::to_string(info.rank) + " of " +
+                           std::to_string(info.world_size);
   if (info.rank != rank)
     return Status::Corrupt(path + " " + held + ": a file of another rank renamed or copied here; not loaded as rank " +
                            std::to_string(rank) + " (put it back under rank_" + std::to_string(info.rank) + ".xtc)");

@@ -38,10 +38,10 @@ Status FinishStep(const std::string& ckpt_dir, int64_t step, int world_size, int
 
 struct DiskStep {
   int64_t step = -1;
-  int world_size = 0;       // from the first rank file found; 0 if none could be read
-  std::vector<int> ranks;   // rank files present
-  bool complete = false;    // every rank 0..world_size-1 present
-  std::string problem;      // when no rank file is usable, or the tracker disagrees: why ("" if fine)
+  int world_size = 0;      // from the first rank file found; 0 if none could be read
+  std::vector<int> ranks;  // rank files present
+  bool complete = false;   // every rank 0..world_size-1 present
+  std::string problem;     // when no rank file is usable, or the tracker disagrees: why ("" if fine)
 };
 // Steps in DIR, newest first.
 Status ScanDisk(const std::string& ckpt_dir, std::vector<DiskStep>* steps);

@@ -23,9 +23,7 @@ extern char** environ;
 namespace xtimer::ckpt {
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // "\r" progress on stderr for long writes (a terminal only).
 class TermProgress {
@@ -138,7 +136,8 @@ bool Saver::AcquireNodeLock(std::string* why) {
     return false;
   }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    *why = errno == EWOULDBLOCK ? "another saver runs for " + opt_.shm_dir : "cannot lock " + path + ": " + ErrnoText(errno);
+    *why = errno == EWOULDBLOCK ? "another saver runs for " + opt_.shm_dir
+                                : "cannot lock " + path + ": " + ErrnoText(errno);
     close(fd);
     return false;
   }
@@ -170,12 +169,12 @@ void Saver::Serve(Segment& seg, bool* busy, bool* pending) {
     TermProgress term(opt_.progress, "rank " + std::to_string(seg.rank()) + " step " + std::to_string(step));
     double t0 = Now();
     int64_t written = -1;
-    Status st = PersistSlot(seg, slot, [&](uint64_t d, uint64_t t) { term.Update(d, t); }, &written);
+    Status st = PersistSlot(
+        seg, slot, [&](uint64_t d, uint64_t t) { term.Update(d, t); }, &written);
     if (st.ok())
-      Log(LogLevel::kInfo, "wrote step %lld of rank %d to %s (%s, %.2f s)", static_cast<long long>(written),
-          seg.rank(), RankFile(seg.ckpt_dir(), written, seg.rank()).c_str(), why, Now() - t0);
-    else if (st.code() != Status::Code::kBusy)
-      Log(LogLevel::kError, "%s", st.message().c_str());
+      Log(LogLevel::kInfo, "wrote step %lld of rank %d to %s (%s, %.2f s)", static_cast<long long>(written), seg.rank(),
+          RankFile(seg.ckpt_dir(), written, seg.rank()).c_str(), why, Now() - t0);
+    else if (st.code() != Status::Code::kBusy) Log(LogLevel::kError, "%s", st.message().c_str());
   };
 
   // 1. Disk saves, oldest step first.

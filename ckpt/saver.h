@@ -45,7 +45,7 @@ struct SaverOptions {
   std::string shm_dir;
   double idle_exit_s = 300;  // < 0: never exit
   int poll_ms = 100;
-  bool progress = false;     // progress lines on stderr (a terminal) for writes over 2 s
+  bool progress = false;  // progress lines on stderr (a terminal) for writes over 2 s
 };
 
 class Saver {

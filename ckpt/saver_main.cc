@@ -102,7 +102,8 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
   signal(SIGHUP, SIG_IGN);
-  Log(LogLevel::kInfo, "checkpoint saver for %s started (idle exit after %.0f s)", opt.shm_dir.c_str(), opt.idle_exit_s);
+  Log(LogLevel::kInfo, "checkpoint saver for %s started (idle exit after %.0f s)", opt.shm_dir.c_str(),
+      opt.idle_exit_s);
   saver.Run(&g_stop);
   return 0;
 }

@@ -39,8 +39,7 @@ std::string Bytes(uint64_t n) {
   char b[64];
   if (n >= (1ull << 30))
     std::snprintf(b, sizeof b, "%llu bytes (%.2f GiB)", static_cast<unsigned long long>(n), n / 1073741824.0);
-  else
-    std::snprintf(b, sizeof b, "%llu bytes (%.1f MiB)", static_cast<unsigned long long>(n), n / 1048576.0);
+  else std::snprintf(b, sizeof b, "%llu bytes (%.1f MiB)", static_cast<unsigned long long>(n), n / 1048576.0);
   return b;
 }
 
@@ -172,7 +171,8 @@ Status Segment::Create(const std::string& shm_dir, const std::string& ckpt_dir, 
       std::memcpy(c->ckpt_dir, ckpt_dir.data(), ckpt_dir.size());
       std::memcpy(c->magic, kCtlMagic, 8);  // last: a reader checks it first
     } else if (std::memcmp(c->magic, kCtlMagic, 8) != 0 || c->version != kCtlVersion) {
-      return Status::Corrupt(seg->ctl_path_ + " has an unknown format or version; remove it (it holds no usable checkpoint)");
+      return Status::Corrupt(seg->ctl_path_ +
+                             " has an unknown format or version; remove it (it holds no usable checkpoint)");
     }
     break;
   }
@@ -261,7 +261,8 @@ Status Segment::MapSlot(int slot, bool create) {
   Map& m = maps_[slot];
   std::string path = slot_path(slot);
   if (m.fd < 0) {
-    int fd = open(path.c_str(), (writable_ ? O_RDWR : O_RDONLY) | (create ? O_CREAT : 0) | O_CLOEXEC | O_NONBLOCK, 0600);
+    int fd =
+        open(path.c_str(), (writable_ ? O_RDWR : O_RDONLY) | (create ? O_CREAT : 0) | O_CLOEXEC | O_NONBLOCK, 0600);
     if (fd < 0) {
       int err = errno;
       if (err == ENOENT) return Status::NotFound(path + " does not exist");
@@ -309,11 +310,11 @@ Status Segment::EnsureCapacity(uint64_t need) {
     if (have[s] < cap) inc += cap - have[s];
   }
   struct statvfs vfs;
-  if (statvfs(shm_dir_.c_str(), &vfs) != 0) return Status::Error("cannot statvfs " + shm_dir_ + ": " + ErrnoText(errno));
+  if (statvfs(shm_dir_.c_str(), &vfs) != 0)
+    return Status::Error("cannot statvfs " + shm_dir_ + ": " + ErrnoText(errno));
   uint64_t avail = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
-  std::string advice =
-      "; free space there, enlarge it (docker run --shm-size=..., or mount -o remount,size=... " + shm_dir_ +
-      ") or set XTIMER_CKPT_SHM_DIR to a larger tmpfs";
+  std::string advice = "; free space there, enlarge it (docker run --shm-size=..., or mount -o remount,size=... " +
+                       shm_dir_ + ") or set XTIMER_CKPT_SHM_DIR to a larger tmpfs";
   if (inc > avail)
     return Status::NoSpace("not enough room for the in-memory checkpoint of rank " + std::to_string(rank()) + ": " +
                            "two slots of " + Bytes(cap) + " need " + Bytes(inc) + " more in " + shm_dir_ + ", " +
@@ -374,8 +375,7 @@ Status Segment::AcquireWrite(int slot, std::string* why) {
   }
   if (A(s.disk).load() == kDiskWanted) {
     A(s.writer).store(0);
-    *why = "the slot it would overwrite holds step " + std::to_string(A(s.step).load()) +
-           ", which is not on disk yet";
+    *why = "the slot it would overwrite holds step " + std::to_string(A(s.step).load()) + ", which is not on disk yet";
     return Status::Busy(*why);
   }
   return Status::Ok();
@@ -528,7 +528,7 @@ Status Segment::Save(const SaveArgs& args, SaveResult* result, std::string* skip
   A(s.step).store(args.step);
   A(s.disk).store(args.disk ? kDiskWanted : kDiskNone);
   A(ctl_->world_size).store(static_cast<uint32_t>(args.world_size));
-  A(s.seq).store(A(s.seq).load() + 1);  // even: complete
+  A(s.seq).store(A(s.seq).load() + 1);                        // even: complete
   A(ctl_->current).store(static_cast<uint64_t>(target) + 1);  // the flip
   *result = SaveResult::kSaved;
   return Status::Ok();

@@ -36,42 +36,42 @@ enum DiskState : uint32_t { kDiskNone = 0, kDiskWanted = 1, kDiskDone = 2, kDisk
 // Owner state of the segment.
 enum OwnerState : uint32_t { kOwnerNone = 0, kOwnerRunning = 1, kOwnerClosed = 2, kOwnerDied = 3 };
 
-struct SlotCtl {               // 128 bytes; every field is accessed atomically
-  uint64_t writer;             // 0 or WithKind(tag, kWriter)
+struct SlotCtl {    // 128 bytes; every field is accessed atomically
+  uint64_t writer;  // 0 or WithKind(tag, kWriter)
   uint64_t readers[kSlotReaders];
-  uint64_t seq;                // odd while being written
-  int64_t step;                // step it holds; -1 none
-  uint64_t capacity;           // size of the slot file
-  uint64_t image_len;          // bytes of the image in it
-  uint32_t disk;               // DiskState
+  uint64_t seq;        // odd while being written
+  int64_t step;        // step it holds; -1 none
+  uint64_t capacity;   // size of the slot file
+  uint64_t image_len;  // bytes of the image in it
+  uint32_t disk;       // DiskState
   uint32_t pad;
   uint64_t reserved[4];
 };
 static_assert(sizeof(SlotCtl) == 128);
 
-struct Control {               // 4096 bytes, little-endian
-  char magic[8];               // "XTCKSHM1"
-  uint32_t version;            // 1
-  uint32_t size;               // 4096
+struct Control {     // 4096 bytes, little-endian
+  char magic[8];     // "XTCKSHM1"
+  uint32_t version;  // 1
+  uint32_t size;     // 4096
   uint32_t rank;
   uint32_t world_size;
-  uint32_t keep;               // XTIMER_CKPT_KEEP of the owner
-  uint32_t flags;              // bit 0: persist on failure
-  uint64_t owner;              // tag of the training process; 0 none
-  uint32_t owner_state;        // OwnerState
+  uint32_t keep;         // XTIMER_CKPT_KEEP of the owner
+  uint32_t flags;        // bit 0: persist on failure
+  uint64_t owner;        // tag of the training process; 0 none
+  uint32_t owner_state;  // OwnerState
   uint32_t pad0;
-  uint64_t current;            // 0 none, 1 slot0, 2 slot1: the one atomic flip
-  int64_t persisted;           // newest step of this rank durable on disk; -1 none
-  uint64_t saver;              // tag of the saver that last served this segment
-  int64_t progress_step;       // the step being written to disk; -1 none
-  uint64_t progress_done;      // bytes of it written so far
+  uint64_t current;        // 0 none, 1 slot0, 2 slot1: the one atomic flip
+  int64_t persisted;       // newest step of this rank durable on disk; -1 none
+  uint64_t saver;          // tag of the saver that last served this segment
+  int64_t progress_step;   // the step being written to disk; -1 none
+  uint64_t progress_done;  // bytes of it written so far
   uint64_t progress_total;
-  int64_t failed_step;         // newest step whose persist failed; -1 none (see `error`)
+  int64_t failed_step;  // newest step whose persist failed; -1 none (see `error`)
   uint64_t reserved0[19];
-  SlotCtl slot[2];             // at 256
+  SlotCtl slot[2];  // at 256
   uint64_t reserved1[64];
-  char ckpt_dir[2048];         // at 1024: the checkpoint folder, NUL-terminated
-  char error[1024];            // at 3072: why failed_step failed
+  char ckpt_dir[2048];  // at 1024: the checkpoint folder, NUL-terminated
+  char error[1024];     // at 3072: why failed_step failed
 };
 static_assert(sizeof(Control) == 4096);
 static_assert(offsetof(Control, slot) == 256);

@@ -34,8 +34,8 @@ std::string ErrnoText(int err);
 
 }  // namespace xtimer::ckpt
 
-#define XT_RETURN_IF_ERROR(expr)          \
-  do {                                    \
-    ::xtimer::ckpt::Status _st = (expr);  \
-    if (!_st.ok()) return _st;            \
+#define XT_RETURN_IF_ERROR(expr)         \
+  do {                                   \
+    ::xtimer::ckpt::Status _st = (expr); \
+    if (!_st.ok()) return _st;           \
   } while (0)

@@ -71,7 +71,8 @@ bool HttpFrontend::Start(const std::string& listen, std::string* error) {
     Secure(res, "default-src 'none'");
     res.set_content(d->core->StatusJson(), "application/json");
   });
-  s.Get(R"(/rounds/([0-9A-Za-z_-]{1,80})/([0-9A-Za-z_.-]{1,80}))", [d](const httplib::Request& req, httplib::Response& res) {
+  s.Get(R"(/rounds/([0-9A-Za-z_-]{1,80})/([0-9A-Za-z_.-]{1,80}))", [d](const httplib::Request& req,
+                                                                       httplib::Response& res) {
     std::optional<std::string> path = d->core->RoundFile(req.matches[1].str(), req.matches[2].str());
     if (!path) {
       res.status = 404;

@@ -15,8 +15,8 @@ namespace {
 // Keep in the order of docs/config.md. Add a row here before reading a new variable.
 constexpr Var kVars[] = {
     // --- general
-    {"XTIMER_TIMELINE_PATH", "/tmp/xtimer",
-     "Folder for every file a rank writes: summaries, traces, stack files.", "XPU_TIMER_TIMELINE_PATH"},
+    {"XTIMER_TIMELINE_PATH", "/tmp/xtimer", "Folder for every file a rank writes: summaries, traces, stack files.",
+     "XPU_TIMER_TIMELINE_PATH"},
     {"XTIMER_LOG_LEVEL", "info", "error, warn, info or debug: what the library and tools print on stderr."},
     {"XTIMER_DISABLE", "0", "1 makes the preloaded library pass every call straight through."},
     {"XTIMER_PRELOAD_LIB", "",
@@ -32,28 +32,34 @@ constexpr Var kVars[] = {
     {"XTIMER_MAX_INFLIGHT", "65536",
      "Timed operations that may be in flight at once per process; beyond it launches go untimed (and are counted)."},
     // --- hang detection
-    {"XTIMER_HANG_TIMEOUT", "300", "Seconds an operation (or a synchronising call) may run before it is a hang; fractions allowed.",
+    {"XTIMER_HANG_TIMEOUT", "300",
+     "Seconds an operation (or a synchronising call) may run before it is a hang; fractions allowed.",
      "XPU_TIMER_HANG_TIMEOUT"},
     {"XTIMER_HANG_ACTION", "dump",
-     "On a hang: dump (write stacks once), abort (dump, then abort the process), log (only log; a collector may still ask for stacks), restart (dump; xtimer_run then restarts every worker; its default)."},
+     "On a hang: dump (write stacks once), abort (dump, then abort the process), log (only log; a collector may still "
+     "ask for stacks), restart (dump; xtimer_run then restarts every worker; its default)."},
     {"XTIMER_DUMP_SIGNAL", "SIGUSR2",
-     "Signal that makes a rank dump its stacks (name or number; 'none' disables). Installed only if the program has no handler."},
+     "Signal that makes a rank dump its stacks (name or number; 'none' disables). Installed only if the program has no "
+     "handler."},
     {"XTIMER_CAPTURE_SIGNAL", "SIGRTMIN+5", "Real-time signal used internally to interrupt each thread during a dump."},
     // --- node agent and collector
     {"XTIMER_AGENT_SOCKET", "", "Unix socket of the node agent; set by xtimer_launch for every process below it."},
     {"XTIMER_METRICS_PORT", "18889", "Port of the node agent's Prometheus /metrics; 0 = off."},
-    {"XTIMER_COLLECTOR", "", "host:port of xtimer_collector; empty = the agent runs an embedded collector for its node."},
+    {"XTIMER_COLLECTOR", "",
+     "host:port of xtimer_collector; empty = the agent runs an embedded collector for its node."},
     {"XTIMER_COLLECTOR_TOKEN_FILE", "", "File holding the token the agent presents to the collector."},
-    {"XTIMER_COLLECTOR_CA", "", "PEM file of the CA that signed a TLS collector's certificate; set = the agent uses TLS."},
+    {"XTIMER_COLLECTOR_CA", "",
+     "PEM file of the CA that signed a TLS collector's certificate; set = the agent uses TLS."},
     {"XTIMER_DUMP_WAIT", "30", "Seconds the collector waits for every rank's stacks after a hang before merging."},
     // --- elastic launcher
-    {"XTIMER_PYTHON", "python3", "Python interpreter xtimer_run starts the training script with (without --no-python); looked up on PATH."},
+    {"XTIMER_PYTHON", "python3",
+     "Python interpreter xtimer_run starts the training script with (without --no-python); looked up on PATH."},
     // --- network check
     {"XTIMER_NETPROBE_TIMEOUT", "30", "Deadline in seconds for every connect, send and wait of xtimer_netprobe."},
-    {"XTIMER_NETCHECK_SIZE", "3M",
-     "Bytes per direction per test of xtimer_run --network-check (suffixes k, M, G)."},
+    {"XTIMER_NETCHECK_SIZE", "3M", "Bytes per direction per test of xtimer_run --network-check (suffixes k, M, G)."},
     {"XTIMER_NETCHECK_TIMEOUT", "4",
-     "Deadline in seconds for every connect, send and wait of xtimer_run --network-check; a silent node costs a few of them."},
+     "Deadline in seconds for every connect, send and wait of xtimer_run --network-check; a silent node costs a few of "
+     "them."},
     // --- flash checkpoint
     {"XTIMER_CKPT_SHM_DIR", "/dev/shm", "Folder (a tmpfs) that holds the in-memory checkpoint segments."},
     {"XTIMER_CKPT_KEEP", "3", "Checkpoint steps kept on disk; older ones are deleted once a newer one is durable."},

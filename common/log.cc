@@ -48,8 +48,7 @@ void Log(LogLevel level, const char* fmt, ...) {
   if (!LogEnabled(level)) return;
   static const char* kTags[] = {"error: ", "warning: ", "", "debug: "};
   char buf[1024];
-  int n = std::snprintf(buf, sizeof buf, "xtimer[%d]: %s", static_cast<int>(getpid()),
-                        kTags[static_cast<int>(level)]);
+  int n = std::snprintf(buf, sizeof buf, "xtimer[%d]: %s", static_cast<int>(getpid()), kTags[static_cast<int>(level)]);
   va_list ap;
   va_start(ap, fmt);
   int m = std::vsnprintf(buf + n, sizeof buf - n - 1, fmt, ap);

@@ -23,7 +23,8 @@ std::string Detail(const v1::OpStat& op) {
 void AppendRankMetrics(const std::vector<v1::RankReport>& reports, PrometheusText* out) {
   out->Family("xtimer_rank_up", "gauge", "1 while the rank's process runs, 0 once it exited");
   out->Family("xtimer_rank_hung", "gauge", "1 while the rank's watchdog reports a hang");
-  out->Family("xtimer_rank_inflight_oldest_seconds", "gauge", "Age of the rank's oldest GPU op (or blocking sync) in flight");
+  out->Family("xtimer_rank_inflight_oldest_seconds", "gauge",
+              "Age of the rank's oldest GPU op (or blocking sync) in flight");
   out->Family("xtimer_rank_dumps_total", "counter", "Stack dumps the rank has written");
   out->Family("xtimer_op_latency_seconds", "summary", "GPU time of one op of the class (event pair on its stream)");
   out->Family("xtimer_op_tflops", "gauge", "Matmul throughput of the class: 2*m*n*k*batch / time");

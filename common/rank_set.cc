@@ -17,9 +17,7 @@ RankSet RankSet::Range(int32_t first, int32_t end) {
   return s;
 }
 
-bool RankSet::Contains(int32_t rank) const {
-  return std::binary_search(ranks_.begin(), ranks_.end(), rank);
-}
+bool RankSet::Contains(int32_t rank) const { return std::binary_search(ranks_.begin(), ranks_.end(), rank); }
 
 RankSet RankSet::Complement(int32_t world_size) const {
   RankSet out;
@@ -63,7 +61,7 @@ std::string RankSet::FoldComplement(int32_t world_size, size_t max_ranges) const
   int64_t left = world_size;  // ranks of the complement not yet written
   for (int32_t r : ranks_)
     if (r < world_size) --left;
-  int64_t next = 0;  // the first rank not yet looked at
+  int64_t next = 0;              // the first rank not yet looked at
   auto gap = [&](int64_t end) {  // the complement's range [next, end)
     if (next >= end) return true;
     if (max_ranges > 0 && ranges == max_ranges) {
@@ -100,8 +98,7 @@ std::optional<RankSet> RankSet::ParseFolded(std::string_view text) {
     int32_t a = 0, b = 0;
     if (!number(part.substr(0, dash), &a)) return std::nullopt;
     b = a;
-    if (dash != std::string_view::npos && (!number(part.substr(dash + 1), &b) || b <= a))
-      return std::nullopt;
+    if (dash != std::string_view::npos && (!number(part.substr(dash + 1), &b) || b <= a)) return std::nullopt;
     if (!out.ranks_.empty() && a <= out.ranks_.back() + 1) return std::nullopt;  // not canonical
     if (static_cast<int64_t>(b) - a > (1 << 24)) return std::nullopt;            // absurd range
     for (int32_t r = a; r <= b; ++r) out.ranks_.push_back(r);

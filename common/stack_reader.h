@@ -43,7 +43,7 @@ class StackReadBuffer {
 
 // Reads a regular file (no FIFO, device or folder; at most max_bytes: common/regular_file.h) into
 // *buffer and parses it. *error, as for ParseStackFile, does not repeat the path.
-bool ReadStackFile(const std::string& path, StackFile* out, StackReadBuffer* buffer,
-                   std::string* error, size_t max_bytes = kMaxStackFileBytes);
+bool ReadStackFile(const std::string& path, StackFile* out, StackReadBuffer* buffer, std::string* error,
+                   size_t max_bytes = kMaxStackFileBytes);
 
 }  // namespace xtimer

@@ -131,7 +131,8 @@ class OnDemandApi {
     } else if (nt == od::number_type::unsigned_integer) {
       uint64_t u = 0;
       if (error_code e = v.get_uint64().get(u)) return e;
-      if (u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) *out = static_cast<int64_t>(u), *is_int = true;
+      if (u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        *out = static_cast<int64_t>(u), *is_int = true;
     } else {
       double d;
       if (error_code e = v.get_double().get(d)) return e;
@@ -250,7 +251,9 @@ class Reader {
   }
 
   // An integer; *is_int false (and no error) when it is another kind of number.
-  [[gnu::always_inline]] bool Integer(Value& v, int64_t* out, bool* is_int) { return !Err(api_.Integer(v, out, is_int)); }
+  [[gnu::always_inline]] bool Integer(Value& v, int64_t* out, bool* is_int) {
+    return !Err(api_.Integer(v, out, is_int));
+  }
 
   [[gnu::always_inline]] bool Int(Value& v, std::string_view key, int64_t* dst, bool null_ok = true) {
     Kind t{};

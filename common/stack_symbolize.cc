@@ -57,8 +57,8 @@ std::string Errno(const std::string& what, const std::string& path) {
 
 }  // namespace
 
-bool SymbolizeStackJson(std::string_view text, Symbolizer& symbolizer, std::string* out,
-                        SymbolizeSummary* summary, std::string* error) {
+bool SymbolizeStackJson(std::string_view text, Symbolizer& symbolizer, std::string* out, SymbolizeSummary* summary,
+                        std::string* error) {
   *summary = SymbolizeSummary();
   Json root = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return (*error = "not valid JSON (truncated or corrupt?)"), false;
@@ -67,8 +67,7 @@ bool SymbolizeStackJson(std::string_view text, Symbolizer& symbolizer, std::stri
   if (format == root.end() || !format->is_string() || *format != "xtimer-stacktrace")
     return (*error = "not an xtimer stack file (\"format\" is not \"xtimer-stacktrace\")"), false;
   auto version = root.find("version");
-  if (version == root.end() || !version->is_number_integer())
-    return (*error = "no integer \"version\" field"), false;
+  if (version == root.end() || !version->is_number_integer()) return (*error = "no integer \"version\" field"), false;
   if (version->get<int64_t>() > kNewestVersion)
     return (*error = "version " + std::to_string(version->get<int64_t>()) +
                      " is newer than this xtimer_symbolize understands (" + std::to_string(kNewestVersion) + ")"),
@@ -108,8 +107,8 @@ bool SymbolizeStackJson(std::string_view text, Symbolizer& symbolizer, std::stri
       ++summary->frames;
       auto module = frame.is_object() ? frame.find("module") : Json::iterator();
       uint64_t offset = 0;
-      bool usable = frame.is_object() && !frame.contains("function") && module != frame.end() &&
-                    module->is_string() && frame.contains("offset") && frame["offset"].is_string() &&
+      bool usable = frame.is_object() && !frame.contains("function") && module != frame.end() && module->is_string() &&
+                    frame.contains("offset") && frame["offset"].is_string() &&
                     ParseHex(frame["offset"].get<std::string>(), &offset);
       if (!usable) {
         if (frame.is_object() && frame.contains("function")) ++summary->resolved;

@@ -42,8 +42,8 @@ namespace {
 char* g_debuginfo_path = nullptr;  // dwfl default: .debug next to the file, /usr/lib/debug, build-id
 
 const Dwfl_Callbacks kCallbacks = {
-    nullptr,                          // find_elf (offline reporting opens the file itself)
-    dwfl_standard_find_debuginfo,     // separate debug info: debuglink, /usr/lib/debug/.build-id
+    nullptr,                       // find_elf (offline reporting opens the file itself)
+    dwfl_standard_find_debuginfo,  // separate debug info: debuglink, /usr/lib/debug/.build-id
     dwfl_offline_section_address,
     &g_debuginfo_path,
 };
@@ -82,8 +82,7 @@ std::string DieName(Dwarf_Die* die) {
     Dwarf_Die next;
     if (dwarf_attr(&decl, DW_AT_abstract_origin, &attr) != nullptr && dwarf_formref_die(&attr, &next) != nullptr) {
       decl = next;
-    } else if (dwarf_attr(&decl, DW_AT_specification, &attr) != nullptr &&
-               dwarf_formref_die(&attr, &next) != nullptr) {
+    } else if (dwarf_attr(&decl, DW_AT_specification, &attr) != nullptr && dwarf_formref_die(&attr, &next) != nullptr) {
       decl = next;
     } else {
       break;

@@ -42,8 +42,7 @@ class Symbolizer {
   // The frames at `offset` in `module`, root first: the function that holds the code, then each
   // function inlined into it, the innermost last. Empty when nothing is known. With a non-empty
   // `build_id` (hex), a module whose build-id differs (replaced on disk since) resolves nothing.
-  const std::vector<SymbolFrame>& Resolve(const std::string& module, uint64_t offset,
-                                          const std::string& build_id = "");
+  const std::vector<SymbolFrame>& Resolve(const std::string& module, uint64_t offset, const std::string& build_id = "");
 
   // The functions that ran between two adjacent frames of a stack without leaving a frame of
   // their own, because each ended by jumping to the next (a tail call, `jmp` instead of `call`):

@@ -230,8 +230,8 @@ int ElasticAgent::Run() {
           first_failure_ = group.first_failure();
           have_failure_ = true;
           why = "rank " + std::to_string(first_failure_.rank) + " (local rank " +
-                std::to_string(first_failure_.local_rank) + ") on " + HostName() + " failed: " +
-                first_failure_.Describe();
+                std::to_string(first_failure_.local_rank) + ") on " + HostName() +
+                " failed: " + first_failure_.Describe();
         }
         Log(LogLevel::kWarn, "run: %s", why.c_str());
         PersistCheckpoints();

@@ -51,16 +51,14 @@
 namespace xtimer::run {
 namespace {
 
-double NowS() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double NowS() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 struct State {
   int64_t round = 0;
   int restarts = 0;
   std::string reason;
   std::vector<std::string> expect;  // the round closes once these nodes are in (after a network check)
-  std::string raw;  // the value as stored, for compare-and-swap
+  std::string raw;                  // the value as stored, for compare-and-swap
 };
 
 bool ParseState(const std::string& raw, State* s) {
@@ -196,8 +194,8 @@ class EtcdRendezvous : public Rendezvous {
     for (const KeyValue& kv : done) present.insert(kv.key.substr(kv.key.rfind('/') + 1));
     for (size_t r = 0; r < current_.nodes.size(); ++r) {
       if (present.count(current_.nodes[r])) continue;
-      std::string reason = "node " + current_.nodes[r] + " (group rank " + std::to_string(r) +
-                           ") was lost: its etcd lease expired";
+      std::string reason =
+          "node " + current_.nodes[r] + " (group rank " + std::to_string(r) + ") was lost: its etcd lease expired";
       return Bump(reason, false, why);
     }
     if (!waiting.empty() && current_.group_world_size < o_.max_nodes) {
@@ -295,8 +293,7 @@ class EtcdRendezvous : public Rendezvous {
           for (const KeyValue& kv : joined) in = in || kv.key.substr(kv.key.rfind('/') + 1) == id;
           expected_in = expected_in && in;
         }
-        if (n >= o_.max_nodes || expected_in ||
-            (enough_since >= 0 && t - enough_since >= o_.last_call_timeout_s)) {
+        if (n >= o_.max_nodes || expected_in || (enough_since >= 0 && t - enough_since >= o_.last_call_timeout_s)) {
           bool created = false;
           if (!etcd_.CreateIfAbsent(rp + "closed", CloseValue(joined, now.restarts), 0, &created, error)) return -1;
           continue;
@@ -389,7 +386,8 @@ class EtcdRendezvous : public Rendezvous {
         bool alive = false;
         if (!etcd_.Get(RoundPrefix(round.number) + "join/" + round.nodes[0], &ignored, &alive, error)) return -1;
         if (!alive) {
-          std::string reason = "node " + round.nodes[0] + " (group rank 0) was lost during the network check: its "
+          std::string reason = "node " + round.nodes[0] +
+                               " (group rank 0) was lost during the network check: its "
                                "etcd lease expired";
           bool swapped = false;
           etcd_.CompareAndSwap(prefix_ + "state", st.raw, StateValue(st.round + 1, st.restarts, reason), &swapped,
@@ -490,8 +488,7 @@ class EtcdRendezvous : public Rendezvous {
     RoundVerdict v;
     std::string perr;
     nlohmann::json vj = nlohmann::json::parse(verdict_raw, nullptr, false);
-    if (!RoundVerdict::FromJson(vj, n, &v, &perr))
-      return (*error = "etcd key " + rp + "netcheck_verdict: " + perr), -1;
+    if (!RoundVerdict::FromJson(vj, n, &v, &perr)) return (*error = "etcd key " + rp + "netcheck_verdict: " + perr), -1;
     const std::string summary = v.Summary();
     if (!v.error.empty()) {
       Log(LogLevel::kWarn, "run: network check of round %lld could not be done (%s); the workers start unchecked",

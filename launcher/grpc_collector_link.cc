@@ -106,7 +106,8 @@ class GrpcCollectorLink : public CollectorLink {
       if (!registered_) budget = std::min(budget, kFirstContactWait);
       cv_.wait_for(lock, budget, [this] { return (uploads_.empty() && !have_reports_) || failing_; });
       if (failing_ && (!uploads_.empty() || have_reports_))
-        Log(LogLevel::kWarn, "agent: the collector at %s cannot be reached; %zu stack upload(s) and the last report not sent",
+        Log(LogLevel::kWarn,
+            "agent: the collector at %s cannot be reached; %zu stack upload(s) and the last report not sent",
             address_.c_str(), uploads_.size());
       stopping_ = true;
       if (call_ctx_ != nullptr) call_ctx_->TryCancel();  // a call under way ends now
@@ -414,7 +415,7 @@ class GrpcCollectorLink : public CollectorLink {
   std::deque<QueuedUpload> uploads_;
   std::map<std::string, Clock::time_point> held_;  // dump rounds whose stacks wait for UPLOAD
   std::optional<Clock::time_point> last_dump_command_;
-  bool draining_ = false;  // Stop() was called: send everything queued
+  bool draining_ = false;         // Stop() was called: send everything queued
   std::set<int32_t> ops_sent_;    // ranks whose op statistics reached this registration
   bool last_state_only_ = false;  // the last report sent had no op statistics
   std::unique_ptr<grpc::ClientContext> commands_ctx_;

@@ -87,8 +87,8 @@ std::string RoundVerdict::Summary() const {
     if (n.fate == Fate::kPassed) ++passed;
     if (n.fate == Fate::kUnchecked) ++unchecked;
     if (n.fate == Fate::kExcluded || (n.fate == Fate::kPassed && n.status != "ok"))
-      out += "; group rank " + std::to_string(r) + " " + n.status + (n.fate == Fate::kPassed ? " (kept)" : "") +
-             ": " + n.reason;
+      out += "; group rank " + std::to_string(r) + " " + n.status + (n.fate == Fate::kPassed ? " (kept)" : "") + ": " +
+             n.reason;
   }
   std::vector<int> excluded = Excluded();
   head += ": " + std::to_string(passed) + " passed, " + std::to_string(excluded.size()) + " left out";
@@ -145,8 +145,7 @@ RoundVerdict JudgeRound(const json& report, int nnodes, bool exclude_straggler) 
   };
   if (!report.is_object()) return fail("no report");
   v.probe_time_s = report.value("probe_time_s", 0.0);
-  if (report.contains("error") && report["error"].is_string())
-    return fail(report["error"].get<std::string>());
+  if (report.contains("error") && report["error"].is_string()) return fail(report["error"].get<std::string>());
   auto nodes = report.find("nodes");
   if (nodes == report.end() || !nodes->is_array()) return fail("the report has no node list");
   const double timeout = report.value("timeout_s", 0.0);
@@ -175,8 +174,9 @@ RoundVerdict JudgeRound(const json& report, int nnodes, bool exclude_straggler) 
   }
   if (missing > 0 && reached < missing) {
     if (nnodes == 2) {
-      std::string why = "the two nodes could not reach each other (group rank 1 never reached the probe on "
-                        "group rank 0); with two nodes neither can be blamed";
+      std::string why =
+          "the two nodes could not reach each other (group rank 1 never reached the probe on "
+          "group rank 0); with two nodes neither can be blamed";
       v.nodes[0] = {Fate::kExcluded, "faulty", why};
       v.nodes[1] = {Fate::kExcluded, "faulty", why};
       return v;
@@ -199,8 +199,8 @@ RoundVerdict JudgeRound(const json& report, int nnodes, bool exclude_straggler) 
       f.fate = Fate::kExcluded;
       f.status = "faulty";
       f.reason = "unreachable: it never reached the probe on group rank 0" +
-                 (timeout > 0 ? " within " + Seconds(timeout) : std::string()) +
-                 ", which " + std::to_string(reached) + " other node(s) reached";
+                 (timeout > 0 ? " within " + Seconds(timeout) : std::string()) + ", which " + std::to_string(reached) +
+                 " other node(s) reached";
     } else {
       f.fate = Fate::kExcluded;  // faulty (undecided never appears in a final report)
     }

@@ -208,7 +208,8 @@ void NodeAgent::StartMetrics() {
   // does (docs/config.md, XTIMER_METRICS_PORT). The server's deadlines keep slow clients from
   // holding it or the agent's exit (common/http_server.h).
   if (!http_->Start("0.0.0.0", config_.metrics_port)) {
-    Log(LogLevel::kWarn, "agent: cannot serve /metrics on port %d (in use?); set XTIMER_METRICS_PORT to a free port or 0",
+    Log(LogLevel::kWarn,
+        "agent: cannot serve /metrics on port %d (in use?); set XTIMER_METRICS_PORT to a free port or 0",
         config_.metrics_port);
     http_.reset();
   }

@@ -25,12 +25,12 @@ class GuardedHttpServer;
 class Symbolizer;
 
 struct AgentConfig {
-  std::string timeline_path;    // XTIMER_TIMELINE_PATH: also where an embedded collector writes
-  int metrics_port = 18889;     // XTIMER_METRICS_PORT, 0 = off
-  std::string collector;        // XTIMER_COLLECTOR, "" = embedded
-  std::string token_file;       // XTIMER_COLLECTOR_TOKEN_FILE
-  std::string ca_file;          // XTIMER_COLLECTOR_CA
-  double dump_wait_s = 30;      // XTIMER_DUMP_WAIT
+  std::string timeline_path;  // XTIMER_TIMELINE_PATH: also where an embedded collector writes
+  int metrics_port = 18889;   // XTIMER_METRICS_PORT, 0 = off
+  std::string collector;      // XTIMER_COLLECTOR, "" = embedded
+  std::string token_file;     // XTIMER_COLLECTOR_TOKEN_FILE
+  std::string ca_file;        // XTIMER_COLLECTOR_CA
+  double dump_wait_s = 30;    // XTIMER_DUMP_WAIT
   static AgentConfig FromEnv();
 };
 

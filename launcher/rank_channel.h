@@ -45,8 +45,8 @@ class RankChannel {
   OnMessage on_message_;
   OnClose on_close_;
   std::thread thread_;
-  std::mutex mu_;              // guards conns_
-  std::map<int, int> conns_;   // connection id -> fd
+  std::mutex mu_;             // guards conns_
+  std::map<int, int> conns_;  // connection id -> fd
 };
 
 }  // namespace xtimer

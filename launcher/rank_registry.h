@@ -35,7 +35,7 @@ class RankRegistry {
   // Ranks without a link thread (they said hello at load, no CUDA call yet: "link": false) read
   // no messages; they are asked with the dump signal they named, if they named one.
   struct DumpPlan {
-    std::vector<int> ask;                          // connections
+    std::vector<int> ask;                            // connections
     std::vector<std::pair<int, std::string>> reuse;  // rank, stack file
     std::vector<std::pair<pid_t, int>> signal;       // pid, dump signal
   };
@@ -53,8 +53,8 @@ class RankRegistry {
  private:
   struct Entry {
     int conn = -1;
-    v1::RankReport report;  // ops are the latest summary's
-    int64_t own_dump_ms = 0;   // when it last reported a dump it took on its own
+    v1::RankReport report;    // ops are the latest summary's
+    int64_t own_dump_ms = 0;  // when it last reported a dump it took on its own
     std::string own_dump_path;
     bool has_link = true;           // a link thread reads our messages
     int dump_signal = 0;            // without one: the signal that makes it dump (0: none)

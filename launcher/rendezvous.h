@@ -19,8 +19,8 @@
 namespace xtimer::run {
 
 struct Round {
-  int64_t number = 0;       // 0, 1, 2, ... (every new round, whatever its cause)
-  int restarts = 0;         // failures and hangs so far (TORCHELASTIC_RESTART_COUNT)
+  int64_t number = 0;  // 0, 1, 2, ... (every new round, whatever its cause)
+  int restarts = 0;    // failures and hangs so far (TORCHELASTIC_RESTART_COUNT)
   int group_rank = 0;
   int group_world_size = 1;
   std::string master_addr;

@@ -24,7 +24,8 @@ std::string Dashed(std::string s) {
 bool ToInt(const std::string& flag, const std::string& v, long long lo, long long hi, int* out, std::string* error) {
   long long n = 0;
   if (!ParseInt(v, lo, hi, &n)) {
-    *error = flag + " takes a whole number from " + std::to_string(lo) + " to " + std::to_string(hi) + ", not '" + v + "'";
+    *error =
+        flag + " takes a whole number from " + std::to_string(lo) + " to " + std::to_string(hi) + ", not '" + v + "'";
     return false;
   }
   *out = static_cast<int>(n);
@@ -42,7 +43,8 @@ bool ToSeconds(const std::string& flag, const std::string& v, double* out, std::
 bool ParseNnodes(const std::string& v, RunOptions* o, std::string* error) {
   size_t colon = v.find(':');
   std::string lo = v.substr(0, colon), hi = colon == std::string::npos ? lo : v.substr(colon + 1);
-  if (!ToInt("--nnodes", lo, 1, 1 << 20, &o->min_nodes, error) || !ToInt("--nnodes", hi, 1, 1 << 20, &o->max_nodes, error))
+  if (!ToInt("--nnodes", lo, 1, 1 << 20, &o->min_nodes, error) ||
+      !ToInt("--nnodes", hi, 1, 1 << 20, &o->max_nodes, error))
     return (*error = "--nnodes takes N or MIN:MAX (whole numbers >= 1), not '" + v + "'"), false;
   if (o->min_nodes > o->max_nodes) return (*error = "--nnodes " + v + ": MIN is larger than MAX"), false;
   return true;
@@ -91,7 +93,8 @@ bool ParseRdzvConf(const std::string& v, RunOptions* o, std::string* error) {
              key == "cert" || key == "key")
       continue;  // torchrun's keys that have no meaning here; accepted so that command lines carry over
     else
-      return (*error = "--rdzv-conf: unknown key '" + key + "' (known: join_timeout, last_call_timeout, lease_ttl)"), false;
+      return (*error = "--rdzv-conf: unknown key '" + key + "' (known: join_timeout, last_call_timeout, lease_ttl)"),
+             false;
     if (!ToSeconds("--rdzv-conf " + key, value, target, error)) return false;
   }
   if (o->lease_ttl_s < 1) return (*error = "--rdzv-conf lease_ttl must be at least 1 second"), false;
@@ -137,11 +140,13 @@ bool ParseRunOptions(int argc, char** argv, RunOptions* o, std::string* error, b
       {"--nnodes", [&](auto&, auto& v) { return nnodes_given = true, ParseNnodes(v, o, error); }},
       {"--nproc-per-node", [&](auto&, auto& v) { return ParseNproc(v, o, error); }},
       {"--max-restarts", [&](auto& f, auto& v) { return ToInt(f, v, 0, 1 << 30, &o->max_restarts, error); }},
-      {"--rdzv-backend", [&](auto&, auto& v) {
+      {"--rdzv-backend",
+       [&](auto&, auto& v) {
          rdzv_given = true;
          if (v == "etcd" || v == "etcd-v2") return o->rdzv_backend = "etcd", true;
          if (v == "static") return o->rdzv_backend = v, true;
-         *error = "--rdzv-backend " + v + " is not supported by xtimer_run: use static (fixed nodes) or etcd "
+         *error = "--rdzv-backend " + v +
+                  " is not supported by xtimer_run: use static (fixed nodes) or etcd "
                   "(elastic, with --rdzv-endpoint HOST:PORT of an etcd v3)";
          return false;
        }},
@@ -150,8 +155,10 @@ bool ParseRunOptions(int argc, char** argv, RunOptions* o, std::string* error, b
       {"--rdzv-conf", [&](auto&, auto& v) { return ParseRdzvConf(v, o, error); }},
       {"--node-rank", [&](auto& f, auto& v) { return ToInt(f, v, 0, 1 << 20, &o->node_rank, error); }},
       {"--master-addr", [&](auto&, auto& v) { return o->master_addr = v, true; }},
-      {"--master-port", [&](auto& f, auto& v) { return o->master_port_given = true, ToInt(f, v, 1, 65535, &o->master_port, error); }},
-      {"--monitor-interval", [&](auto& f, auto& v) {
+      {"--master-port",
+       [&](auto& f, auto& v) { return o->master_port_given = true, ToInt(f, v, 1, 65535, &o->master_port, error); }},
+      {"--monitor-interval",
+       [&](auto& f, auto& v) {
          if (!ToSeconds(f, v, &o->monitor_interval_s, error)) return false;
          if (o->monitor_interval_s < 0.01) o->monitor_interval_s = 0.01;
          return true;
@@ -204,7 +211,8 @@ bool ParseRunOptions(int argc, char** argv, RunOptions* o, std::string* error, b
       }
       if (!h->second(name, value)) return false;
     } else {
-      *error = "unknown option " + arg + " (xtimer_run --help lists them; put the script's own options after the script)";
+      *error =
+          "unknown option " + arg + " (xtimer_run --help lists them; put the script's own options after the script)";
       return false;
     }
   }
@@ -227,7 +235,8 @@ bool ParseRunOptions(int argc, char** argv, RunOptions* o, std::string* error, b
       return (*error = "--nnodes MIN:MAX (elastic) needs --rdzv-backend etcd and --rdzv-endpoint"), false;
     if (o->node_rank >= o->max_nodes)
       return (*error = "--node-rank " + std::to_string(o->node_rank) + " is not below --nnodes " +
-                       std::to_string(o->max_nodes)), false;
+                       std::to_string(o->max_nodes)),
+             false;
     if (!o->rdzv_endpoint.empty() && !o->master_port_given) {
       // torchrun's static backend takes the master from the endpoint.
       size_t colon = o->rdzv_endpoint.rfind(':');
@@ -238,13 +247,14 @@ bool ParseRunOptions(int argc, char** argv, RunOptions* o, std::string* error, b
       o->master_port_given = true;
     }
   }
-  if (o->exclude_straggler && !o->network_check)
-    return (*error = "--exclude-straggler needs --network-check"), false;
+  if (o->exclude_straggler && !o->network_check) return (*error = "--exclude-straggler needs --network-check"), false;
   // The nodes must agree on who is left out, which needs the store: refused rather than ignored,
   // so that a user who asks for the check never believes it ran. One node alone: nothing to probe.
   if (o->network_check && !o->elastic() && o->max_nodes > 1)
-    return (*error = "--network-check with several nodes needs --rdzv-backend etcd (the nodes agree there on "
-                     "who is left out); with a static rendezvous run xtimer_netprobe on every node first"), false;
+    return (*error =
+                "--network-check with several nodes needs --rdzv-backend etcd (the nodes agree there on "
+                "who is left out); with a static rendezvous run xtimer_netprobe on every node first"),
+           false;
   (void)nnodes_given;
   return true;
 }

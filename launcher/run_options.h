@@ -14,24 +14,24 @@ namespace xtimer::run {
 enum Streams { kNone = 0, kStdout = 1, kStderr = 2, kBoth = 3 };
 
 struct RunOptions {
-  int min_nodes = 1, max_nodes = 1;   // --nnodes N | MIN:MAX
-  int nproc_per_node = 1;             // --nproc-per-node N | cpu | gpu | auto
-  int max_restarts = 0;               // --max-restarts
+  int min_nodes = 1, max_nodes = 1;     // --nnodes N | MIN:MAX
+  int nproc_per_node = 1;               // --nproc-per-node N | cpu | gpu | auto
+  int max_restarts = 0;                 // --max-restarts
   std::string rdzv_backend = "static";  // static | etcd (etcd-v2 is taken as etcd)
   std::string rdzv_endpoint;            // host:port of etcd
   std::string rdzv_id = "none";
-  double join_timeout_s = 600;        // --rdzv-conf join_timeout= (torchrun: timeout=)
-  double last_call_timeout_s = 30;    // --rdzv-conf last_call_timeout=
-  double lease_ttl_s = 10;            // --rdzv-conf lease_ttl= (ours): a silent node drops out after it
-  int node_rank = 0;                  // --node-rank (static)
+  double join_timeout_s = 600;      // --rdzv-conf join_timeout= (torchrun: timeout=)
+  double last_call_timeout_s = 30;  // --rdzv-conf last_call_timeout=
+  double lease_ttl_s = 10;          // --rdzv-conf lease_ttl= (ours): a silent node drops out after it
+  int node_rank = 0;                // --node-rank (static)
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   bool master_port_given = false;
   bool standalone = false;
   double monitor_interval_s = 0.1;
-  std::string local_addr;             // what other nodes use to reach this one ("" = host name)
+  std::string local_addr;  // what other nodes use to reach this one ("" = host name)
   bool no_python = false;
-  bool module = false;                // -m: run the script as `python -m`
+  bool module = false;  // -m: run the script as `python -m`
   std::string role = "default";
   std::string log_dir;
   int redirects = kNone, tee = kNone;
@@ -39,9 +39,9 @@ struct RunOptions {
   bool network_check = false;
   bool exclude_straggler = false;
   bool save_at_breakpoint = true;
-  double stop_grace_s = 5;            // SIGTERM, then SIGKILL after this many seconds
+  double stop_grace_s = 5;  // SIGTERM, then SIGKILL after this many seconds
 
-  std::vector<std::string> script;    // the training script (or program) and its arguments
+  std::vector<std::string> script;  // the training script (or program) and its arguments
 
   bool elastic() const { return rdzv_backend == "etcd"; }
 };

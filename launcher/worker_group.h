@@ -25,15 +25,15 @@ struct WorkerSpec {
   std::vector<std::string> env;  // KEY=VALUE, the whole environment
   int local_rank = 0;
   int rank = 0;
-  std::string stdout_file, stderr_file;  // "" = the terminal
+  std::string stdout_file, stderr_file;         // "" = the terminal
   bool tee_stdout = false, tee_stderr = false;  // the file and the terminal
 };
 
 struct WorkerExit {
   int local_rank = -1, rank = -1;
   pid_t pid = -1;
-  int status = 0;          // wait status
-  double when_s = 0;       // monotonic seconds
+  int status = 0;     // wait status
+  double when_s = 0;  // monotonic seconds
   int64_t when_unix_ms = 0;
   std::vector<std::string> stderr_tail;
   std::string Describe() const;  // "exit code 1" / "signal 9 (SIGKILL)"
@@ -66,7 +66,7 @@ class WorkerGroup {
     pid_t pid = -1;
     bool done = false;
     int status = 0;
-    int out_fd = -1, err_fd = -1;     // our ends of the pipes (-1: none)
+    int out_fd = -1, err_fd = -1;      // our ends of the pipes (-1: none)
     int out_file = -1, err_file = -1;  // --log-dir files
     std::string out_partial, err_partial;
     std::deque<std::string> tail;

@@ -31,22 +31,16 @@ bool LoadCudaRt(CudaRt* a, std::string* error) {
   if (a->handle == nullptr) return false;
   void* h = a->handle;
   return Sym(h, "cudaGetErrorString", &a->GetErrorString, error) &&
-         Sym(h, "cudaGetDeviceCount", &a->GetDeviceCount, error) &&
-         Sym(h, "cudaSetDevice", &a->SetDevice, error) &&
+         Sym(h, "cudaGetDeviceCount", &a->GetDeviceCount, error) && Sym(h, "cudaSetDevice", &a->SetDevice, error) &&
          Sym(h, "cudaMalloc", &a->Malloc, error) && Sym(h, "cudaFree", &a->Free, error) &&
-         Sym(h, "cudaMallocHost", &a->MallocHost, error) &&
-         Sym(h, "cudaFreeHost", &a->FreeHost, error) &&
-         Sym(h, "cudaMemset", &a->Memset, error) &&
-         Sym(h, "cudaMemcpyAsync", &a->MemcpyAsync, error) &&
+         Sym(h, "cudaMallocHost", &a->MallocHost, error) && Sym(h, "cudaFreeHost", &a->FreeHost, error) &&
+         Sym(h, "cudaMemset", &a->Memset, error) && Sym(h, "cudaMemcpyAsync", &a->MemcpyAsync, error) &&
          Sym(h, "cudaMemcpyPeerAsync", &a->MemcpyPeerAsync, error) &&
          Sym(h, "cudaDeviceCanAccessPeer", &a->DeviceCanAccessPeer, error) &&
          Sym(h, "cudaDeviceEnablePeerAccess", &a->DeviceEnablePeerAccess, error) &&
-         Sym(h, "cudaGetLastError", &a->GetLastError, error) &&
-         Sym(h, "cudaStreamCreate", &a->StreamCreate, error) &&
-         Sym(h, "cudaStreamDestroy", &a->StreamDestroy, error) &&
-         Sym(h, "cudaEventCreate", &a->EventCreate, error) &&
-         Sym(h, "cudaEventRecord", &a->EventRecord, error) &&
-         Sym(h, "cudaEventQuery", &a->EventQuery, error) &&
+         Sym(h, "cudaGetLastError", &a->GetLastError, error) && Sym(h, "cudaStreamCreate", &a->StreamCreate, error) &&
+         Sym(h, "cudaStreamDestroy", &a->StreamDestroy, error) && Sym(h, "cudaEventCreate", &a->EventCreate, error) &&
+         Sym(h, "cudaEventRecord", &a->EventRecord, error) && Sym(h, "cudaEventQuery", &a->EventQuery, error) &&
          Sym(h, "cudaEventElapsedTime", &a->EventElapsedTime, error) &&
          Sym(h, "cudaEventDestroy", &a->EventDestroy, error);
 }
@@ -56,14 +50,11 @@ bool LoadNccl(Nccl* a, std::string* error) {
   a->handle = Open(kNames, error);
   if (a->handle == nullptr) return false;
   void* h = a->handle;
-  return Sym(h, "ncclGetVersion", &a->GetVersion, error) &&
-         Sym(h, "ncclGetErrorString", &a->GetErrorString, error) &&
-         Sym(h, "ncclGetUniqueId", &a->GetUniqueId, error) &&
-         Sym(h, "ncclCommInitRank", &a->CommInitRank, error) &&
-         Sym(h, "ncclCommDestroy", &a->CommDestroy, error) &&
-         Sym(h, "ncclAllReduce", &a->AllReduce, error) && Sym(h, "ncclSend", &a->Send, error) &&
-         Sym(h, "ncclRecv", &a->Recv, error) && Sym(h, "ncclGroupStart", &a->GroupStart, error) &&
-         Sym(h, "ncclGroupEnd", &a->GroupEnd, error);
+  return Sym(h, "ncclGetVersion", &a->GetVersion, error) && Sym(h, "ncclGetErrorString", &a->GetErrorString, error) &&
+         Sym(h, "ncclGetUniqueId", &a->GetUniqueId, error) && Sym(h, "ncclCommInitRank", &a->CommInitRank, error) &&
+         Sym(h, "ncclCommDestroy", &a->CommDestroy, error) && Sym(h, "ncclAllReduce", &a->AllReduce, error) &&
+         Sym(h, "ncclSend", &a->Send, error) && Sym(h, "ncclRecv", &a->Recv, error) &&
+         Sym(h, "ncclGroupStart", &a->GroupStart, error) && Sym(h, "ncclGroupEnd", &a->GroupEnd, error);
 }
 
 }  // namespace xtimer::netprobe

@@ -34,8 +34,8 @@ int Fail(const std::string& error) {
 // Records `iters` calls of `op` between two events on `stream` and waits for them until the
 // deadline. *seconds gets the time per call.
 template <typename Op>
-bool Timed(const CudaRt& cu, cudaStream_t stream, int iters, Deadline deadline, const char* what,
-           Op&& op, double* seconds, std::string* error) {
+bool Timed(const CudaRt& cu, cudaStream_t stream, int iters, Deadline deadline, const char* what, Op&& op,
+           double* seconds, std::string* error) {
   cudaEvent_t start = nullptr, stop = nullptr;
   cudaError_t e = cu.EventCreate(&start);
   if (e == cudaSuccess) e = cu.EventCreate(&stop);
@@ -105,20 +105,15 @@ int NcclWorker(int rank, int64_t size, double timeout_s, const std::string& uid_
   void* b = nullptr;
   if ((ce = cu.StreamCreate(&stream)) != cudaSuccess || (ce = cu.Malloc(&a, size)) != cudaSuccess ||
       (ce = cu.Malloc(&b, size)) != cudaSuccess || (ce = cu.Memset(a, 0, size)) != cudaSuccess)
-    return Fail(std::string("allocating ") + std::to_string(size) + " bytes on GPU 0: " +
-                cu.GetErrorString(ce));
+    return Fail(std::string("allocating ") + std::to_string(size) + " bytes on GPU 0: " + cu.GetErrorString(ce));
   const size_t count = static_cast<size_t>(size) / sizeof(float);
   auto nccl_ok = [&](ncclResult_t r, std::string* e) {
     if (r == ncclSuccess) return true;
     *e = nc.GetErrorString(r);
     return false;
   };
-  auto small = [&](std::string* e) {
-    return nccl_ok(nc.AllReduce(a, b, 1, ncclFloat, ncclSum, comm, stream), e);
-  };
-  auto big = [&](std::string* e) {
-    return nccl_ok(nc.AllReduce(a, b, count, ncclFloat, ncclSum, comm, stream), e);
-  };
+  auto small = [&](std::string* e) { return nccl_ok(nc.AllReduce(a, b, 1, ncclFloat, ncclSum, comm, stream), e); };
+  auto big = [&](std::string* e) { return nccl_ok(nc.AllReduce(a, b, count, ncclFloat, ncclSum, comm, stream), e); };
   auto p2p = [&](int from) {
     return [&, from](std::string* e) {
       return rank == from ? nccl_ok(nc.Send(a, count, ncclFloat, 1 - rank, comm, stream), e)
@@ -134,8 +129,7 @@ int NcclWorker(int rank, int64_t size, double timeout_s, const std::string& uid_
       !Timed(cu, stream, 5, deadline, "ncclSend/ncclRecv 0->1", p2p(0), &fwd, &error) ||
       !Timed(cu, stream, 5, deadline, "ncclSend/ncclRecv 1->0", p2p(1), &bwd, &error))
     return Fail(error);
-  Answer({{"ok", true}, {"latency_us", lat * 1e6}, {"allreduce_s", ar}, {"fwd_s", fwd},
-          {"bwd_s", bwd}});
+  Answer({{"ok", true}, {"latency_us", lat * 1e6}, {"allreduce_s", ar}, {"fwd_s", fwd}, {"bwd_s", bwd}});
   nc.CommDestroy(comm);
   cu.Free(a);
   cu.Free(b);
@@ -198,8 +192,8 @@ int LocalWorker(int64_t size, double timeout_s) {
       if (!Timed(cu, streams[i], 1, deadline, what.c_str(), copy, &warm, &error) ||
           !Timed(cu, streams[i], 3, deadline, what.c_str(), copy, &t, &error))
         return Fail(error);
-      pairs.push_back({{"src", i}, {"dst", j}, {"mbps", static_cast<double>(size) / t / 1e6},
-                       {"peer_access", can != 0}});
+      pairs.push_back(
+          {{"src", i}, {"dst", j}, {"mbps", static_cast<double>(size) / t / 1e6}, {"peer_access", can != 0}});
     }
   }
   Answer({{"ok", true}, {"gpus", gpus}, {"pairs", pairs}});
@@ -301,8 +295,7 @@ int RunGpuWorker(const std::vector<std::string>& args) {
   double rank = 0, size = 0, timeout = 0;
   if (!args.empty() && args[0] == "nccl" && num(1, &rank) && num(2, &size) && num(3, &timeout) &&
       (rank == 0 || rank == 1) && size >= 4) {
-    return NcclWorker(static_cast<int>(rank), static_cast<int64_t>(size), timeout,
-                      args.size() > 4 ? args[4] : "");
+    return NcclWorker(static_cast<int>(rank), static_cast<int64_t>(size), timeout, args.size() > 4 ? args[4] : "");
   }
   if (!args.empty() && args[0] == "local" && num(1, &size) && num(2, &timeout) && size >= 1)
     return LocalWorker(static_cast<int64_t>(size), timeout);
@@ -310,8 +303,7 @@ int RunGpuWorker(const std::vector<std::string>& args) {
   return 2;
 }
 
-void RunNcclInitiator(int64_t size,
-                      const std::function<bool(const std::string&, std::string*)>& send_uid,
+void RunNcclInitiator(int64_t size, const std::function<bool(const std::string&, std::string*)>& send_uid,
                       Deadline deadline, TestResult* out) {
   out->completed = false;
   Child child;
@@ -340,8 +332,8 @@ void RunNcclInitiator(int64_t size,
   j["type"] = "worker";
   Fields f(j, &error);
   double lat, ar, fwd, bwd;
-  if (!f.Num("latency_us", &lat) || !f.Num("allreduce_s", &ar) || !f.Num("fwd_s", &fwd) ||
-      !f.Num("bwd_s", &bwd) || ar <= 0 || fwd <= 0 || bwd <= 0) {
+  if (!f.Num("latency_us", &lat) || !f.Num("allreduce_s", &ar) || !f.Num("fwd_s", &fwd) || !f.Num("bwd_s", &bwd) ||
+      ar <= 0 || fwd <= 0 || bwd <= 0) {
     out->error = error.empty() ? "the GPU worker reported zero times" : error;
     return;
   }
@@ -359,12 +351,10 @@ void RunNcclInitiator(int64_t size,
   out->completed = true;
 }
 
-bool RunNcclResponder(int64_t size, const std::string& uid_hex, Deadline deadline,
-                      std::string* error) {
+bool RunNcclResponder(int64_t size, const std::string& uid_hex, Deadline deadline, std::string* error) {
   Child child;
   json j;
-  if (!StartWorker({"nccl", "1", std::to_string(size), Seconds(deadline.left_s()), uid_hex}, &child,
-                   error) ||
+  if (!StartWorker({"nccl", "1", std::to_string(size), Seconds(deadline.left_s()), uid_hex}, &child, error) ||
       !ReadAnswer(&child, deadline, &j, error)) {
     *error = "GPU worker: " + *error;
     return false;

@@ -37,15 +37,13 @@ std::string LocalFault(const LocalResult& l, const JudgeConfig& c) {
   for (const LocalResult::Pair& p : l.pairs) {
     if (p.mbps < c.min_bandwidth_mbps) {
       return "GPU " + std::to_string(p.src) + " -> GPU " + std::to_string(p.dst) +
-             Fmt(" copy bandwidth %.0f MB/s is under --min-bandwidth %.0f MB/s", p.mbps,
-                 c.min_bandwidth_mbps);
+             Fmt(" copy bandwidth %.0f MB/s is under --min-bandwidth %.0f MB/s", p.mbps, c.min_bandwidth_mbps);
     }
   }
   for (const auto& [gpu, mbps] : l.h2d_mbps) {
     if (mbps < c.min_bandwidth_mbps) {
       return "host -> GPU " + std::to_string(gpu) +
-             Fmt(" copy bandwidth %.0f MB/s is under --min-bandwidth %.0f MB/s", mbps,
-                 c.min_bandwidth_mbps);
+             Fmt(" copy bandwidth %.0f MB/s is under --min-bandwidth %.0f MB/s", mbps, c.min_bandwidth_mbps);
     }
   }
   return "";
@@ -92,18 +90,16 @@ double Median(std::vector<double> v) {
 std::string BadReason(const TestResult& t, double reference_time_s, const JudgeConfig& c) {
   if (!t.completed) return "failed: " + (t.error.empty() ? std::string("no result") : t.error);
   if (reference_time_s > 0 && t.time_s > c.straggler_factor * reference_time_s) {
-    return Fmt("slow: %.3g s is over %.3g x the median %.3g s", t.time_s, c.straggler_factor,
-               reference_time_s);
+    return Fmt("slow: %.3g s is over %.3g x the median %.3g s", t.time_s, c.straggler_factor, reference_time_s);
   }
   if (c.min_bandwidth_mbps > 0 && t.bandwidth_mbps() < c.min_bandwidth_mbps) {
-    return Fmt("%.0f MB/s is under --min-bandwidth %.0f MB/s", t.bandwidth_mbps(),
-               c.min_bandwidth_mbps);
+    return Fmt("%.0f MB/s is under --min-bandwidth %.0f MB/s", t.bandwidth_mbps(), c.min_bandwidth_mbps);
   }
   return "";
 }
 
-Verdict Judge(const std::vector<NodeInput>& inputs, const std::vector<TestResult>& tests,
-              const JudgeConfig& config, bool final) {
+Verdict Judge(const std::vector<NodeInput>& inputs, const std::vector<TestResult>& tests, const JudgeConfig& config,
+              bool final) {
   const int nnodes = static_cast<int>(inputs.size());
   Verdict v;
   v.nodes.resize(nnodes);
@@ -177,22 +173,22 @@ Verdict Judge(const std::vector<NodeInput>& inputs, const std::vector<TestResult
     const std::string partners = JoinRanks(n.bad_partners);
     if (!n.tested) {
       n.status = NodeStatus::kFaulty;
-      n.reason = "failed with node" + std::string(n.bad_partners.size() > 1 ? "s " : " ") +
-                 partners + " (" + first_bad[n.rank] + ")";
+      n.reason = "failed with node" + std::string(n.bad_partners.size() > 1 ? "s " : " ") + partners + " (" +
+                 first_bad[n.rank] + ")";
     } else if (config.min_bandwidth_mbps > 0 && n.bandwidth_mbps < config.min_bandwidth_mbps) {
       n.status = NodeStatus::kFaulty;
-      n.reason = Fmt("best bandwidth %.0f MB/s is under --min-bandwidth %.0f MB/s",
-                     n.bandwidth_mbps, config.min_bandwidth_mbps) +
+      n.reason = Fmt("best bandwidth %.0f MB/s is under --min-bandwidth %.0f MB/s", n.bandwidth_mbps,
+                     config.min_bandwidth_mbps) +
                  " (tested with node" + (n.bad_partners.size() > 1 ? "s " : " ") + partners + ")";
     } else if (v.reference_time_s > 0 && n.time_s > limit) {
       n.status = NodeStatus::kStraggler;
-      n.reason = Fmt("best time %.3g s is over %.3g x the median %.3g s", n.time_s,
-                     config.straggler_factor, v.reference_time_s) +
+      n.reason = Fmt("best time %.3g s is over %.3g x the median %.3g s", n.time_s, config.straggler_factor,
+                     v.reference_time_s) +
                  " (tested with node" + (n.bad_partners.size() > 1 ? "s " : " ") + partners + ")";
     } else {
       n.status = NodeStatus::kFaulty;
-      n.reason = "bad with node" + std::string(n.bad_partners.size() > 1 ? "s " : " ") +
-                 partners + " (" + first_bad[n.rank] + ")";
+      n.reason = "bad with node" + std::string(n.bad_partners.size() > 1 ? "s " : " ") + partners + " (" +
+                 first_bad[n.rank] + ")";
     }
   };
 
@@ -227,8 +223,7 @@ Verdict Judge(const std::vector<NodeInput>& inputs, const std::vector<TestResult
         classify(n);
       } else {
         n.status = NodeStatus::kUndecided;
-        n.reason = "bad only with node" +
-                   std::string(n.bad_partners.size() > 1 ? "s " : " ") +
+        n.reason = "bad only with node" + std::string(n.bad_partners.size() > 1 ? "s " : " ") +
                    JoinRanks(n.bad_partners) + "; needs another partner";
       }
     }
@@ -270,8 +265,7 @@ Verdict Judge(const std::vector<NodeInput>& inputs, const std::vector<TestResult
     const NodeVerdict& nb = v.nodes[l.b];
     if (l.reason.empty()) {
       l.status = LinkStatus::kOk;
-    } else if (na.status == NodeStatus::kOk && nb.status == NodeStatus::kOk && na.decided &&
-               nb.decided) {
+    } else if (na.status == NodeStatus::kOk && nb.status == NodeStatus::kOk && na.decided && nb.decided) {
       if (tests[i].completed && count[pair] < 2 && !final) {
         l.status = LinkStatus::kUndecided;  // slow once: test it again before blaming it
         v.recheck.push_back(pair);
@@ -281,8 +275,8 @@ Verdict Judge(const std::vector<NodeInput>& inputs, const std::vector<TestResult
     } else if ((IsBadNode(na.status) && na.decided) || (IsBadNode(nb.status) && nb.decided)) {
       l.status = LinkStatus::kNode;
       const NodeVerdict& culprit = IsBadNode(na.status) && na.decided ? na : nb;
-      l.reason += std::string("; explained by node ") + std::to_string(culprit.rank) + " (" +
-                  Name(culprit.status) + ")";
+      l.reason +=
+          std::string("; explained by node ") + std::to_string(culprit.rank) + " (" + Name(culprit.status) + ")";
     } else {
       l.status = LinkStatus::kUndecided;
     }

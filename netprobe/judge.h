@@ -30,15 +30,15 @@ namespace xtimer::netprobe {
 // One pairwise test. a < b; `a` initiated it. Bandwidths in MB/s (1e6 bytes per second).
 struct TestResult {
   int a = 0, b = 0;
-  int round = 1;  // 1-based round number
-  int step = 1;   // 1-based step inside the round (tests of one step run in parallel)
-  bool base = true;  // part of the base plan (neighbours or all-pairs) rather than a follow-up
+  int round = 1;           // 1-based round number
+  int step = 1;            // 1-based step inside the round (tests of one step run in parallel)
+  bool base = true;        // part of the base plan (neighbours or all-pairs) rather than a follow-up
   bool completed = false;  // false: the test failed; `error` says why
   std::string error;
-  double time_s = 0;        // time of the measured transfers, both directions together
-  double fwd_mbps = 0;      // a -> b
-  double bwd_mbps = 0;      // b -> a
-  double latency_us = 0;    // one-way (half the median round trip, or a tiny collective)
+  double time_s = 0;                                  // time of the measured transfers, both directions together
+  double fwd_mbps = 0;                                // a -> b
+  double bwd_mbps = 0;                                // b -> a
+  double latency_us = 0;                              // one-way (half the median round trip, or a tiny collective)
   std::vector<std::pair<std::string, double>> extra;  // backend-specific figures, reported as is
 
   double bandwidth_mbps() const { return fwd_mbps < bwd_mbps ? fwd_mbps : bwd_mbps; }
@@ -60,9 +60,9 @@ struct LocalResult {
 
 // What is known about a node apart from its tests.
 struct NodeInput {
-  bool present = false;       // joined the rendezvous
-  std::string left_reason;    // non-empty: it left the rendezvous during the probe (faulty)
-  LocalResult local;          // its local GPU check, if any
+  bool present = false;     // joined the rendezvous
+  std::string left_reason;  // non-empty: it left the rendezvous during the probe (faulty)
+  LocalResult local;        // its local GPU check, if any
 };
 
 struct JudgeConfig {
@@ -90,25 +90,25 @@ struct NodeVerdict {
 struct LinkVerdict {
   int a = 0, b = 0;
   LinkStatus status = LinkStatus::kOk;
-  std::string reason;   // why the last test of the pair was bad; empty when ok
-  int test = -1;        // index (into the tests vector) of the last test of this pair
+  std::string reason;  // why the last test of the pair was bad; empty when ok
+  int test = -1;       // index (into the tests vector) of the last test of this pair
 };
 
 struct Verdict {
-  std::vector<NodeVerdict> nodes;   // one per rank, index = rank
-  std::vector<LinkVerdict> links;   // one per tested pair, sorted by (a, b)
-  double reference_time_s = 0;      // the median the straggler factor applies to; 0 if none
-  std::vector<int> undecided;       // ranks that need another partner
+  std::vector<NodeVerdict> nodes;            // one per rank, index = rank
+  std::vector<LinkVerdict> links;            // one per tested pair, sorted by (a, b)
+  double reference_time_s = 0;               // the median the straggler factor applies to; 0 if none
+  std::vector<int> undecided;                // ranks that need another partner
   std::vector<std::pair<int, int>> recheck;  // slow links between ok nodes, to test once more
-  bool healthy() const;             // every node ok and every link ok
+  bool healthy() const;                      // every node ok and every link ok
 };
 
 double Median(std::vector<double> v);  // 0 for an empty vector; mean of the middle two if even
 
 // Judges all tests so far. `nodes` has one entry per rank (missing entries: not present).
 // With `final` set, undecided nodes get their best guess.
-Verdict Judge(const std::vector<NodeInput>& nodes, const std::vector<TestResult>& tests,
-              const JudgeConfig& config, bool final);
+Verdict Judge(const std::vector<NodeInput>& nodes, const std::vector<TestResult>& tests, const JudgeConfig& config,
+              bool final);
 
 // Why a test is bad under `config` against `reference_time_s`, or "" when it is good.
 std::string BadReason(const TestResult& t, double reference_time_s, const JudgeConfig& config);

@@ -20,8 +20,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "xtimer_netprobe: %s\n", error.c_str());
     return 2;
   }
-  if (!o.worker_args.empty() || (!args.empty() && args[0] == "--internal-worker"))
-    return RunGpuWorker(o.worker_args);
+  if (!o.worker_args.empty() || (!args.empty() && args[0] == "--internal-worker")) return RunGpuWorker(o.worker_args);
   if (o.help) {
     std::fputs(Usage(), stdout);
     return 0;

@@ -65,8 +65,7 @@ bool Resolve(const std::string& host, int port, bool passive, std::vector<addrin
     addrs->push_back(ss);
   }
   freeaddrinfo(res);
-  for (size_t i = 0; i < out->size(); ++i)
-    (*out)[i].ai_addr = reinterpret_cast<sockaddr*>(&(*addrs)[i]);
+  for (size_t i = 0; i < out->size(); ++i) (*out)[i].ai_addr = reinterpret_cast<sockaddr*>(&(*addrs)[i]);
   if (out->empty()) {
     *error = "'" + host + "' has no address";
     return false;
@@ -79,13 +78,10 @@ bool Resolve(const std::string& host, int port, bool passive, std::vector<addrin
 Deadline Deadline::In(double seconds) {
   if (!(seconds > 0)) seconds = 0;
   if (seconds > 1e7) seconds = 1e7;
-  return Deadline(Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                     std::chrono::duration<double>(seconds)));
+  return Deadline(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds)));
 }
 
-double Deadline::left_s() const {
-  return std::chrono::duration<double>(t_ - Clock::now()).count();
-}
+double Deadline::left_s() const { return std::chrono::duration<double>(t_ - Clock::now()).count(); }
 
 int Deadline::poll_ms() const {
   double left = left_s();
@@ -94,9 +90,7 @@ int Deadline::poll_ms() const {
   return ms > 1e9 ? 1000000000 : static_cast<int>(ms);
 }
 
-double NowSeconds() {
-  return std::chrono::duration<double>(Deadline::Clock::now().time_since_epoch()).count();
-}
+double NowSeconds() { return std::chrono::duration<double>(Deadline::Clock::now().time_since_epoch()).count(); }
 
 Fd& Fd::operator=(Fd&& o) noexcept {
   if (this != &o) reset(o.release());
@@ -169,8 +163,7 @@ bool IsLocalAddress(const std::string& host) {
                 reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr.s_addr;
       } else if (ss.ss_family == AF_INET6) {
         local = std::memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr,
-                            &reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr,
-                            sizeof(in6_addr)) == 0;
+                            &reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr, sizeof(in6_addr)) == 0;
       }
     }
     if (local) break;
@@ -218,8 +211,7 @@ Fd Listen(const std::string& host, int* port, std::string* error) {
 }
 
 Fd Connect(const std::string& host, int port, Deadline deadline, std::string* error) {
-  std::string target = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-                       std::to_string(port);
+  std::string target = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
   std::string last = "no attempt";
   double backoff = 0.02;
   while (true) {

@@ -19,7 +19,7 @@ class Deadline {
   static Deadline At(Clock::time_point t) { return Deadline(t); }
   double left_s() const;  // <= 0 once passed
   bool passed() const { return left_s() <= 0; }
-  int poll_ms() const;    // for poll(2): at least 0, rounded up
+  int poll_ms() const;  // for poll(2): at least 0, rounded up
   Clock::time_point when() const { return t_; }
   static Deadline Earlier(Deadline a, Deadline b) { return a.t_ < b.t_ ? a : b; }
 

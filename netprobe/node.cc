@@ -47,8 +47,7 @@ bool WriteReport(const Options& o, json report, int self) {
   if (self >= 0) report["self"] = self;
   std::string error;
   if (!WriteFileAtomically(o.json_path, report.dump(2) + "\n", &error)) {
-    std::fprintf(stderr, "xtimer_netprobe: cannot write --json %s: %s\n", o.json_path.c_str(),
-                 error.c_str());
+    std::fprintf(stderr, "xtimer_netprobe: cannot write --json %s: %s\n", o.json_path.c_str(), error.c_str());
     return false;
   }
   return true;
@@ -85,11 +84,16 @@ json NodeClient::Run() {
   const std::string target = o_.rdzv_host + ":" + std::to_string(o_.rdzv_port);
   rdzv_ = Connect(o_.rdzv_host, o_.rdzv_port, Deadline::In(o_.timeout_s), &error);
   if (!rdzv_.valid())
-    return Fail("cannot reach the rendezvous at " + target + " within --timeout " +
-                std::to_string(o_.timeout_s) + " s: " + error);
-  json join = {{"type", "join"},        {"version", kProtocolVersion}, {"rank", o_.node_rank},
-               {"nnodes", o_.nnodes},   {"backend", Name(o_.backend)}, {"host", HostName()},
-               {"addr", LocalHost(rdzv_.get())}, {"port", probe_port_}};
+    return Fail("cannot reach the rendezvous at " + target + " within --timeout " + std::to_string(o_.timeout_s) +
+                " s: " + error);
+  json join = {{"type", "join"},
+               {"version", kProtocolVersion},
+               {"rank", o_.node_rank},
+               {"nnodes", o_.nnodes},
+               {"backend", Name(o_.backend)},
+               {"host", HostName()},
+               {"addr", LocalHost(rdzv_.get())},
+               {"port", probe_port_}};
   if (!Send(join, &error)) return Fail("rendezvous at " + target + ": " + error);
 
   // Between two messages of the rendezvous there is at most one step of tests (each bounded by
@@ -106,8 +110,7 @@ json NodeClient::Run() {
       return Fail("the rendezvous refused this node: " + (f.Str("message", &m) ? m : error));
     } else if (type == "welcome") {
       if (!f.Int("rank", 0, o_.nnodes - 1, &rank_)) return Fail("rendezvous: " + error);
-      Log(LogLevel::kInfo, "joined the rendezvous at %s as node %d of %d", target.c_str(), rank_,
-          o_.nnodes);
+      Log(LogLevel::kInfo, "joined the rendezvous at %s as node %d of %d", target.c_str(), rank_, o_.nnodes);
     } else if (type == "progress") {
       std::string text;
       if (!f.Str("text", &text, 1 << 20)) return Fail("rendezvous: " + error);
@@ -134,11 +137,10 @@ std::string NodeClient::HandleTest(const json& msg) {
   int peer = 0, port = 0, streams = 0;
   double timeout = 0;
   std::string role, addr, uid;
-  if (!f.Int("id", 0, INT64_MAX, &id) || !f.Str("role", &role, 16) ||
-      !f.Int("peer", 0, o_.nnodes - 1, &peer) || !f.Str("peer_addr", &addr, 64) ||
-      !f.Int("peer_port", 0, 65535, &port) || !f.Int("size", 1, int64_t{1} << 40, &size) ||
-      !f.Int("streams", 1, 64, &streams) || !f.Num("timeout", &timeout) || timeout <= 0 ||
-      (role != "initiator" && role != "responder"))
+  if (!f.Int("id", 0, INT64_MAX, &id) || !f.Str("role", &role, 16) || !f.Int("peer", 0, o_.nnodes - 1, &peer) ||
+      !f.Str("peer_addr", &addr, 64) || !f.Int("peer_port", 0, 65535, &port) ||
+      !f.Int("size", 1, int64_t{1} << 40, &size) || !f.Int("streams", 1, 64, &streams) || !f.Num("timeout", &timeout) ||
+      timeout <= 0 || (role != "initiator" && role != "responder"))
     return "rendezvous sent a bad test: " + (error.empty() ? "role '" + role + "'" : error);
   if (msg.contains("uid") && !f.Str("uid", &uid, 1024)) return "rendezvous: " + error;
   Deadline deadline = Deadline::In(timeout);
@@ -252,8 +254,8 @@ int RunNode(const Options& o) {
     if (server.Start(o, o.rdzv_host, o.rdzv_port, &error)) {
       requested_rank = 0;
     } else if (o.node_rank == 0) {
-      Log(LogLevel::kInfo, "not hosting the rendezvous (%s); joining the one at %s:%d",
-          error.c_str(), o.rdzv_host.c_str(), o.rdzv_port);
+      Log(LogLevel::kInfo, "not hosting the rendezvous (%s); joining the one at %s:%d", error.c_str(),
+          o.rdzv_host.c_str(), o.rdzv_port);
     }
   }
   Options mine = o;

@@ -59,9 +59,12 @@ bool ParseSize(const std::string& s, int64_t* out) {
   std::string digits = s;
   int64_t mult = 1;
   switch (s.back()) {
-    case 'k': case 'K': mult = 1ll << 10; break;
-    case 'm': case 'M': mult = 1ll << 20; break;
-    case 'g': case 'G': mult = 1ll << 30; break;
+    case 'k':
+    case 'K': mult = 1ll << 10; break;
+    case 'm':
+    case 'M': mult = 1ll << 20; break;
+    case 'g':
+    case 'G': mult = 1ll << 30; break;
     default: break;
   }
   if (mult != 1) digits.pop_back();
@@ -71,8 +74,7 @@ bool ParseSize(const std::string& s, int64_t* out) {
   return true;
 }
 
-bool ParseOptions(const std::vector<std::string>& args, double default_timeout_s, Options* o,
-                  std::string* error) {
+bool ParseOptions(const std::vector<std::string>& args, double default_timeout_s, Options* o, std::string* error) {
   o->timeout_s = default_timeout_s;
   bool have_rdzv = false, have_nnodes = false;
   auto fail = [&](const std::string& msg) {
@@ -123,8 +125,7 @@ bool ParseOptions(const std::vector<std::string>& args, double default_timeout_s
         return fail("--node-rank needs a rank from 0 to nnodes-1, got '" + v + "'");
       o->node_rank = static_cast<int>(n);
     } else if (flag == "--backend") {
-      if (!need(&v) || (v != "tcp" && v != "nccl"))
-        return fail("--backend must be tcp or nccl, got '" + v + "'");
+      if (!need(&v) || (v != "tcp" && v != "nccl")) return fail("--backend must be tcp or nccl, got '" + v + "'");
       o->backend = v == "nccl" ? Backend::kNccl : Backend::kTcp;
     } else if (flag == "--rounds") {
       if (!need(&v)) return fail("--rounds needs auto or a number from 1 to 10");
@@ -139,8 +140,7 @@ bool ParseOptions(const std::vector<std::string>& args, double default_timeout_s
       if (!need(&v) || !ParseSize(v, &o->size))
         return fail("--size needs a byte count such as 4194304, 64M or 1G, got '" + v + "'");
     } else if (flag == "--streams") {
-      if (!need(&v) || !ParseInt(v, 1, 64, &n))
-        return fail("--streams needs a number from 1 to 64, got '" + v + "'");
+      if (!need(&v) || !ParseInt(v, 1, 64, &n)) return fail("--streams needs a number from 1 to 64, got '" + v + "'");
       o->streams = static_cast<int>(n);
     } else if (flag == "--min-bandwidth") {
       if (!need(&v) || !ParseDouble(v, &d) || d <= 0)
@@ -171,12 +171,10 @@ bool ParseOptions(const std::vector<std::string>& args, double default_timeout_s
   if (!have_rdzv) return fail("--rdzv HOST:PORT is required");
   if (!have_nnodes) return fail("--nnodes N is required");
   if (o->node_rank >= o->nnodes)
-    return fail("--node-rank " + std::to_string(o->node_rank) + " is not below --nnodes " +
-                std::to_string(o->nnodes));
+    return fail("--node-rank " + std::to_string(o->node_rank) + " is not below --nnodes " + std::to_string(o->nnodes));
   if (o->serve && o->node_rank >= 0) return fail("--serve runs no node; drop --node-rank");
   if (o->backend == Backend::kTcp && o->size < o->streams)
-    return fail("--size must be at least one byte per stream (--streams " +
-                std::to_string(o->streams) + ")");
+    return fail("--size must be at least one byte per stream (--streams " + std::to_string(o->streams) + ")");
   if (o->backend == Backend::kNccl && o->size < 4)
     return fail("--size must be at least 4 bytes (one float) with --backend nccl");
   return true;

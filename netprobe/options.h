@@ -17,7 +17,7 @@ struct Options {
   int nnodes = 0;
   int node_rank = -1;  // -1: the rendezvous assigns one
   Backend backend = Backend::kTcp;
-  int max_rounds = 0;  // 0: auto
+  int max_rounds = 0;         // 0: auto
   int64_t size = 64ll << 20;  // bytes per direction per test
   int streams = 4;            // parallel TCP streams per direction (tcp backend)
   double min_bandwidth_mbps = 0;
@@ -35,8 +35,7 @@ struct Options {
 
 // Parses argv (without argv[0]). `default_timeout_s` is the XTIMER_NETPROBE_TIMEOUT value.
 // Returns false with *error set to one line on a bad command line.
-bool ParseOptions(const std::vector<std::string>& args, double default_timeout_s, Options* out,
-                  std::string* error);
+bool ParseOptions(const std::vector<std::string>& args, double default_timeout_s, Options* out, std::string* error);
 
 // HOST:PORT or [V6HOST]:PORT.
 bool SplitHostPort(const std::string& s, std::string* host, int* port);

@@ -54,9 +54,9 @@ json Rendezvous::Run() {
     else missing += (missing.empty() ? "" : ", ") + std::to_string(r);
   }
   phase_ = Phase::kLocal;
-  Progress("rendezvous: " + std::to_string(present.size()) + " of " + std::to_string(n) +
-           " nodes joined in " + std::to_string(static_cast<int>((NowSeconds() - started_) * 1000)) +
-           " ms" + (missing.empty() ? "" : "; missing: " + missing) + "\n");
+  Progress("rendezvous: " + std::to_string(present.size()) + " of " + std::to_string(n) + " nodes joined in " +
+           std::to_string(static_cast<int>((NowSeconds() - started_) * 1000)) + " ms" +
+           (missing.empty() ? "" : "; missing: " + missing) + "\n");
   if (o_.backend == Backend::kNccl) LocalPhase();
 
   phase_ = Phase::kRounds;
@@ -127,8 +127,8 @@ void Rendezvous::LocalPhase() {
     for (const auto& [gpu, mbps] : l.h2d_mbps) h2d = h2d < 0 ? mbps : std::min(h2d, mbps);
     for (const LocalResult::Pair& p : l.pairs) pair = pair < 0 ? p.mbps : std::min(pair, p.mbps);
     text += std::to_string(l.h2d_mbps.size()) + " GPU" + (l.h2d_mbps.size() == 1 ? "" : "s") +
-            (h2d >= 0 ? ", host -> GPU " + FormatMbps(h2d) : std::string()) + ", " +
-            std::to_string(l.pairs.size()) + " GPU pair" + (l.pairs.size() == 1 ? "" : "s") +
+            (h2d >= 0 ? ", host -> GPU " + FormatMbps(h2d) : std::string()) + ", " + std::to_string(l.pairs.size()) +
+            " GPU pair" + (l.pairs.size() == 1 ? "" : "s") +
             (pair >= 0 ? " (slowest " + FormatMbps(pair) + ")" : std::string()) + "\n";
   }
   Progress(text);
@@ -164,8 +164,7 @@ json Rendezvous::TestMessage(const Pending& p, bool initiator, const std::string
   return m;
 }
 
-void Rendezvous::RunStep(const Step& step, int round, int step_no, bool base,
-                         std::vector<int>* indices) {
+void Rendezvous::RunStep(const Step& step, int round, int step_no, bool base, std::vector<int>* indices) {
   std::vector<uint64_t> ids;
   for (const Pair& pair : step) {
     TestResult t;
@@ -329,8 +328,8 @@ void Rendezvous::OnJoin(Conn* c, const json& msg) {
   int version = 0, rank = 0, nnodes = 0, port = 0;
   std::string backend, host, addr;
   if (!f.Int("version", 0, 1 << 30, &version) || !f.Int("rank", -1, 1 << 30, &rank) ||
-      !f.Int("nnodes", 1, 1 << 30, &nnodes) || !f.Str("backend", &backend, 16) ||
-      !f.Str("host", &host, 255) || !f.Str("addr", &addr, 64) || !f.Int("port", 1, 65535, &port))
+      !f.Int("nnodes", 1, 1 << 30, &nnodes) || !f.Str("backend", &backend, 16) || !f.Str("host", &host, 255) ||
+      !f.Str("addr", &addr, 64) || !f.Int("port", 1, 65535, &port))
     return Drop(c, error);
   auto refuse = [&](const std::string& why) {
     std::string e;
@@ -458,8 +457,8 @@ void Rendezvous::OnLocalResult(Conn* c, const json& msg) {
       pm["type"] = "local_result.pairs";
       Fields pf(pm, &error);
       LocalResult::Pair lp;
-      if (!pf.Int("src", 0, 1 << 20, &lp.src) || !pf.Int("dst", 0, 1 << 20, &lp.dst) ||
-          !pf.Num("mbps", &lp.mbps) || !pf.Bool("peer_access", &lp.peer_access))
+      if (!pf.Int("src", 0, 1 << 20, &lp.src) || !pf.Int("dst", 0, 1 << 20, &lp.dst) || !pf.Num("mbps", &lp.mbps) ||
+          !pf.Bool("peer_access", &lp.peer_access))
         return Drop(c, error);
       l.pairs.push_back(lp);
     }

@@ -43,7 +43,7 @@ class Rendezvous {
   struct Pending {
     int test = -1;  // index into tests_
     uint64_t id = 0;
-    bool need_uid = false;    // nccl: the responder waits for the initiator's unique id
+    bool need_uid = false;  // nccl: the responder waits for the initiator's unique id
     bool done_a = false, done_b = false;
     std::string error_a, error_b;
     Deadline deadline = Deadline::In(0);

@@ -60,8 +60,7 @@ const json& GetArr(const json& j, const char* key) {
   return (it != j.end() && it->is_array()) ? *it : empty;
 }
 std::string PairName(const json& nodes) {
-  if (!nodes.is_array() || nodes.size() != 2 || !nodes[0].is_number_integer() ||
-      !nodes[1].is_number_integer())
+  if (!nodes.is_array() || nodes.size() != 2 || !nodes[0].is_number_integer() || !nodes[1].is_number_integer())
     return "?";
   return std::to_string(nodes[0].get<long long>()) + "-" + std::to_string(nodes[1].get<long long>());
 }
@@ -105,9 +104,8 @@ std::string UtcNow() {
   tm t{};
   gmtime_r(&tv.tv_sec, &t);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900,
-                t.tm_mon + 1, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec,
-                static_cast<int>(tv.tv_usec / 1000));
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
+                t.tm_hour, t.tm_min, t.tm_sec, static_cast<int>(tv.tv_usec / 1000));
   return buf;
 }
 
@@ -142,8 +140,7 @@ json BuildReport(const ReportInput& in) {
   r["probe_time_s"] = Round3(in.probe_time_s);
   r["reference_time_s"] = v.reference_time_s > 0 ? json(v.reference_time_s) : json(nullptr);
 
-  json summary = {{"ok", 0}, {"straggler", 0}, {"faulty", 0}, {"missing", 0},
-                  {"bad_links", 0}, {"undecided_links", 0}};
+  json summary = {{"ok", 0}, {"straggler", 0}, {"faulty", 0}, {"missing", 0}, {"bad_links", 0}, {"undecided_links", 0}};
   json nodes = json::array();
   for (const NodeVerdict& n : v.nodes) {
     json j = {{"rank", n.rank}, {"status", Name(n.status)}, {"decided", n.decided}};
@@ -168,8 +165,11 @@ json BuildReport(const ReportInput& in) {
       json pairs = json::array();
       for (const LocalResult::Pair& p : l.pairs) {
         bool below = o.min_bandwidth_mbps > 0 && p.mbps < o.min_bandwidth_mbps;
-        pairs.push_back({{"src", p.src}, {"dst", p.dst}, {"mbps", Num(Round3(p.mbps))},
-                         {"peer_access", p.peer_access}, {"ok", !below}});
+        pairs.push_back({{"src", p.src},
+                         {"dst", p.dst},
+                         {"mbps", Num(Round3(p.mbps))},
+                         {"peer_access", p.peer_access},
+                         {"ok", !below}});
       }
       lj["pairs"] = pairs;
       j["local"] = lj;
@@ -190,8 +190,7 @@ json BuildReport(const ReportInput& in) {
         if (tj.contains(k)) j[k] = tj[k];
     }
     if (l.status == LinkStatus::kBad) summary["bad_links"] = summary["bad_links"].get<int>() + 1;
-    if (l.status == LinkStatus::kUndecided)
-      summary["undecided_links"] = summary["undecided_links"].get<int>() + 1;
+    if (l.status == LinkStatus::kUndecided) summary["undecided_links"] = summary["undecided_links"].get<int>() + 1;
     links.push_back(j);
   }
   json rounds = json::array();
@@ -206,8 +205,11 @@ json BuildReport(const ReportInput& in) {
     for (int i : rr.tests)
       if (i >= 0 && i < static_cast<int>(in.tests.size()))
         tests.push_back(TestJson(in.tests[i], v.reference_time_s, config));
-    rounds.push_back({{"round", rr.round}, {"kind", rr.plan.kind}, {"elapsed_s", Round3(rr.elapsed_s)},
-                      {"steps", steps}, {"tests", tests}});
+    rounds.push_back({{"round", rr.round},
+                      {"kind", rr.plan.kind},
+                      {"elapsed_s", Round3(rr.elapsed_s)},
+                      {"steps", steps},
+                      {"tests", tests}});
   }
   r["summary"] = summary;
   r["nodes"] = nodes;
@@ -229,9 +231,11 @@ std::string RenderTable(const json& r) {
   int code = ExitCodeOf(r);
   const json& rounds = GetArr(r, "rounds");
   out += Printf("xtimer_netprobe: %d nodes, %s backend, %zu round%s, %.2f s: %s\n",
-                static_cast<int>(GetNum(r, "nnodes", 0)), GetStr(r, "backend", "?").c_str(),
-                rounds.size(), rounds.size() == 1 ? "" : "s", GetNum(r, "probe_time_s", 0),
-                code == 0 ? "healthy" : code == 1 ? "PROBLEMS FOUND" : "PROBE FAILED");
+                static_cast<int>(GetNum(r, "nnodes", 0)), GetStr(r, "backend", "?").c_str(), rounds.size(),
+                rounds.size() == 1 ? "" : "s", GetNum(r, "probe_time_s", 0),
+                code == 0   ? "healthy"
+                : code == 1 ? "PROBLEMS FOUND"
+                            : "PROBE FAILED");
   if (!GetStr(r, "error").empty()) out += "  error: " + GetStr(r, "error") + "\n";
   double ref = GetNum(r, "reference_time_s");
   if (std::isfinite(ref))
@@ -241,16 +245,14 @@ std::string RenderTable(const json& r) {
                 ? "; --min-bandwidth " + FormatMbps(GetNum(r, "min_bandwidth_mbps"))
                 : std::string()) +
            "\n";
-  out += Printf("  %4s  %-16s %-22s %-10s %11s %9s %9s  %s\n", "rank", "host", "address",
-                "status", "bandwidth", "latency", "time", "note");
+  out += Printf("  %4s  %-16s %-22s %-10s %11s %9s %9s  %s\n", "rank", "host", "address", "status", "bandwidth",
+                "latency", "time", "note");
   for (const json& n : GetArr(r, "nodes")) {
     std::string status = GetStr(n, "status", "?");
     if (!GetBool(n, "decided", true) && status != "ok") status += "?";
-    out += Printf("  %4d  %-16.16s %-22.22s %-10s %11s %9s %9s  %s\n",
-                  static_cast<int>(GetNum(n, "rank", -1)), GetStr(n, "host", "-").c_str(),
-                  GetStr(n, "addr", "-").c_str(), status.c_str(),
-                  FormatMbps(GetNum(n, "bandwidth_mbps")).c_str(),
-                  FormatUs(GetNum(n, "latency_us")).c_str(),
+    out += Printf("  %4d  %-16.16s %-22.22s %-10s %11s %9s %9s  %s\n", static_cast<int>(GetNum(n, "rank", -1)),
+                  GetStr(n, "host", "-").c_str(), GetStr(n, "addr", "-").c_str(), status.c_str(),
+                  FormatMbps(GetNum(n, "bandwidth_mbps")).c_str(), FormatUs(GetNum(n, "latency_us")).c_str(),
                   FormatSeconds(GetNum(n, "time_s")).c_str(), GetStr(n, "reason").c_str());
     static const json kNull;
     const json& local = n.is_object() && n.contains("local") ? n["local"] : kNull;
@@ -271,21 +273,19 @@ std::string RenderTable(const json& r) {
   return out;
 }
 
-std::string RenderRound(const RoundRecord& rr, const std::vector<TestResult>& tests,
-                        const Verdict& after, const JudgeConfig& config) {
-  std::string out = Printf("round %d (%s): %zu test%s in %zu step%s, %s\n", rr.round,
-                           rr.plan.kind.c_str(), rr.tests.size(), rr.tests.size() == 1 ? "" : "s",
-                           rr.plan.steps.size(), rr.plan.steps.size() == 1 ? "" : "s",
-                           FormatSeconds(rr.elapsed_s).c_str());
+std::string RenderRound(const RoundRecord& rr, const std::vector<TestResult>& tests, const Verdict& after,
+                        const JudgeConfig& config) {
+  std::string out = Printf("round %d (%s): %zu test%s in %zu step%s, %s\n", rr.round, rr.plan.kind.c_str(),
+                           rr.tests.size(), rr.tests.size() == 1 ? "" : "s", rr.plan.steps.size(),
+                           rr.plan.steps.size() == 1 ? "" : "s", FormatSeconds(rr.elapsed_s).c_str());
   for (int i : rr.tests) {
     if (i < 0 || i >= static_cast<int>(tests.size())) continue;
     const TestResult& t = tests[i];
     std::string bad = BadReason(t, after.reference_time_s, config);
     std::string pair = std::to_string(t.a) + "-" + std::to_string(t.b);
     if (t.completed) {
-      out += Printf("  %-9s %-4s %11s -> %11s <-  %9s %9s  %s\n", pair.c_str(),
-                    bad.empty() ? "good" : "bad", FormatMbps(t.fwd_mbps).c_str(),
-                    FormatMbps(t.bwd_mbps).c_str(), FormatUs(t.latency_us).c_str(),
+      out += Printf("  %-9s %-4s %11s -> %11s <-  %9s %9s  %s\n", pair.c_str(), bad.empty() ? "good" : "bad",
+                    FormatMbps(t.fwd_mbps).c_str(), FormatMbps(t.bwd_mbps).c_str(), FormatUs(t.latency_us).c_str(),
                     FormatSeconds(t.time_s).c_str(), bad.c_str());
     } else {
       out += Printf("  %-9s %-4s %s\n", pair.c_str(), "bad", bad.c_str());

@@ -30,14 +30,14 @@ struct RoundRecord {
 };
 
 struct ReportInput {
-  Options options;                 // the judging options of the rendezvous
-  std::vector<NodeInfo> info;      // per rank
-  std::vector<NodeInput> inputs;   // per rank
+  Options options;                // the judging options of the rendezvous
+  std::vector<NodeInfo> info;     // per rank
+  std::vector<NodeInput> inputs;  // per rank
   std::vector<TestResult> tests;
   std::vector<RoundRecord> rounds;
-  Verdict verdict;                 // final
-  double probe_time_s = 0;         // from the rendezvous start to the verdict
-  std::string error;               // non-empty: the probe itself failed (exit 2)
+  Verdict verdict;          // final
+  double probe_time_s = 0;  // from the rendezvous start to the verdict
+  std::string error;        // non-empty: the probe itself failed (exit 2)
 };
 
 JudgeConfig ConfigOf(const Options& o);
@@ -48,8 +48,8 @@ int ExitCodeOf(const nlohmann::json& report);
 // The final table. Never throws, whatever the JSON holds.
 std::string RenderTable(const nlohmann::json& report);
 // Progress lines for one finished round (printed by every node and by --serve).
-std::string RenderRound(const RoundRecord& round, const std::vector<TestResult>& tests,
-                        const Verdict& after, const JudgeConfig& config);
+std::string RenderRound(const RoundRecord& round, const std::vector<TestResult>& tests, const Verdict& after,
+                        const JudgeConfig& config);
 
 std::string FormatMbps(double mbps);  // "1.23 GB/s", "456 MB/s", "7.8 MB/s"
 std::string UtcNow();                 // ISO 8601 with milliseconds

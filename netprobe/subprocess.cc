@@ -48,8 +48,7 @@ bool Child::Spawn(const std::vector<std::string>& argv, std::string* error) {
   return true;
 }
 
-bool Child::ReadMarkedLine(const std::string& marker, std::string* line, Deadline deadline,
-                           std::string* error) {
+bool Child::ReadMarkedLine(const std::string& marker, std::string* line, Deadline deadline, std::string* error) {
   for (;;) {
     size_t nl;
     while ((nl = buf_.find('\n')) != std::string::npos) {

@@ -22,8 +22,7 @@ class Child {
   bool Spawn(const std::vector<std::string>& argv, std::string* error);
   // The next line of stdout that starts with `marker` (the marker is stripped); other lines go
   // to our stderr. False at end of output, on error, or at the deadline (*error says which).
-  bool ReadMarkedLine(const std::string& marker, std::string* line, Deadline deadline,
-                      std::string* error);
+  bool ReadMarkedLine(const std::string& marker, std::string* line, Deadline deadline, std::string* error);
   // SIGKILL (if still running) and reap.
   void Kill();
   // Waits for a normal exit until the deadline, then kills. Returns the exit status or -1.

@@ -72,8 +72,7 @@ const std::vector<char>& Pattern() {
 }
 
 // Sends (or receives) share(i) bytes on every stream at once until done or the deadline.
-bool Pump(const std::vector<Fd>& fds, int64_t size, bool sending, Deadline deadline,
-          std::string* error) {
+bool Pump(const std::vector<Fd>& fds, int64_t size, bool sending, Deadline deadline, std::string* error) {
   const int n = static_cast<int>(fds.size());
   std::vector<uint64_t> left(n);
   for (int i = 0; i < n; ++i) left[i] = Share(size, n, i);
@@ -97,8 +96,8 @@ bool Pump(const std::vector<Fd>& fds, int64_t size, bool sending, Deadline deadl
     if (r == 0 && deadline.passed()) {
       uint64_t total = 0;
       for (uint64_t l : left) total += l;
-      *error = std::string(sending ? "sending" : "receiving") + " timed out with " +
-               std::to_string(total) + " of " + std::to_string(size) + " bytes left";
+      *error = std::string(sending ? "sending" : "receiving") + " timed out with " + std::to_string(total) + " of " +
+               std::to_string(size) + " bytes left";
       return false;
     }
     for (size_t k = 0; k < pfds.size(); ++k) {
@@ -110,12 +109,12 @@ bool Pump(const std::vector<Fd>& fds, int64_t size, bool sending, Deadline deadl
       if (got > 0) {
         left[i] -= static_cast<uint64_t>(got);
       } else if (got == 0 && !sending) {
-        *error = "stream " + std::to_string(i + 1) + " closed by " + PeerString(fds[i].get()) +
-                 " with " + std::to_string(left[i]) + " bytes missing";
+        *error = "stream " + std::to_string(i + 1) + " closed by " + PeerString(fds[i].get()) + " with " +
+                 std::to_string(left[i]) + " bytes missing";
         return false;
       } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        *error = std::string(sending ? "send" : "recv") + " on stream " + std::to_string(i + 1) +
-                 ": " + std::strerror(errno);
+        *error = std::string(sending ? "send" : "recv") + " on stream " + std::to_string(i + 1) + ": " +
+                 std::strerror(errno);
         return false;
       }
     }
@@ -133,8 +132,7 @@ std::string Hello(const TcpTestSpec& s, uint32_t stream) {
 
 }  // namespace
 
-void RunTcpInitiator(const TcpTestSpec& spec, const std::string& host, int port, Deadline deadline,
-                     TestResult* out) {
+void RunTcpInitiator(const TcpTestSpec& spec, const std::string& host, int port, Deadline deadline, TestResult* out) {
   out->completed = false;
   std::string error;
   auto fail = [&](const std::string& what) { out->error = what; };
@@ -158,8 +156,7 @@ void RunTcpInitiator(const TcpTestSpec& spec, const std::string& host, int port,
     double t0 = NowSeconds();
     Op op;
     uint64_t arg;
-    if (!SendCmd(control.get(), kPing, i, deadline, &error) ||
-        !RecvCmd(control.get(), &op, &arg, deadline, &error))
+    if (!SendCmd(control.get(), kPing, i, deadline, &error) || !RecvCmd(control.get(), &op, &arg, deadline, &error))
       return fail("latency: " + error);
     if (op != kPing || arg != static_cast<uint64_t>(i)) return fail("latency: wrong echo from peer");
     if (i > 0) rtts.push_back(NowSeconds() - t0);  // the first one warms up
@@ -168,27 +165,24 @@ void RunTcpInitiator(const TcpTestSpec& spec, const std::string& host, int port,
 
   // Forward: we send, the peer confirms.
   double t0 = NowSeconds();
-  if (!SendCmd(control.get(), kRecv, static_cast<uint64_t>(spec.size), deadline, &error))
-    return fail(error);
+  if (!SendCmd(control.get(), kRecv, static_cast<uint64_t>(spec.size), deadline, &error)) return fail(error);
   if (!Pump(data, spec.size, true, deadline, &error)) return fail("forward: " + error);
   Op op;
   uint64_t arg;
   if (!RecvCmd(control.get(), &op, &arg, deadline, &error)) return fail("forward: " + error);
-  if (op != kDone || arg != static_cast<uint64_t>(spec.size))
-    return fail("forward: peer confirmed the wrong amount");
+  if (op != kDone || arg != static_cast<uint64_t>(spec.size)) return fail("forward: peer confirmed the wrong amount");
   double fwd = NowSeconds() - t0;
 
   // Backward: the peer sends, we receive.
   t0 = NowSeconds();
-  if (!SendCmd(control.get(), kSend, static_cast<uint64_t>(spec.size), deadline, &error))
-    return fail(error);
+  if (!SendCmd(control.get(), kSend, static_cast<uint64_t>(spec.size), deadline, &error)) return fail(error);
   if (!Pump(data, spec.size, false, deadline, &error)) return fail("backward: " + error);
   double bwd = NowSeconds() - t0;
   if (!RecvCmd(control.get(), &op, &arg, deadline, &error)) return fail("backward: " + error);
   if (op != kDone) return fail("backward: unexpected reply from peer");
 
-  if (!SendCmd(control.get(), kBye, 0, deadline, &error) ||
-      !RecvCmd(control.get(), &op, &arg, deadline, &error) || op != kBye) {
+  if (!SendCmd(control.get(), kBye, 0, deadline, &error) || !RecvCmd(control.get(), &op, &arg, deadline, &error) ||
+      op != kBye) {
     // The figures are in; a lost goodbye does not fail the test.
   }
   fwd = std::max(fwd, 1e-9);
@@ -199,8 +193,7 @@ void RunTcpInitiator(const TcpTestSpec& spec, const std::string& host, int port,
   out->completed = true;
 }
 
-bool ServeTcpResponder(const TcpTestSpec& spec, int listen_fd, Deadline deadline,
-                       std::string* error) {
+bool ServeTcpResponder(const TcpTestSpec& spec, int listen_fd, Deadline deadline, std::string* error) {
   Fd control;
   std::vector<Fd> data(spec.streams);
   int have = 0;
@@ -231,14 +224,13 @@ bool ServeTcpResponder(const TcpTestSpec& spec, int listen_fd, Deadline deadline
       continue;  // a late connection of an earlier test
     }
     if (stream > static_cast<uint32_t>(spec.streams)) {
-      *error = "node " + std::to_string(spec.peer) + " opened stream " + std::to_string(stream) +
-               " of " + std::to_string(spec.streams);
+      *error = "node " + std::to_string(spec.peer) + " opened stream " + std::to_string(stream) + " of " +
+               std::to_string(spec.streams);
       return false;
     }
     Fd& slot = stream == 0 ? control : data[stream - 1];
     if (slot.valid()) {
-      *error = "node " + std::to_string(spec.peer) + " opened stream " + std::to_string(stream) +
-               " twice";
+      *error = "node " + std::to_string(spec.peer) + " opened stream " + std::to_string(stream) + " twice";
       return false;
     }
     slot = std::move(fd);
@@ -255,8 +247,7 @@ bool ServeTcpResponder(const TcpTestSpec& spec, int listen_fd, Deadline deadline
         break;
       case kRecv:
         if (static_cast<int64_t>(arg) != spec.size) {
-          *error = "peer asked to move " + std::to_string(arg) + " bytes, expected " +
-                   std::to_string(spec.size);
+          *error = "peer asked to move " + std::to_string(arg) + " bytes, expected " + std::to_string(spec.size);
           return false;
         }
         if (!Pump(data, spec.size, false, deadline, error)) return false;
@@ -264,19 +255,14 @@ bool ServeTcpResponder(const TcpTestSpec& spec, int listen_fd, Deadline deadline
         break;
       case kSend:
         if (static_cast<int64_t>(arg) != spec.size) {
-          *error = "peer asked to move " + std::to_string(arg) + " bytes, expected " +
-                   std::to_string(spec.size);
+          *error = "peer asked to move " + std::to_string(arg) + " bytes, expected " + std::to_string(spec.size);
           return false;
         }
         if (!Pump(data, spec.size, true, deadline, error)) return false;
         if (!SendCmd(control.get(), kDone, arg, deadline, error)) return false;
         break;
-      case kBye:
-        SendCmd(control.get(), kBye, 0, deadline, error);
-        return true;
-      case kDone:
-        *error = "peer sent an unexpected command";
-        return false;
+      case kBye: SendCmd(control.get(), kBye, 0, deadline, error); return true;
+      case kDone: *error = "peer sent an unexpected command"; return false;
     }
   }
 }

@@ -26,11 +26,9 @@ struct TcpTestSpec {
 
 // Runs the initiator side against host:port. Fills time/bandwidth/latency of *out and sets
 // out->completed, or out->error.
-void RunTcpInitiator(const TcpTestSpec& spec, const std::string& host, int port, Deadline deadline,
-                     TestResult* out);
+void RunTcpInitiator(const TcpTestSpec& spec, const std::string& host, int port, Deadline deadline, TestResult* out);
 
 // Serves one test on `listen_fd`: accepts the initiator's connections, answers its commands.
-bool ServeTcpResponder(const TcpTestSpec& spec, int listen_fd, Deadline deadline,
-                       std::string* error);
+bool ServeTcpResponder(const TcpTestSpec& spec, int listen_fd, Deadline deadline, std::string* error);
 
 }  // namespace xtimer::netprobe

@@ -30,14 +30,13 @@ std::string EncodeFrame(const nlohmann::json& msg) {
 
 bool DecodeHeader(const unsigned char* h, uint32_t* length, std::string* error) {
   if (std::memcmp(h, kMagic, 4) != 0) {
-    *error = "not an xtimer_netprobe peer (frame starts with '" + Printable(h, 4) +
-             "', expected 'XTNP')";
+    *error = "not an xtimer_netprobe peer (frame starts with '" + Printable(h, 4) + "', expected 'XTNP')";
     return false;
   }
   uint32_t n = (uint32_t{h[4]} << 24) | (uint32_t{h[5]} << 16) | (uint32_t{h[6]} << 8) | h[7];
   if (n > kMaxPayload) {
-    *error = "message of " + std::to_string(n) + " bytes exceeds the limit of " +
-             std::to_string(kMaxPayload) + " bytes";
+    *error =
+        "message of " + std::to_string(n) + " bytes exceeds the limit of " + std::to_string(kMaxPayload) + " bytes";
     return false;
   }
   if (n == 0) {
@@ -78,8 +77,7 @@ FrameDecoder::Status FrameDecoder::Next(nlohmann::json* msg, std::string* error)
   }
   if (buf_.size() < kHeaderBytes) return Status::kNeedMore;
   uint32_t n = 0;
-  if (!DecodeHeader(reinterpret_cast<const unsigned char*>(buf_.data()), &n, error))
-    return Status::kError;
+  if (!DecodeHeader(reinterpret_cast<const unsigned char*>(buf_.data()), &n, error)) return Status::kError;
   if (buf_.size() < kHeaderBytes + n) return Status::kNeedMore;
   bool ok = DecodePayload(buf_.data() + kHeaderBytes, n, msg, error);
   buf_.erase(0, kHeaderBytes + n);
@@ -102,9 +100,7 @@ bool Fields::Int(const char* key, int64_t lo, int64_t hi, int64_t* out) {
   auto it = msg_.find(key);
   if (it == msg_.end()) return Fail(key, "is missing");
   if (!it->is_number_integer()) return Fail(key, "is not an integer");
-  int64_t v = it->is_number_unsigned() && it->get<uint64_t>() > INT64_MAX
-                  ? INT64_MAX
-                  : it->get<int64_t>();
+  int64_t v = it->is_number_unsigned() && it->get<uint64_t>() > INT64_MAX ? INT64_MAX : it->get<int64_t>();
   if (v < lo || v > hi) return Fail(key, "is out of range");
   *out = v;
   return true;

@@ -44,7 +44,7 @@ class AgentLink {
   Tracker& tracker_;
   std::string path_;
   bool active_ = false;
-  int fd_ = -1;    // link thread only
+  int fd_ = -1;       // link thread only
   int wake_fd_ = -1;  // eventfd: something to send now
   std::thread thread_;
 
@@ -56,12 +56,12 @@ class AgentLink {
   std::string hang_trigger_;
   bool hung_ = false;
   bool state_changed_ = false;
-  uint64_t hang_at_ns_ = 0;        // when our own hang dump was asked for (0: none)
+  uint64_t hang_at_ns_ = 0;         // when our own hang dump was asked for (0: none)
   uint64_t dumps_before_hang_ = 0;  // completed dumps before it
 
-  uint64_t dumps_seen_ = 0;      // link thread only
+  uint64_t dumps_seen_ = 0;        // link thread only
   bool resend_last_dump_ = false;  // link thread only
-  std::string pending_request_;  // id of the agent's dump request being served
+  std::string pending_request_;    // id of the agent's dump request being served
 };
 
 }  // namespace xtimer

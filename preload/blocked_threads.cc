@@ -30,7 +30,8 @@ thread_local SlotOwner t_owner;
 thread_local int t_depth __attribute__((tls_model("initial-exec"))) = 0;
 
 int MySlot() {
-  if (t_owner.slot >= 0) [[likely]] return t_owner.slot;
+  if (t_owner.slot >= 0) [[likely]]
+    return t_owner.slot;
   pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
   for (int i = 0; i < BlockedThreads::kMaxThreads; ++i) {
     pid_t expected = 0;

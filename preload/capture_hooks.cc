@@ -9,10 +9,14 @@ extern "C" {
 
 #define XTIMER_EXPORT __attribute__((visibility("default")))
 
-static xtimer::RealFunction<decltype(&cudaStreamBeginCapture)> real_cudaStreamBeginCapture("cudaStreamBeginCapture", xtimer::Lib::kCudart);
-static xtimer::RealFunction<decltype(&cudaStreamBeginCapture)> real_cudaStreamBeginCapture_ptsz("cudaStreamBeginCapture_ptsz", xtimer::Lib::kCudart);
-static xtimer::RealFunction<decltype(&cudaStreamEndCapture)> real_cudaStreamEndCapture("cudaStreamEndCapture", xtimer::Lib::kCudart);
-static xtimer::RealFunction<decltype(&cudaStreamEndCapture)> real_cudaStreamEndCapture_ptsz("cudaStreamEndCapture_ptsz", xtimer::Lib::kCudart);
+static xtimer::RealFunction<decltype(&cudaStreamBeginCapture)> real_cudaStreamBeginCapture("cudaStreamBeginCapture",
+                                                                                           xtimer::Lib::kCudart);
+static xtimer::RealFunction<decltype(&cudaStreamBeginCapture)> real_cudaStreamBeginCapture_ptsz(
+    "cudaStreamBeginCapture_ptsz", xtimer::Lib::kCudart);
+static xtimer::RealFunction<decltype(&cudaStreamEndCapture)> real_cudaStreamEndCapture("cudaStreamEndCapture",
+                                                                                       xtimer::Lib::kCudart);
+static xtimer::RealFunction<decltype(&cudaStreamEndCapture)> real_cudaStreamEndCapture_ptsz("cudaStreamEndCapture_ptsz",
+                                                                                            xtimer::Lib::kCudart);
 
 static cudaError_t BeginCapture(decltype(&cudaStreamBeginCapture) f, cudaStream_t s, cudaStreamCaptureMode m) {
   if (f == nullptr) return cudaErrorInitializationError;

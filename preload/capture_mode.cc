@@ -10,8 +10,10 @@ namespace xtimer {
 namespace {
 XTIMER_REAL(kCudart, cudaStreamIsCapturing);
 XTIMER_REAL(kCudart, cudaThreadExchangeStreamCaptureMode);
-RealFunction<CUresult (*)(CUstream, CUstreamCaptureStatus*)> real_cuStreamIsCapturing("cuStreamIsCapturing", Lib::kCuda);
-RealFunction<CUresult (*)(CUstream, CUstreamCaptureStatus*)> real_cuStreamIsCapturing_ptsz("cuStreamIsCapturing_ptsz", Lib::kCuda);
+RealFunction<CUresult (*)(CUstream, CUstreamCaptureStatus*)> real_cuStreamIsCapturing("cuStreamIsCapturing",
+                                                                                      Lib::kCuda);
+RealFunction<CUresult (*)(CUstream, CUstreamCaptureStatus*)> real_cuStreamIsCapturing_ptsz("cuStreamIsCapturing_ptsz",
+                                                                                           Lib::kCuda);
 }  // namespace
 
 bool StreamIsCapturingSlow(void* stream, gpu::Path path, bool per_thread) {
@@ -35,4 +37,3 @@ void UseRelaxedCaptureModeOnThisThread() {
 }
 
 }  // namespace xtimer
-

@@ -15,7 +15,8 @@ inline std::atomic<int> g_active_captures{0};
 // Cheap when no capture is active (one relaxed load); otherwise asks the runtime.
 bool StreamIsCapturingSlow(void* stream, gpu::Path path, bool per_thread);
 inline bool StreamIsCapturing(void* stream, gpu::Path path, bool per_thread) {
-  if (g_active_captures.load(std::memory_order_relaxed) == 0) [[likely]] return false;
+  if (g_active_captures.load(std::memory_order_relaxed) == 0) [[likely]]
+    return false;
   return StreamIsCapturingSlow(stream, path, per_thread);
 }
 

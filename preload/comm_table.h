@@ -16,8 +16,8 @@ struct Comm {
   int rank = -1;
   int size = 0;
   int device = -1;
-  std::atomic<uint64_t> collective_seq{0};   // collectives issued, in order
-  std::atomic<uint64_t> split_count{0};      // splits/shrinks issued on this comm
+  std::atomic<uint64_t> collective_seq{0};           // collectives issued, in order
+  std::atomic<uint64_t> split_count{0};              // splits/shrinks issued on this comm
   std::unique_ptr<std::atomic<uint64_t>[]> p2p_seq;  // per peer: sends + recvs issued to it
   std::atomic<bool> ready{false};
 };

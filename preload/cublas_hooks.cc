@@ -117,11 +117,11 @@ XTIMER_EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta
 
 XTIMER_EXPORT cublasStatus_t cublasGemmEx_64(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m,
                                              int64_t n, int64_t k, const void* alpha, const void* A, cudaDataType at,
-                                             int64_t lda, const void* B, cudaDataType bt, int64_t ldb,
-                                             const void* beta, void* C, cudaDataType ct, int64_t ldc,
-                                             cublasComputeType_t compute, cublasGemmAlgo_t algo) {
-  return Gemm(real_cublasGemmEx_64, nullptr, true, h, m, n, k, 1, at, h, ta, tb, m, n, k, alpha, A, at, lda, B, bt,
-              ldb, beta, C, ct, ldc, compute, algo);
+                                             int64_t lda, const void* B, cudaDataType bt, int64_t ldb, const void* beta,
+                                             void* C, cudaDataType ct, int64_t ldc, cublasComputeType_t compute,
+                                             cublasGemmAlgo_t algo) {
+  return Gemm(real_cublasGemmEx_64, nullptr, true, h, m, n, k, 1, at, h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb,
+              beta, C, ct, ldc, compute, algo);
 }
 
 XTIMER_EXPORT cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
@@ -134,13 +134,13 @@ XTIMER_EXPORT cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublas
               lda, sa, B, bt, ldb, sb, beta, C, ct, ldc, sc, batch, compute, algo);
 }
 
-XTIMER_EXPORT cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t h, cublasOperation_t ta,
-                                                           cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
-                                                           const void* alpha, const void* A, cudaDataType at,
-                                                           int64_t lda, long long sa, const void* B, cudaDataType bt,
-                                                           int64_t ldb, long long sb, const void* beta, void* C,
-                                                           cudaDataType ct, int64_t ldc, long long sc, int64_t batch,
-                                                           cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+XTIMER_EXPORT cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                                           int64_t m, int64_t n, int64_t k, const void* alpha,
+                                                           const void* A, cudaDataType at, int64_t lda, long long sa,
+                                                           const void* B, cudaDataType bt, int64_t ldb, long long sb,
+                                                           const void* beta, void* C, cudaDataType ct, int64_t ldc,
+                                                           long long sc, int64_t batch, cublasComputeType_t compute,
+                                                           cublasGemmAlgo_t algo) {
   return Gemm(real_cublasGemmStridedBatchedEx_64, nullptr, true, h, m, n, k, batch, at, h, ta, tb, m, n, k, alpha, A,
               at, lda, sa, B, bt, ldb, sb, beta, C, ct, ldc, sc, batch, compute, algo);
 }
@@ -150,8 +150,8 @@ XTIMER_EXPORT cublasStatus_t cublasGemmBatchedEx(cublasHandle_t h, cublasOperati
                                                  cudaDataType at, int lda, const void* const B[], cudaDataType bt,
                                                  int ldb, const void* beta, void* const C[], cudaDataType ct, int ldc,
                                                  int batch, cublasComputeType_t compute, cublasGemmAlgo_t algo) {
-  return Gemm(real_cublasGemmBatchedEx, nullptr, true, h, m, n, k, batch, at, h, ta, tb, m, n, k, alpha, A, at, lda,
-              B, bt, ldb, beta, C, ct, ldc, batch, compute, algo);
+  return Gemm(real_cublasGemmBatchedEx, nullptr, true, h, m, n, k, batch, at, h, ta, tb, m, n, k, alpha, A, at, lda, B,
+              bt, ldb, beta, C, ct, ldc, batch, compute, algo);
 }
 
 XTIMER_EXPORT cublasStatus_t cublasGemmBatchedEx_64(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
@@ -159,39 +159,36 @@ XTIMER_EXPORT cublasStatus_t cublasGemmBatchedEx_64(cublasHandle_t h, cublasOper
                                                     const void* const A[], cudaDataType at, int64_t lda,
                                                     const void* const B[], cudaDataType bt, int64_t ldb,
                                                     const void* beta, void* const C[], cudaDataType ct, int64_t ldc,
-                                                    int64_t batch, cublasComputeType_t compute,
-                                                    cublasGemmAlgo_t algo) {
-  return Gemm(real_cublasGemmBatchedEx_64, nullptr, true, h, m, n, k, batch, at, h, ta, tb, m, n, k, alpha, A, at,
-              lda, B, bt, ldb, beta, C, ct, ldc, batch, compute, algo);
+                                                    int64_t batch, cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+  return Gemm(real_cublasGemmBatchedEx_64, nullptr, true, h, m, n, k, batch, at, h, ta, tb, m, n, k, alpha, A, at, lda,
+              B, bt, ldb, beta, C, ct, ldc, batch, compute, algo);
 }
 
 XTIMER_EXPORT cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
-                                            int k, const float* alpha, const float* A, int lda, const float* B,
-                                            int ldb, const float* beta, float* C, int ldc) {
-  return Gemm(real_cublasSgemm_v2, nullptr, true, h, m, n, k, 1, CUDA_R_32F, h, ta, tb, m, n, k, alpha, A, lda, B,
-              ldb, beta, C, ldc);
+                                            int k, const float* alpha, const float* A, int lda, const float* B, int ldb,
+                                            const float* beta, float* C, int ldc) {
+  return Gemm(real_cublasSgemm_v2, nullptr, true, h, m, n, k, 1, CUDA_R_32F, h, ta, tb, m, n, k, alpha, A, lda, B, ldb,
+              beta, C, ldc);
 }
 
 XTIMER_EXPORT cublasStatus_t cublasSgemm_v2_64(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m,
                                                int64_t n, int64_t k, const float* alpha, const float* A, int64_t lda,
-                                               const float* B, int64_t ldb, const float* beta, float* C,
-                                               int64_t ldc) {
+                                               const float* B, int64_t ldb, const float* beta, float* C, int64_t ldc) {
   return Gemm(real_cublasSgemm_v2_64, nullptr, true, h, m, n, k, 1, CUDA_R_32F, h, ta, tb, m, n, k, alpha, A, lda, B,
               ldb, beta, C, ldc);
 }
 
 XTIMER_EXPORT cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
-                                                       int m, int n, int k, const float* alpha, const float* A,
-                                                       int lda, long long sa, const float* B, int ldb, long long sb,
-                                                       const float* beta, float* C, int ldc, long long sc,
-                                                       int batch) {
+                                                       int m, int n, int k, const float* alpha, const float* A, int lda,
+                                                       long long sa, const float* B, int ldb, long long sb,
+                                                       const float* beta, float* C, int ldc, long long sc, int batch) {
   return Gemm(real_cublasSgemmStridedBatched, nullptr, true, h, m, n, k, batch, CUDA_R_32F, h, ta, tb, m, n, k, alpha,
               A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
 }
 
 XTIMER_EXPORT cublasStatus_t cublasHgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
-                                         int k, const __half* alpha, const __half* A, int lda, const __half* B,
-                                         int ldb, const __half* beta, __half* C, int ldc) {
+                                         int k, const __half* alpha, const __half* A, int lda, const __half* B, int ldb,
+                                         const __half* beta, __half* C, int ldc) {
   return Gemm(real_cublasHgemm, nullptr, true, h, m, n, k, 1, CUDA_R_16F, h, ta, tb, m, n, k, alpha, A, lda, B, ldb,
               beta, C, ldc);
 }
@@ -204,6 +201,6 @@ XTIMER_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
                                             cudaStream_t stream) {
   // The shape is read only when we will time it: nested or disabled calls skip the queries.
   LtShape s = (!InsideHook() && real_cublasLtMatmul.get() != nullptr) ? ShapeOf(desc, adesc, ddesc) : LtShape{};
-  return Gemm(real_cublasLtMatmul, stream, false, nullptr, s.m, s.n, s.k, s.batch, s.type, h, desc, alpha, A, adesc,
-              B, bdesc, beta, C, cdesc, D, ddesc, algo, workspace, ws_size, stream);
+  return Gemm(real_cublasLtMatmul, stream, false, nullptr, s.m, s.n, s.k, s.batch, s.type, h, desc, alpha, A, adesc, B,
+              bdesc, beta, C, cdesc, D, ddesc, algo, workspace, ws_size, stream);
 }

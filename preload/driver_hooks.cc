@@ -65,8 +65,7 @@ XTIMER_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction
   return DriverLaunch(real_launch_ex, f, stream, false, [&](LaunchExFn fn) { return fn(config, f, params, extra); });
 }
 
-XTIMER_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
-                                             void** extra) {
+XTIMER_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
   CUstream stream = config != nullptr ? config->hStream : nullptr;
   return DriverLaunch(real_launch_ex_ptsz, f, stream, true,
                       [&](LaunchExFn fn) { return fn(config, f, params, extra); });

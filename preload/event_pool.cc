@@ -8,7 +8,7 @@ namespace {
 // launches ahead of the GPU, so a small first batch would leave the first burst untimed.
 // (2048 event creations take a few milliseconds, once.)
 constexpr uint32_t kFirstBatch = 1024;
-}
+}  // namespace
 
 EventPools::EventPools(uint32_t max_pairs) : max_pairs_(std::clamp<uint32_t>(max_pairs, 16, 1u << 24)) {}
 
@@ -53,9 +53,7 @@ PairId EventPools::Take(int device, gpu::Path path) {
   return kNoPair;
 }
 
-const EventPair& EventPools::Get(PairId id) const {
-  return pools_[id >> 24].pairs[id & 0xffffff];
-}
+const EventPair& EventPools::Get(PairId id) const { return pools_[id >> 24].pairs[id & 0xffffff]; }
 
 void EventPools::Give(PairId id) { pools_[id >> 24].free.load(std::memory_order_acquire)->Push(id); }
 

@@ -39,10 +39,10 @@ class EventPools {
 
  private:
   struct Pool {
-    std::atomic<uint32_t> size{0};       // pairs[0..size) are created
+    std::atomic<uint32_t> size{0};  // pairs[0..size) are created
     std::atomic<bool> initialising{false};
-    std::atomic<bool> filling{false};   // one Fill at a time (first launch vs. poller)
-    std::atomic<bool> low{false};        // the launch path found it empty
+    std::atomic<bool> filling{false};  // one Fill at a time (first launch vs. poller)
+    std::atomic<bool> low{false};      // the launch path found it empty
     // Allocated on first use and kept for the life of the process; `free` is published last,
     // so a pair id popped from it always refers to initialised memory.
     EventPair* pairs = nullptr;  // max_pairs_ entries

@@ -20,8 +20,8 @@ class Histogram {
   double Quantile(double q) const;
 
  private:
-  static constexpr int kSubBits = 5;                 // 32 sub-buckets per octave
-  static constexpr int kOctaves = 47;                // 2^47 ns ~ 39 hours
+  static constexpr int kSubBits = 5;   // 32 sub-buckets per octave
+  static constexpr int kOctaves = 47;  // 2^47 ns ~ 39 hours
   static constexpr int kBuckets = (kOctaves + 1) << kSubBits;
   static int BucketOf(uint64_t ns);
   static double MidpointOf(int bucket);

@@ -9,18 +9,18 @@
 namespace xtimer {
 
 struct InflightOp {
-  std::string name;       // "ncclAllReduce", a kernel's symbol, "cublasGemmEx", "cudaStreamSynchronize"
-  std::string kind;       // kernel | matmul | collective | p2p | memcpy | sync
-  uint64_t stream = 0;    // cudaStream_t as an integer (0 = legacy default stream)
-  std::string comm;       // hex communicator id, empty if not NCCL
+  std::string name;     // "ncclAllReduce", a kernel's symbol, "cublasGemmEx", "cudaStreamSynchronize"
+  std::string kind;     // kernel | matmul | collective | p2p | memcpy | sync
+  uint64_t stream = 0;  // cudaStream_t as an integer (0 = legacy default stream)
+  std::string comm;     // hex communicator id, empty if not NCCL
   int comm_rank = -1;
   int comm_size = -1;
-  uint64_t seq = 0;       // per-communicator call number, from 1; 0 if not NCCL
-  int peer = -1;          // p2p peer rank, else -1
-  uint64_t bytes = 0;     // 0 if not known / not applicable
-  bool running = false;   // started on its stream (start event complete)
-  int blocked_by = -1;    // index in the list of the op it waits behind, or -1
-  double in_flight_s = 0; // since start (running) or since issue (pending)
+  uint64_t seq = 0;        // per-communicator call number, from 1; 0 if not NCCL
+  int peer = -1;           // p2p peer rank, else -1
+  uint64_t bytes = 0;      // 0 if not known / not applicable
+  bool running = false;    // started on its stream (start event complete)
+  int blocked_by = -1;     // index in the list of the op it waits behind, or -1
+  double in_flight_s = 0;  // since start (running) or since issue (pending)
 };
 
 // Who this process is in the job.

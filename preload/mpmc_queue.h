@@ -64,9 +64,7 @@ class MpmcQueue {
 
   size_t capacity() const { return mask_ + 1; }
   // Approximate (racy by nature); for decisions that tolerate staleness.
-  size_t ApproxSize() const {
-    return tail_.load(std::memory_order_relaxed) - head_.load(std::memory_order_relaxed);
-  }
+  size_t ApproxSize() const { return tail_.load(std::memory_order_relaxed) - head_.load(std::memory_order_relaxed); }
 
  private:
   struct Cell {

@@ -94,7 +94,7 @@ struct NcclOp {
   cudaStream_t stream;
   uint64_t bytes;  // nccl-tests "size" of the op
   int dtype;
-  int peer;        // p2p only
+  int peer;  // p2p only
 };
 
 // Calls made inside a group, waiting for ncclGroupEnd. Heap-allocated on a thread's first group.
@@ -393,8 +393,8 @@ XTIMER_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t ty
   return Operation(real_ncclBcast, o, [&](auto f) { return f(buff, count, type, root, comm, stream); });
 }
 
-XTIMER_EXPORT ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t type,
-                                      ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+XTIMER_EXPORT ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                                      int root, ncclComm_t comm, cudaStream_t stream) {
   NcclOp o{"ncclReduce", OpKind::kCollective, comm, stream, Bytes(count, type), type, -1};
   return Operation(real_ncclReduce, o, [&](auto f) { return f(send, recv, count, type, op, root, comm, stream); });
 }
@@ -408,8 +408,7 @@ XTIMER_EXPORT ncclResult_t ncclAllGather(const void* send, void* recv, size_t se
 XTIMER_EXPORT ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, ncclDataType_t type,
                                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   NcclOp o{"ncclReduceScatter", OpKind::kCollective, comm, stream, Bytes(recvcount, type) * CommSize(comm), type, -1};
-  return Operation(real_ncclReduceScatter, o,
-                   [&](auto f) { return f(send, recv, recvcount, type, op, comm, stream); });
+  return Operation(real_ncclReduceScatter, o, [&](auto f) { return f(send, recv, recvcount, type, op, comm, stream); });
 }
 
 XTIMER_EXPORT ncclResult_t ncclAlltoAll(const void* send, void* recv, size_t count, ncclDataType_t type,

@@ -36,9 +36,9 @@ struct OpClass {
   OpKey key;
   std::atomic<uint64_t> launches{0};  // every launch, timed or not (launch path, relaxed)
   // --- poller thread only
-  std::string name;                  // resolved lazily (kernel symbol names)
-  std::unique_ptr<Histogram> hist;   // allocated at the first completion
-  uint64_t bytes = 0;                // sum over timed ops (memcpy, collective, p2p)
+  std::string name;                 // resolved lazily (kernel symbol names)
+  std::unique_ptr<Histogram> hist;  // allocated at the first completion
+  uint64_t bytes = 0;               // sum over timed ops (memcpy, collective, p2p)
 };
 
 class OpClassTable {

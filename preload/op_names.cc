@@ -63,8 +63,8 @@ const std::string& NameOf(OpClass& cls) {
 std::string DemangledName(const char* raw) { return Demangle(raw); }
 
 const char* NcclTypeName(int type) {
-  static const char* kNames[] = {"int8",    "uint8",   "int32",    "uint32",  "int64",     "uint64",
-                                 "float16", "float32", "float64",  "bfloat16", "float8e4m3", "float8e5m2"};
+  static const char* kNames[] = {"int8",    "uint8",   "int32",   "uint32",   "int64",      "uint64",
+                                 "float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
   return (type >= 0 && type < 12) ? kNames[type] : "unknown";
 }
 

@@ -71,8 +71,7 @@ void WriteOp(JsonWriter& w, Tracker& t, OpClass& c) {
       w.Field("bytes_total", static_cast<unsigned long long>(c.bytes));
       if (total_s > 0) w.Field("gbps", c.bytes / total_s / 1e9);
       break;
-    default:
-      break;
+    default: break;
   }
   w.EndObject();
 }
@@ -157,8 +156,7 @@ void WriteReportFiles(Tracker& t, const TraceBuffer& trace, bool final) {
   static std::string last_summary, last_trace;
   std::string summary = RankFilePath(t, "summary.json"), trace_path = RankFilePath(t, "trace.json");
   std::string error;
-  bool ok = MakeDirs(t.config().timeline_path, &error) &&
-            WriteFileAtomically(summary, SummaryJson(t, final), &error);
+  bool ok = MakeDirs(t.config().timeline_path, &error) && WriteFileAtomically(summary, SummaryJson(t, final), &error);
   if (ok && trace.enabled()) ok = WriteFileAtomically(trace_path, TraceJson(t, trace.Entries()), &error);
   if (ok && !last_summary.empty() && last_summary != summary) {
     unlink(last_summary.c_str());

@@ -70,48 +70,48 @@ using namespace xtimer;
 XTIMER_EXPORT cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t shmem,
                                            cudaStream_t stream) {
   return RuntimeLaunch(real_launch, func, nullptr, stream, false, false,
-                      [&](LaunchFn f) { return f(func, grid, block, args, shmem, stream); });
+                       [&](LaunchFn f) { return f(func, grid, block, args, shmem, stream); });
 }
 
 XTIMER_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args, size_t shmem,
                                                 cudaStream_t stream) {
   return RuntimeLaunch(real_launch_ptsz, func, nullptr, stream, true, false,
-                      [&](LaunchFn f) { return f(func, grid, block, args, shmem, stream); });
+                       [&](LaunchFn f) { return f(func, grid, block, args, shmem, stream); });
 }
 
 XTIMER_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
   cudaStream_t stream = config != nullptr ? config->stream : nullptr;
   return RuntimeLaunch(real_launch_ex, func, nullptr, stream, false, false,
-                      [&](LaunchExFn f) { return f(config, func, args); });
+                       [&](LaunchExFn f) { return f(config, func, args); });
 }
 
 XTIMER_EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func, void** args) {
   cudaStream_t stream = config != nullptr ? config->stream : nullptr;
   return RuntimeLaunch(real_launch_ex_ptsz, func, nullptr, stream, true, false,
-                      [&](LaunchExFn f) { return f(config, func, args); });
+                       [&](LaunchExFn f) { return f(config, func, args); });
 }
 
 XTIMER_EXPORT cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 grid, dim3 block, void** args,
                                                       size_t shmem, cudaStream_t stream) {
   return RuntimeLaunch(real_coop, func, nullptr, stream, false, false,
-                      [&](LaunchFn f) { return f(func, grid, block, args, shmem, stream); });
+                       [&](LaunchFn f) { return f(func, grid, block, args, shmem, stream); });
 }
 
 XTIMER_EXPORT cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args,
                                                            size_t shmem, cudaStream_t stream) {
   return RuntimeLaunch(real_coop_ptsz, func, nullptr, stream, true, false,
-                      [&](LaunchFn f) { return f(func, grid, block, args, shmem, stream); });
+                       [&](LaunchFn f) { return f(func, grid, block, args, shmem, stream); });
 }
 
 // A graph replays many kernels; it is timed as one op per executable graph, always.
 XTIMER_EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t graph, cudaStream_t stream) {
   return RuntimeLaunch(real_graph, graph, "cudaGraphLaunch", stream, false, true,
-                      [&](GraphLaunchFn f) { return f(graph, stream); });
+                       [&](GraphLaunchFn f) { return f(graph, stream); });
 }
 
 XTIMER_EXPORT cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graph, cudaStream_t stream) {
   return RuntimeLaunch(real_graph_ptsz, graph, "cudaGraphLaunch", stream, true, true,
-                      [&](GraphLaunchFn f) { return f(graph, stream); });
+                       [&](GraphLaunchFn f) { return f(graph, stream); });
 }
 
 XTIMER_EXPORT cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,

@@ -43,9 +43,7 @@ XTIMER_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 XTIMER_EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s) {
   return Blocking(real_stream_sync_ptsz, cudaErrorInitializationError, s);
 }
-XTIMER_EXPORT cudaError_t cudaDeviceSynchronize() {
-  return Blocking(real_device_sync, cudaErrorInitializationError);
-}
+XTIMER_EXPORT cudaError_t cudaDeviceSynchronize() { return Blocking(real_device_sync, cudaErrorInitializationError); }
 XTIMER_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   return Blocking(real_event_sync, cudaErrorInitializationError, e);
 }

@@ -4,7 +4,7 @@
 
 namespace xtimer {
 namespace {
-constexpr size_t kBases = 64;            // bases kept per device
+constexpr size_t kBases = 64;  // bases kept per device
 constexpr uint64_t kBaseEveryNs = 1000000000ull;
 }  // namespace
 

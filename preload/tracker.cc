@@ -60,7 +60,8 @@ Tracker::Tracker(const PreloadConfig& config)
 
 Tracker* Tracker::Instance() {
   Tracker* t = g_tracker.load(std::memory_order_acquire);
-  if (t != nullptr) [[likely]] return t;
+  if (t != nullptr) [[likely]]
+    return t;
   if (g_off.load(std::memory_order_relaxed)) return nullptr;
   std::lock_guard<std::mutex> lock(g_init_mu);  // once per process, at the first CUDA call
   t = g_tracker.load(std::memory_order_acquire);

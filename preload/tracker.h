@@ -33,9 +33,9 @@ struct OpTicket {
 };
 
 struct UntimedCounters {
-  std::atomic<uint64_t> sampled_out{0};   // kernels skipped by XTIMER_KERNEL_SAMPLE
-  std::atomic<uint64_t> no_event{0};      // no free event pair (more than XTIMER_MAX_INFLIGHT in flight)
-  std::atomic<uint64_t> record_failed{0}; // the event record was refused (e.g. stream of another context)
+  std::atomic<uint64_t> sampled_out{0};    // kernels skipped by XTIMER_KERNEL_SAMPLE
+  std::atomic<uint64_t> no_event{0};       // no free event pair (more than XTIMER_MAX_INFLIGHT in flight)
+  std::atomic<uint64_t> record_failed{0};  // the event record was refused (e.g. stream of another context)
   std::atomic<uint64_t> queue_full{0};
 };
 
@@ -75,7 +75,8 @@ class Tracker {
   // then puts it after the CUDA runtime's own (registered at its initialisation), so ours runs
   // first at exit, while events can still be queried.
   void AfterRealCall() {
-    if (!exit_registered_.load(std::memory_order_relaxed)) [[unlikely]] RegisterExitHandler();
+    if (!exit_registered_.load(std::memory_order_relaxed)) [[unlikely]]
+      RegisterExitHandler();
   }
 
   // Called at exit and after fork in the child.

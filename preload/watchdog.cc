@@ -84,12 +84,11 @@ std::string Watchdog::FindHang() {
     const InflightOp* hung = oldest != nullptr && oldest->in_flight_s >= timeout ? oldest : nullptr;
     if (hung != nullptr) {
       int index = static_cast<int>(hung - ops.data());
-      int behind = static_cast<int>(std::count_if(ops.begin(), ops.end(), [&](const InflightOp& o) {
-        return o.blocked_by == index;
-      }));
-      std::snprintf(buf, sizeof buf, "%s running for %.1f s on stream 0x%llx (timeout %g s); %d op(s) waiting behind it",
-                    Describe(*hung).c_str(), hung->in_flight_s, static_cast<unsigned long long>(hung->stream), timeout,
-                    behind);
+      int behind = static_cast<int>(
+          std::count_if(ops.begin(), ops.end(), [&](const InflightOp& o) { return o.blocked_by == index; }));
+      std::snprintf(
+          buf, sizeof buf, "%s running for %.1f s on stream 0x%llx (timeout %g s); %d op(s) waiting behind it",
+          Describe(*hung).c_str(), hung->in_flight_s, static_cast<unsigned long long>(hung->stream), timeout, behind);
       return buf;
     }
   } else if (uint64_t beat = tracker_.poller().heartbeat_ns(); beat != 0 && (now - beat) / 1e9 >= timeout) {
@@ -104,9 +103,9 @@ std::string Watchdog::FindHang() {
       // A thread waits on the GPU; the op the GPU is running is what it waits for (the op's own
       // age, counted from when it started on the GPU, can lag the wait by a poll period).
       const bool setup = std::strcmp(b.kind, kBlockedCommInit) == 0;
-      int n = std::snprintf(buf, sizeof buf, "thread %d blocked in %s%s for %.1f s (timeout %g s)",
-                            static_cast<int>(b.tid), b.what,
-                            setup ? " (communicator set-up: waiting for the other ranks)" : "", s, timeout);
+      int n =
+          std::snprintf(buf, sizeof buf, "thread %d blocked in %s%s for %.1f s (timeout %g s)", static_cast<int>(b.tid),
+                        b.what, setup ? " (communicator set-up: waiting for the other ranks)" : "", s, timeout);
       if (oldest != nullptr && n > 0 && static_cast<size_t>(n) < sizeof buf)
         std::snprintf(buf + n, sizeof buf - n, "; the GPU is running %s (for %.1f s)", Describe(*oldest).c_str(),
                       oldest->in_flight_s);
@@ -142,9 +141,7 @@ void Watchdog::Act(const std::string& what) {
   const PreloadConfig& config = tracker_.config();
   RankInfo r = tracker_.rank_info();
   switch (config.hang_action) {
-    case HangAction::kLog:
-      Log(LogLevel::kError, "hang on rank %d: %s", r.rank, what.c_str());
-      break;
+    case HangAction::kLog: Log(LogLevel::kError, "hang on rank %d: %s", r.rank, what.c_str()); break;
     case HangAction::kDump:
       Log(LogLevel::kError, "hang on rank %d: %s; writing stacks to %s", r.rank, what.c_str(),
           config.timeline_path.c_str());

@@ -63,8 +63,9 @@ std::string WriteCallGraphDot(const TreeView& v, const CallGraphOptions& o, size
   out += "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10, fillcolor=\"#ffffff\"];\n";
   out += "  edge [color=\"#777777\"];\n";
   const TreeNode& root = tree.node(StackTree::kRoot);
-  out += "  n0 [label=" + Quote("all ranks\n" + RankSet(root.ranks).Fold(kLabelMaxRanges) + " (" +
-                                std::to_string(root.ranks.size()) + " of " + std::to_string(m.world_size) + ")") +
+  out += "  n0 [label=" +
+         Quote("all ranks\n" + RankSet(root.ranks).Fold(kLabelMaxRanges) + " (" + std::to_string(root.ranks.size()) +
+               " of " + std::to_string(m.world_size) + ")") +
          (splits_here[0] ? ", penwidth=3, color=\"#c62828\"" : "") + "];\n";
   for (uint32_t n : order) {
     const TreeNode& node = tree.node(n);
@@ -73,8 +74,8 @@ std::string WriteCallGraphDot(const TreeView& v, const CallGraphOptions& o, size
     std::string text = Shorten(CleanFrameText(f.Name()), 70) + "\n" + Shorten(CleanFrameText(f.Source()), 70) +
                        "\nranks " + ranks.Fold(8) + " (" + std::to_string(ranks.size()) + ")";
     std::string fill = v.split[n] ? "#ffb74d" : FrameKindColor(f.kind);
-    out += "  n" + std::to_string(n) + " [label=" + Quote(text) + ", tooltip=" + Quote(v.label[n]) +
-           ", fillcolor=\"" + fill + (v.split[n] ? "\"" : "80\"");
+    out += "  n" + std::to_string(n) + " [label=" + Quote(text) + ", tooltip=" + Quote(v.label[n]) + ", fillcolor=\"" +
+           fill + (v.split[n] ? "\"" : "80\"");
     if (splits_here[n]) out += ", penwidth=3, color=\"#c62828\"";
     out += "];\n";
     out += "  n" + std::to_string(node.parent) + " -> n" + std::to_string(n);

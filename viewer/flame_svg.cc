@@ -243,8 +243,9 @@ std::string WriteFlameSvg(const TreeView& v, const FlameOptions& o) {
   }
   out += "</g>\n";
   out += "<text id=\"details\" x=\"" + Num(pad) + "\" y=\"" + Num(height - 10) + "\"> </text>\n";
-  out += "<g id=\"tooltip\" visibility=\"hidden\" pointer-events=\"none\"><rect x=\"0\" y=\"0\" width=\"10\" "
-         "height=\"20\" rx=\"3\"/><text x=\"0\" y=\"0\"> </text></g>\n";
+  out +=
+      "<g id=\"tooltip\" visibility=\"hidden\" pointer-events=\"none\"><rect x=\"0\" y=\"0\" width=\"10\" "
+      "height=\"20\" rx=\"3\"/><text x=\"0\" y=\"0\"> </text></g>\n";
   out += "</svg>\n";
   return out;
 }

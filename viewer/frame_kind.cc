@@ -15,18 +15,17 @@ bool Contains(std::string_view s, std::string_view p) { return s.find(p) != std:
 
 bool IsTorchModule(std::string_view base) {
   static constexpr std::array<std::string_view, 14> kPrefixes = {
-      "libtorch", "libc10", "libnccl", "libcuda", "libcudart", "libcublas", "libcudnn",
-      "libnvrtc", "libnvToolsExt", "libcupti", "libcufft", "libcusparse", "libnvJitLink",
-      "_C.cpython"};
+      "libtorch", "libc10",        "libnccl",  "libcuda",  "libcudart",   "libcublas",    "libcudnn",
+      "libnvrtc", "libnvToolsExt", "libcupti", "libcufft", "libcusparse", "libnvJitLink", "_C.cpython"};
   for (std::string_view p : kPrefixes)
     if (StartsWith(base, p)) return true;
   return false;
 }
 
 bool IsSystemModule(std::string_view base) {
-  static constexpr std::array<std::string_view, 11> kPrefixes = {
-      "libc.so", "libc-", "ld-linux", "libpthread", "libstdc++", "libgcc_s", "libm.so",
-      "libdl", "librt", "linux-vdso", "[vdso]"};
+  static constexpr std::array<std::string_view, 11> kPrefixes = {"libc.so",   "libc-",      "ld-linux", "libpthread",
+                                                                 "libstdc++", "libgcc_s",   "libm.so",  "libdl",
+                                                                 "librt",     "linux-vdso", "[vdso]"};
   for (std::string_view p : kPrefixes)
     if (StartsWith(base, p)) return true;
   return base == "[kernel]" || base == "[kernel.kallsyms]";

@@ -38,8 +38,7 @@ std::string FramePart(const FrameInfo& frame) {
 }
 
 std::string FrameLabel(const FrameInfo& frame, const RankSet& ranks, int32_t world_size) {
-  return FramePart(frame) + "@" + ranks.Fold(kLabelMaxRanges) + "|" +
-         ranks.FoldComplement(world_size, kLabelMaxRanges);
+  return FramePart(frame) + "@" + ranks.Fold(kLabelMaxRanges) + "|" + ranks.FoldComplement(world_size, kLabelMaxRanges);
 }
 
 std::string PrintableName(std::string_view text, size_t max_len) {

@@ -3,7 +3,8 @@
 // the job that do not (missing ranks included), both folded ("0-3/5/7-8").
 //
 // Labels go into folded files, SVG and DOT, so they are cleaned once here: valid UTF-8, no control
-// characters (C1 included: U+009B is a terminal's CSI), no ';' (the folded separator), no leading/trailing or repeated blanks.
+// characters (C1 included: U+009B is a terminal's CSI), no ';' (the folded separator), no leading/trailing or repeated
+// blanks.
 #pragma once
 
 #include <cstddef>

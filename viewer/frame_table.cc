@@ -44,13 +44,12 @@ size_t FrameTable::KeyHash::operator()(const Key& k) const {
   return v * 4 + static_cast<size_t>(k.origin);
 }
 
-FrameTable::Key FrameTable::KeyOf(FrameInfo::Origin origin, std::string_view function,
-                                  std::string_view file, int64_t line, std::string_view module,
-                                  std::string_view offset) {
+FrameTable::Key FrameTable::KeyOf(FrameInfo::Origin origin, std::string_view function, std::string_view file,
+                                  int64_t line, std::string_view module, std::string_view offset) {
   Key k{origin, function, file, module, offset, line};
   if (origin == FrameInfo::Origin::kNative) {
-    if (!function.empty()) k.offset = {};     // symbolised: the offset varies by call site only
-    if (!file.empty()) k.module = {};         // the source location names it
+    if (!function.empty()) k.offset = {};  // symbolised: the offset varies by call site only
+    if (!file.empty()) k.module = {};      // the source location names it
   }
   if (file.empty()) k.line = 0;
   return k;
@@ -69,7 +68,9 @@ uint32_t FrameTable::Insert(const Key& key, FrameKind kind, std::string_view mod
   f.line = key.line;
   uint32_t id = static_cast<uint32_t>(frames_.size() - 1);
   // The stored key views the stored strings, not the caller's.
-  index_.emplace(KeyOf(f.origin, f.function, f.file, f.line, key.module.empty() ? std::string_view() : std::string_view(f.module), f.offset), id);
+  index_.emplace(KeyOf(f.origin, f.function, f.file, f.line,
+                       key.module.empty() ? std::string_view() : std::string_view(f.module), f.offset),
+                 id);
   return id;
 }
 

@@ -69,8 +69,8 @@ class FrameTable {
   struct KeyHash {
     size_t operator()(const Key& k) const;
   };
-  static Key KeyOf(FrameInfo::Origin origin, std::string_view function, std::string_view file,
-                   int64_t line, std::string_view module, std::string_view offset);
+  static Key KeyOf(FrameInfo::Origin origin, std::string_view function, std::string_view file, int64_t line,
+                   std::string_view module, std::string_view offset);
   uint32_t Insert(const Key& key, FrameKind kind, std::string_view module_for_info);
 
   std::deque<FrameInfo> frames_;

@@ -41,12 +41,15 @@ int main(int argc, char** argv) {
   bool collapse_idle = false, quiet = false;
   int threads = 0;
   int32_t world = 0;
-  const option longopts[] = {
-      {"path", required_argument, nullptr, 'p'},   {"out", required_argument, nullptr, 'o'},
-      {"format", required_argument, nullptr, 'f'}, {"collapse-idle", no_argument, nullptr, 'c'},
-      {"threads", required_argument, nullptr, 'j'}, {"world-size", required_argument, nullptr, 'w'},
-      {"quiet", no_argument, nullptr, 'q'},        {"help", no_argument, nullptr, 'h'},
-      {nullptr, 0, nullptr, 0}};
+  const option longopts[] = {{"path", required_argument, nullptr, 'p'},
+                             {"out", required_argument, nullptr, 'o'},
+                             {"format", required_argument, nullptr, 'f'},
+                             {"collapse-idle", no_argument, nullptr, 'c'},
+                             {"threads", required_argument, nullptr, 'j'},
+                             {"world-size", required_argument, nullptr, 'w'},
+                             {"quiet", no_argument, nullptr, 'q'},
+                             {"help", no_argument, nullptr, 'h'},
+                             {nullptr, 0, nullptr, 0}};
   for (int c; (c = getopt_long(argc, argv, "p:o:f:cj:w:qh", longopts, nullptr)) != -1;) {
     switch (c) {
       case 'p': path = optarg; break;
@@ -54,11 +57,14 @@ int main(int argc, char** argv) {
       case 'f': formats = optarg; break;
       case 'c': collapse_idle = true; break;
       case 'j':
-        if ((threads = Count(optarg, 64)) < 0) return std::fputs("xtimer_stacktrace_viewer: --threads wants 0 (one per CPU) to 64\n", stderr), 1;
+        if ((threads = Count(optarg, 64)) < 0)
+          return std::fputs("xtimer_stacktrace_viewer: --threads wants 0 (one per CPU) to 64\n", stderr), 1;
         break;
       case 'w':
         if ((world = Count(optarg, xtimer::kMaxStackWorldSize)) < 0)
-          return std::fprintf(stderr, "xtimer_stacktrace_viewer: --world-size wants 0 (from the files) to %d\n", xtimer::kMaxStackWorldSize), 1;
+          return std::fprintf(stderr, "xtimer_stacktrace_viewer: --world-size wants 0 (from the files) to %d\n",
+                              xtimer::kMaxStackWorldSize),
+                 1;
         break;
       case 'q': quiet = true; break;
       case 'h': std::fputs(kUsage, stdout); return 0;
@@ -118,8 +124,8 @@ int main(int argc, char** argv) {
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     char buf[64];
     std::snprintf(buf, sizeof buf, " in %.2f s", s);
-    Say("wrote " + std::to_string(result.written.size()) + " files (verdict.json, py_stack.*, cpp_stack.*) to " +
-        out + buf);
+    Say("wrote " + std::to_string(result.written.size()) + " files (verdict.json, py_stack.*, cpp_stack.*) to " + out +
+        buf);
   }
   return 0;
 }

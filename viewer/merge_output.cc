@@ -18,7 +18,8 @@ bool ParseOutputFormats(std::string_view list, unsigned* formats, std::string* e
     else if (f == "folded") *formats |= kFormatFolded;
     else if (f == "dot") *formats |= kFormatDot;
     else if (f == "speedscope") *formats |= kFormatSpeedscope;
-    else if (!f.empty()) return *error = "unknown format \"" + std::string(f) + "\" (svg, folded, dot, speedscope)", false;
+    else if (!f.empty())
+      return *error = "unknown format \"" + std::string(f) + "\" (svg, folded, dot, speedscope)", false;
     if (comma == std::string_view::npos) break;
     list.remove_prefix(comma + 1);
   }
@@ -56,7 +57,8 @@ bool WriteMergeOutputs(const MergedStacks& m, const Verdict& verdict, const Outp
       if (!write(stem + ".speedscope.json", WriteSpeedscope(view, stem))) return false;
     }
     if (o.formats & kFormatDot) {
-      std::string dot = WriteCallGraphDot(view, {.max_nodes = o.dot_max_nodes, .title = std::string(k.title) + ", " + where});
+      std::string dot =
+          WriteCallGraphDot(view, {.max_nodes = o.dot_max_nodes, .title = std::string(k.title) + ", " + where});
       if (!write(stem + ".dot", dot)) return false;
       if (o.render_dot) {
         std::string svg, why;

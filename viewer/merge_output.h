@@ -27,7 +27,7 @@ struct OutputOptions {
   unsigned formats = kFormatAll;
   bool collapse_idle = false;  // see ViewOptions
   size_t dot_max_nodes = 400;
-  bool render_dot = true;      // also lay the DOT out into *.graph.svg
+  bool render_dot = true;  // also lay the DOT out into *.graph.svg
 };
 
 struct OutputResult {

@@ -10,8 +10,9 @@ bool MergeToFolder(std::span<const NamedStackFile> files, std::span<const Skippe
   std::string why;
   for (const NamedStackFile& f : files) merger.Add(f.file, f.source, &why);
   if (merger.ranks_added() == 0) {
-    *error = files.empty() && unreadable.empty() ? "no stack file to merge" : "no usable stack file among " +
-             std::to_string(files.size() + unreadable.size()) + " inputs";
+    *error = files.empty() && unreadable.empty()
+                 ? "no stack file to merge"
+                 : "no usable stack file among " + std::to_string(files.size() + unreadable.size()) + " inputs";
     return false;
   }
   MergedStacks merged = std::move(merger).Finish();

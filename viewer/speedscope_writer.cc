@@ -28,8 +28,13 @@ std::string WriteSpeedscope(const TreeView& v, std::string_view name) {
   J j;
   j["$schema"] = "https://www.speedscope.app/file-format-schema.json";
   j["shared"] = {{"frames", frames}};
-  j["profiles"] = J::array({J{{"type", "sampled"}, {"name", name}, {"unit", "none"}, {"startValue", 0},
-                              {"endValue", total}, {"samples", samples}, {"weights", weights}}});
+  j["profiles"] = J::array({J{{"type", "sampled"},
+                              {"name", name},
+                              {"unit", "none"},
+                              {"startValue", 0},
+                              {"endValue", total},
+                              {"samples", samples},
+                              {"weights", weights}}});
   j["name"] = name;
   j["activeProfileIndex"] = 0;
   j["exporter"] = "xtimer_stacktrace_viewer";

@@ -59,7 +59,8 @@ bool MergeStackFolder(const std::string& dir, const MergeOptions& merge, const F
       if (count > best) best = count, opts.world_size = w;
   }
   // Without a world size from the names the first file decides it, which only one reader can do.
-  int threads = options.threads > 0 ? options.threads : static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
+  int threads = options.threads > 0 ? options.threads
+                                    : static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
   if (opts.world_size <= 0 || names.size() < 64) threads = 1;
   threads = std::max(1, std::min<int>(threads, static_cast<int>(names.size())));
 

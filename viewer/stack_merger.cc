@@ -43,14 +43,14 @@ bool StackMerger::Add(const StackFile& file, std::string_view source, std::strin
     *error = std::move(why);
     return false;
   };
-  if (file.world_size < 1 || file.world_size > kMaxStackWorldSize) return fail("world_size " + std::to_string(file.world_size) + " is not valid");
+  if (file.world_size < 1 || file.world_size > kMaxStackWorldSize)
+    return fail("world_size " + std::to_string(file.world_size) + " is not valid");
   if (out_.world_size == 0) out_.world_size = file.world_size;
   if (file.world_size != out_.world_size)
-    return fail("world_size " + std::to_string(file.world_size) + " disagrees with " +
-                std::to_string(out_.world_size) + " of the other ranks");
+    return fail("world_size " + std::to_string(file.world_size) + " disagrees with " + std::to_string(out_.world_size) +
+                " of the other ranks");
   if (file.rank < 0 || file.rank >= out_.world_size)
-    return fail("rank " + std::to_string(file.rank) + " is outside world_size " +
-                std::to_string(out_.world_size));
+    return fail("rank " + std::to_string(file.rank) + " is outside world_size " + std::to_string(out_.world_size));
   if (seen_.size() < static_cast<size_t>(out_.world_size)) seen_.resize(out_.world_size, 0);
   if (seen_[file.rank]) return fail("rank " + std::to_string(file.rank) + " was already read from another file");
   seen_[file.rank] = 1;
@@ -105,8 +105,7 @@ bool StackMerger::Add(const StackFile& file, std::string_view source, std::strin
     for (const PythonFrame& f : t.python) path_.push_back(intern(f, memo_py, path_.size()));
     if (is_main) s.main_python = path_;
     // Which thread holds the GIL matters when one rank is stuck in a C call holding it.
-    if (!path_.empty() && t.holds_gil.value_or(false))
-      path_.push_back(frames.InternSynthetic("[holds GIL]", "python"));
+    if (!path_.empty() && t.holds_gil.value_or(false)) path_.push_back(frames.InternSynthetic("[holds GIL]", "python"));
     out_.python.AddPath(path_, file.rank, is_main, ti < nodes_python_.size() ? &nodes_python_[ti] : nullptr);
 
     path_.clear();
@@ -114,8 +113,8 @@ bool StackMerger::Add(const StackFile& file, std::string_view source, std::strin
     if (is_main) s.main_native = path_;
     // The thread state ends the native stack: R (spinning) and D (stuck in the kernel) stand out.
     if (!path_.empty() && !t.state.empty())
-      path_.push_back(frames.InternSynthetic("[" + t.state.substr(0, 8) + ": " + StateName(t.state) + "]",
-                                             "thread state"));
+      path_.push_back(
+          frames.InternSynthetic("[" + t.state.substr(0, 8) + ": " + StateName(t.state) + "]", "thread state"));
     out_.native.AddPath(path_, file.rank, is_main, ti < nodes_native_.size() ? &nodes_native_[ti] : nullptr);
   }
   return true;

@@ -45,8 +45,8 @@ class StackMerger {
 
  private:
   MergedStacks out_;
-  std::vector<uint8_t> seen_;     // by rank
-  std::vector<uint32_t> path_;    // scratch, reused per thread
+  std::vector<uint8_t> seen_;   // by rank
+  std::vector<uint32_t> path_;  // scratch, reused per thread
   // The frame ids met last at each (thread index, depth), Python and native: most ranks repeat
   // the previous rank's stacks, and FrameTable::Is confirms a repeat cheaper than Intern finds it.
   std::vector<std::vector<uint32_t>> last_python_, last_native_;

@@ -34,8 +34,7 @@ uint32_t StackTree::Child(uint32_t parent, uint32_t frame) {
   return it->second;
 }
 
-void StackTree::AddPath(std::span<const uint32_t> frames, int32_t rank, bool main_thread,
-                        std::vector<uint32_t>* memo) {
+void StackTree::AddPath(std::span<const uint32_t> frames, int32_t rank, bool main_thread, std::vector<uint32_t>* memo) {
   if (frames.empty()) return;
   uint32_t at = kRoot;
   TreeNode* root = &nodes_[kRoot];

@@ -13,9 +13,9 @@
 namespace xtimer {
 
 struct TreeNode {
-  uint32_t frame = 0;   // id in the FrameTable; unused for the root
-  uint32_t parent = 0;  // the root is its own parent
-  uint32_t depth = 0;   // root 0, a stack's first frame 1
+  uint32_t frame = 0;              // id in the FrameTable; unused for the root
+  uint32_t parent = 0;             // the root is its own parent
+  uint32_t depth = 0;              // root 0, a stack's first frame 1
   std::vector<int32_t> ranks;      // ranks passing through; ascending after Finish
   std::vector<int32_t> end_ranks;  // ranks with a stack ending here; ascending after Finish
   uint32_t threads = 0;            // threads of all ranks passing through
@@ -35,8 +35,7 @@ class StackTree {
   // memo (optional): the nodes of a path added before, by depth, updated to this path's. Where
   // this path runs through the same nodes (as a thread of the next rank mostly does), they are
   // found without a lookup.
-  void AddPath(std::span<const uint32_t> frames, int32_t rank, bool main_thread,
-               std::vector<uint32_t>* memo = nullptr);
+  void AddPath(std::span<const uint32_t> frames, int32_t rank, bool main_thread, std::vector<uint32_t>* memo = nullptr);
   // Adds every path of other, whose frame ids are translated by frame_map (other id -> our id).
   // The two trees must hold different ranks.
   void Absorb(const StackTree& other, std::span<const uint32_t> frame_map);

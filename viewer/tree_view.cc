@@ -7,12 +7,27 @@
 namespace xtimer {
 
 bool IsIdleWaitFrame(const FrameInfo& f) {
-  static constexpr std::array<std::string_view, 18> kNative = {
-      "pthread_cond_wait", "pthread_cond_timedwait", "pthread_cond_clockwait", "__futex_abstimed_wait_common",
-      "__futex_abstimed_wait_common64", "futex_wait", "syscall", "epoll_wait", "epoll_pwait", "poll", "ppoll",
-      "select", "pselect", "nanosleep", "clock_nanosleep", "sem_wait", "sem_timedwait", "accept"};
+  static constexpr std::array<std::string_view, 18> kNative = {"pthread_cond_wait",
+                                                               "pthread_cond_timedwait",
+                                                               "pthread_cond_clockwait",
+                                                               "__futex_abstimed_wait_common",
+                                                               "__futex_abstimed_wait_common64",
+                                                               "futex_wait",
+                                                               "syscall",
+                                                               "epoll_wait",
+                                                               "epoll_pwait",
+                                                               "poll",
+                                                               "ppoll",
+                                                               "select",
+                                                               "pselect",
+                                                               "nanosleep",
+                                                               "clock_nanosleep",
+                                                               "sem_wait",
+                                                               "sem_timedwait",
+                                                               "accept"};
   // Python: threading.Condition.wait, queue.Queue.get, selectors, socket accept.
-  static constexpr std::array<std::string_view, 6> kPython = {"wait", "get", "select", "accept", "_wait_for_tstate_lock", "poll"};
+  static constexpr std::array<std::string_view, 6> kPython = {
+      "wait", "get", "select", "accept", "_wait_for_tstate_lock", "poll"};
   std::string_view name = f.function;
   if (f.origin == FrameInfo::Origin::kPython) {
     for (std::string_view p : kPython)

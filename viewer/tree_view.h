@@ -20,11 +20,11 @@ struct ViewOptions {
 struct TreeView {
   const MergedStacks* merged = nullptr;
   const StackTree* tree = nullptr;
-  std::vector<std::string> label;     // per node: func@source@stuck|leak ("" for the root)
-  std::vector<uint32_t> self;         // per node: ranks whose (shown) stack ends here
-  std::vector<uint64_t> total;        // per node: self of the node and all below it
-  std::vector<uint32_t> split;        // per node: 1 when its ranks are fewer than its parent's
-  uint32_t collapsed_stacks = 0;      // stacks hidden by collapse_idle (each counted once)
+  std::vector<std::string> label;  // per node: func@source@stuck|leak ("" for the root)
+  std::vector<uint32_t> self;      // per node: ranks whose (shown) stack ends here
+  std::vector<uint64_t> total;     // per node: self of the node and all below it
+  std::vector<uint32_t> split;     // per node: 1 when its ranks are fewer than its parent's
+  uint32_t collapsed_stacks = 0;   // stacks hidden by collapse_idle (each counted once)
 };
 
 TreeView MakeTreeView(const MergedStacks& merged, const StackTree& tree, const ViewOptions& options);

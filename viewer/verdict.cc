@@ -36,9 +36,7 @@ std::string Join(const std::vector<std::string>& v, std::string_view sep, size_t
 }
 
 // "rank 2" / "ranks 0-1/3".
-std::string Ranks(const RankSet& r) {
-  return (r.size() == 1 ? "rank " : "ranks ") + r.Fold(16);
-}
+std::string Ranks(const RankSet& r) { return (r.size() == 1 ? "rank " : "ranks ") + r.Fold(16); }
 const char* IsAre(const RankSet& r) { return r.size() == 1 ? "is" : "are"; }
 
 std::vector<VerdictGroup> Group(const MergedStacks& m) {
@@ -113,14 +111,13 @@ std::vector<CommVerdict> CompareComms(const MergedStacks& m) {
 std::string WhereAre(const MergedStacks& m, const RankSet& ranks) {
   std::map<std::vector<uint32_t>, std::vector<int32_t>> by_sig;
   for (int32_t r : ranks.ranks()) {
-    auto it = std::lower_bound(m.ranks.begin(), m.ranks.end(), r,
-                               [](const RankSummary& s, int32_t v) { return s.rank < v; });
+    auto it =
+        std::lower_bound(m.ranks.begin(), m.ranks.end(), r, [](const RankSummary& s, int32_t v) { return s.rank < v; });
     if (it == m.ranks.end() || it->rank != r) continue;
     std::string by;
     by_sig[Signature(*it, &by)].push_back(r);
   }
-  if (by_sig.size() == 1)
-    return Join(LeafFrames(m.frames, by_sig.begin()->first, kSummaryFrames), " <- ");
+  if (by_sig.size() == 1) return Join(LeafFrames(m.frames, by_sig.begin()->first, kSummaryFrames), " <- ");
   std::vector<std::string> parts;
   for (auto& [sig, rs] : by_sig) {
     if (parts.size() == 3) {
@@ -199,8 +196,9 @@ Verdict ComputeVerdict(const MergedStacks& m) {
   v.phase = !v.setup_waiting.empty() ? "setup" : !v.comms.empty() ? "step" : "unknown";
   const RankSet not_in_setup = v.phase == "setup" ? v.reported.Minus(v.setup_waiting) : RankSet();
   for (int32_t r : not_in_setup.ranks())
-    suspect(r, "not_in_setup",
-            "not in communicator set-up (" + Ranks(v.setup_waiting) + " wait in " + PrintableName(v.setup_call, 80) + ")");
+    suspect(
+        r, "not_in_setup",
+        "not in communicator set-up (" + Ranks(v.setup_waiting) + " wait in " + PrintableName(v.setup_call, 80) + ")");
 
   if (v.missing.size() <= kMaxMissingSuspects) {
     for (int32_t r : v.missing.ranks()) suspect(r, "missing", "wrote no stack file");
@@ -210,11 +208,11 @@ Verdict ComputeVerdict(const MergedStacks& m) {
   }
   for (const CommVerdict& c : v.comms) {
     std::string in = c.op + " #" + std::to_string(c.seq) + " on comm " + PrintableName(c.comm, 64);
-    for (int32_t r : c.absent.ranks())
-      suspect(r, "absent", "not in " + in + " (" + Ranks(c.waiting) + " wait in it)");
+    for (int32_t r : c.absent.ranks()) suspect(r, "absent", "not in " + in + " (" + Ranks(c.waiting) + " wait in it)");
     for (auto& [r, seq] : c.behind)
-      suspect(r, "behind", "in #" + std::to_string(seq) + " on comm " + PrintableName(c.comm, 64) +
-                               " while " + Ranks(c.waiting) + " " + IsAre(c.waiting) + " in #" + std::to_string(c.seq));
+      suspect(r, "behind",
+              "in #" + std::to_string(seq) + " on comm " + PrintableName(c.comm, 64) + " while " + Ranks(c.waiting) +
+                  " " + IsAre(c.waiting) + " in #" + std::to_string(c.seq));
   }
   // A majority exists when one group is strictly the largest; a tie names nobody by stack alone.
   bool majority = v.groups.size() == 1 || (v.groups.size() > 1 && v.groups[0].ranks.size() > v.groups[1].ranks.size());
@@ -239,13 +237,11 @@ Verdict ComputeVerdict(const MergedStacks& m) {
     if (r.process_state == "D" || r.process_state == "Z" || r.process_state == "T")
       v.notes.push_back("rank " + std::to_string(r.rank) + " process state is " + PrintableName(r.process_state, 4) +
                         (r.process_state == "D" ? " (uninterruptible: usually I/O or a driver call)" : ""));
-  if (!majority && v.groups.size() > 1)
-    v.notes.push_back("no majority: the ranks split into groups of equal size");
+  if (!majority && v.groups.size() > 1) v.notes.push_back("no majority: the ranks split into groups of equal size");
 
   // The terminal lines.
-  std::string head = std::to_string(v.reported.size()) + " of " + std::to_string(v.world_size) +
-                     " ranks reported (" + v.reported.Fold(16) + "); missing: " +
-                     (v.missing.empty() ? "none" : v.missing.Fold(16));
+  std::string head = std::to_string(v.reported.size()) + " of " + std::to_string(v.world_size) + " ranks reported (" +
+                     v.reported.Fold(16) + "); missing: " + (v.missing.empty() ? "none" : v.missing.Fold(16));
   if (!v.skipped.empty()) head += "; " + std::to_string(v.skipped.size()) + " file(s) skipped";
   v.summary.push_back(head);
   if (v.phase == "setup") {
@@ -283,8 +279,7 @@ Verdict ComputeVerdict(const MergedStacks& m) {
     if (v.groups.size() > 4) v.summary.push_back("... " + std::to_string(v.groups.size() - 4) + " more groups");
   }
   if (v.suspects.empty()) {
-    if (v.all_agree)
-      v.summary.push_back("no suspect: every rank is in the same place");
+    if (v.all_agree) v.summary.push_back("no suspect: every rank is in the same place");
     else if (v.groups.size() > 1)
       v.summary.push_back("no suspect: the ranks split evenly and no collective tells who is behind");
     else
@@ -321,15 +316,20 @@ std::string VerdictToJson(const Verdict& v) {
   for (const SkippedInput& s : v.skipped) j["skipped"].push_back({{"file", s.source}, {"reason", s.reason}});
   j["groups"] = J::array();
   for (const VerdictGroup& g : v.groups)
-    j["groups"].push_back({{"ranks", g.ranks.ranks()}, {"ranks_folded", g.ranks.Fold()}, {"by", g.by},
-                           {"leaf_frames", g.leaf_frames}});
+    j["groups"].push_back(
+        {{"ranks", g.ranks.ranks()}, {"ranks_folded", g.ranks.Fold()}, {"by", g.by}, {"leaf_frames", g.leaf_frames}});
   j["communicators"] = J::array();
   for (const CommVerdict& c : v.comms) {
     J behind = J::array();
     for (auto& [r, seq] : c.behind) behind.push_back({{"rank", r}, {"seq", seq}});
-    j["communicators"].push_back({{"comm", c.comm}, {"op", c.op}, {"seq", c.seq}, {"comm_size", c.comm_size},
-                                  {"waiting", c.waiting.ranks()}, {"behind", behind},
-                                  {"absent", c.absent.ranks()}, {"absent_unnamed", c.absent_unnamed},
+    j["communicators"].push_back({{"comm", c.comm},
+                                  {"op", c.op},
+                                  {"seq", c.seq},
+                                  {"comm_size", c.comm_size},
+                                  {"waiting", c.waiting.ranks()},
+                                  {"behind", behind},
+                                  {"absent", c.absent.ranks()},
+                                  {"absent_unnamed", c.absent_unnamed},
                                   {"in_step", c.InStep()}});
   }
   j["suspects"] = J::array();

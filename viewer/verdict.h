@@ -26,13 +26,13 @@ struct VerdictGroup {
 // The in-flight collectives of one communicator.
 struct CommVerdict {
   std::string comm;
-  std::string op;        // the collective the most advanced ranks are in
-  int64_t seq = -1;      // its sequence number (the highest seen on this communicator)
+  std::string op;    // the collective the most advanced ranks are in
+  int64_t seq = -1;  // its sequence number (the highest seen on this communicator)
   int64_t comm_size = -1;
-  RankSet waiting;       // ranks in op #seq
+  RankSet waiting;                    // ranks in op #seq
   std::map<int32_t, int64_t> behind;  // rank -> the (older) sequence it is in
-  RankSet absent;        // reporting members with no collective in flight on it
-  int64_t absent_unnamed = 0;  // members not in it that cannot be named (a sub-communicator)
+  RankSet absent;                     // reporting members with no collective in flight on it
+  int64_t absent_unnamed = 0;         // members not in it that cannot be named (a sub-communicator)
   bool InStep() const { return behind.empty() && absent.empty() && absent_unnamed == 0; }
 };
 
@@ -48,7 +48,7 @@ struct Verdict {
   // "setup": some rank waits in NCCL communicator set-up (ncclCommInitRank, ncclCommSplit, ...)
   // for ranks that have not arrived; "step": ranks are in collectives; "unknown": neither.
   std::string phase;
-  RankSet setup_waiting;  // the ranks in communicator set-up
+  RankSet setup_waiting;   // the ranks in communicator set-up
   std::string setup_call;  // what they wait in
   RankSet reported, missing;
   std::vector<SkippedInput> skipped;

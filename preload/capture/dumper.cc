@@ -39,7 +39,7 @@ void DumperAtForkChild();
 
 struct Dumper::State {
   std::mutex start_mu;
-  bool initialized = false;  // process-wide setup (signals, libunwind, Python lookup); survives fork
+  bool initialized = false;        // process-wide setup (signals, libunwind, Python lookup); survives fork
   bool started_by_signal = false;  // initialized by a thread the dump signal started
   bool atfork_registered = false;
   std::atomic<bool> sem_ready{false};
@@ -190,7 +190,7 @@ pid_t SpawnSymbolizer(const std::string& exe, const std::string& file) {
   sigfillset(&def);
   sigdelset(&def, SIGKILL);
   sigdelset(&def, SIGSTOP);
-  posix_spawnattr_setsigmask(&attr, &mask);     // the dumper thread blocks everything
+  posix_spawnattr_setsigmask(&attr, &mask);    // the dumper thread blocks everything
   posix_spawnattr_setsigdefault(&attr, &def);  // and the program may ignore some
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   std::vector<char*> env = SymbolizerEnv();
@@ -368,8 +368,8 @@ DumpStats DoDump(Dumper::State* s, Reason reason) {
   st.capture_ms = d.capture_ms;
   st.total_ms = Ms(MonotonicNs() - t0);
   if (!st.path.empty()) {
-    Log(LogLevel::kInfo, "stacks of %d threads (%d native, %d with Python frames) written to %s in %.1f ms",
-        st.threads, st.captured, st.python_threads, path.c_str(), st.total_ms);
+    Log(LogLevel::kInfo, "stacks of %d threads (%d native, %d with Python frames) written to %s in %.1f ms", st.threads,
+        st.captured, st.python_threads, path.c_str(), st.total_ms);
     // 6. Symbolise out of the process; the dump is complete whether or not this works.
     st.symbolizer_started = StartSymbolizer(s, path);
   }

@@ -44,16 +44,16 @@ struct DumperOptions {
 };
 
 struct DumpStats {
-  uint64_t dumps = 0;      // dumps completed so far
-  std::string path;        // file of the last dump ("" if it could not be written)
-  std::string error;       // why not, if so
-  int threads = 0;         // threads listed
-  int captured = 0;        // threads with native frames
-  int python_threads = 0;  // threads with Python frames
-  double capture_ms = 0;   // interrupting every thread (+ Python frames)
-  double total_ms = 0;     // whole dump, file written
-  double max_stop_us = 0;  // longest time one thread spent in the capture handler
-  double max_roundtrip_us = 0;  // longest signal-sent-to-result time for one thread
+  uint64_t dumps = 0;               // dumps completed so far
+  std::string path;                 // file of the last dump ("" if it could not be written)
+  std::string error;                // why not, if so
+  int threads = 0;                  // threads listed
+  int captured = 0;                 // threads with native frames
+  int python_threads = 0;           // threads with Python frames
+  double capture_ms = 0;            // interrupting every thread (+ Python frames)
+  double total_ms = 0;              // whole dump, file written
+  double max_stop_us = 0;           // longest time one thread spent in the capture handler
+  double max_roundtrip_us = 0;      // longest signal-sent-to-result time for one thread
   bool symbolizer_started = false;  // started, or queued behind the one still running
 };
 
@@ -98,7 +98,7 @@ class Dumper {
   int dump_signal() const;
   int capture_signal() const;
 
-  struct State;  // internal (dumper.cc)
+  struct State;                  // internal (dumper.cc)
   constexpr Dumper() = default;  // use Instance()
   Dumper(const Dumper&) = delete;
   Dumper& operator=(const Dumper&) = delete;

@@ -181,8 +181,7 @@ const Unwinder* LoadUnwinder(std::string* error) {
   Unwinder& u = g_unwinder_storage;
   u.getcontext = reinterpret_cast<int (*)(unw_context_t*)>(dlsym(h, XTIMER_STR(unw_tdep_getcontext)));
   u.init_local = reinterpret_cast<int (*)(unw_cursor_t*, unw_context_t*)>(dlsym(h, XTIMER_STR(unw_init_local)));
-  u.init_local2 =
-      reinterpret_cast<int (*)(unw_cursor_t*, unw_context_t*, int)>(dlsym(h, XTIMER_STR(unw_init_local2)));
+  u.init_local2 = reinterpret_cast<int (*)(unw_cursor_t*, unw_context_t*, int)>(dlsym(h, XTIMER_STR(unw_init_local2)));
   u.step = reinterpret_cast<int (*)(unw_cursor_t*)>(dlsym(h, XTIMER_STR(unw_step)));
   u.get_reg = reinterpret_cast<int (*)(unw_cursor_t*, unw_regnum_t, unw_word_t*)>(dlsym(h, XTIMER_STR(unw_get_reg)));
   u.is_signal_frame = reinterpret_cast<int (*)(unw_cursor_t*)>(dlsym(h, XTIMER_STR(unw_is_signal_frame)));

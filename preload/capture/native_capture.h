@@ -40,14 +40,14 @@ namespace xtimer::capture {
 struct NativeStack {
   pid_t tid = 0;
   bool captured = false;
-  std::string error;               // why not captured
-  uint64_t pthread_id = 0;         // pthread_self() of the thread, 0 if unknown
-  int holds_gil = -1;              // result of the GIL check in the thread, -1 if none ran
-  bool truncated = false;          // more frames than the slot holds (the outermost are lost)
-  std::vector<uint64_t> ips;       // innermost first; callers already moved back into the call (ip - 1),
-                                   // a signal trampoline and the frame it interrupted exact
-  double stop_us = 0;              // time spent in the handler
-  double roundtrip_us = 0;         // from sending the signal to seeing the result
+  std::string error;          // why not captured
+  uint64_t pthread_id = 0;    // pthread_self() of the thread, 0 if unknown
+  int holds_gil = -1;         // result of the GIL check in the thread, -1 if none ran
+  bool truncated = false;     // more frames than the slot holds (the outermost are lost)
+  std::vector<uint64_t> ips;  // innermost first; callers already moved back into the call (ip - 1),
+                              // a signal trampoline and the frame it interrupted exact
+  double stop_us = 0;         // time spent in the handler
+  double roundtrip_us = 0;    // from sending the signal to seeing the result
 };
 
 class NativeCapture {

@@ -226,7 +226,8 @@ bool PythonCapture::Init() {
     gil_check_ = nullptr;
     return false;
   }
-  if (minor > 13) Log(LogLevel::kInfo, "Python %s is newer than the versions tested for stack capture", version.c_str());
+  if (minor > 13)
+    Log(LogLevel::kInfo, "Python %s is newer than the versions tested for stack capture", version.c_str());
   is_finalizing_ = reinterpret_cast<int (*)()>(FindSymbol("Py_IsFinalizing", handles));
   if (is_finalizing_ == nullptr) is_finalizing_ = reinterpret_cast<int (*)()>(FindSymbol("_Py_IsFinalizing", handles));
 

@@ -21,9 +21,9 @@
 namespace xtimer::capture {
 
 struct PyThreadStack {
-  uint64_t thread_id = 0;            // pthread_t of the thread, as CPython prints it
-  std::vector<PythonFrame> frames;   // root first
-  bool truncated = false;            // CPython stops at 100 frames (the outermost are lost)
+  uint64_t thread_id = 0;           // pthread_t of the thread, as CPython prints it
+  std::vector<PythonFrame> frames;  // root first
+  bool truncated = false;           // CPython stops at 100 frames (the outermost are lost)
 };
 
 // Parses faulthandler's all-threads text ("Thread 0x... (most recent call first):" then

@@ -138,8 +138,10 @@ std::string StackDumpToJson(const StackDump& d) {
     w.Key("native").BeginArray();
     for (const NativeFrame& f : t.native) {
       bool known = f.module >= 0 && f.module < static_cast<int>(d.modules.size());
-      w.BeginObject().Field("module", known ? d.modules[f.module].path : std::string("[unknown]"))
-          .Field("offset", Hex(f.offset)).EndObject();
+      w.BeginObject()
+          .Field("module", known ? d.modules[f.module].path : std::string("[unknown]"))
+          .Field("offset", Hex(f.offset))
+          .EndObject();
     }
     w.EndArray();
     w.Key("python");

@@ -30,7 +30,7 @@ struct ThreadDump {
   pid_t tid = 0;
   std::string name;
   char state = '?';
-  int holds_gil = -1;  // 1, 0, or -1 for unknown (written as null)
+  int holds_gil = -1;     // 1, 0, or -1 for unknown (written as null)
   bool captured = false;  // native frames were recorded
   std::string error;      // why not, when !captured
   bool native_truncated = false;
@@ -43,7 +43,7 @@ struct ThreadDump {
 
 // Python threads the dump could not tie to a tid (their thread never ran the capture handler).
 struct UnmatchedPython {
-  uint64_t thread_id = 0;  // pthread_t as CPython prints it
+  uint64_t thread_id = 0;           // pthread_t as CPython prints it
   std::vector<PythonFrame> frames;  // root first
   bool truncated = false;
 };

@@ -91,7 +91,8 @@ int main(int argc, char** argv) {
 
   // tmpfs when there is one: the figures are about the capture, not about this machine's disk.
   char dir_tmpl[] = "/dev/shm/xtimer-bench-XXXXXX";
-  if (access("/dev/shm", W_OK) != 0) std::memcpy(dir_tmpl, "/tmp/xtimer-bench-XXXXXX", sizeof "/tmp/xtimer-bench-XXXXXX");
+  if (access("/dev/shm", W_OK) != 0)
+    std::memcpy(dir_tmpl, "/tmp/xtimer-bench-XXXXXX", sizeof "/tmp/xtimer-bench-XXXXXX");
   const char* dir = mkdtemp(dir_tmpl);
   xtimer::capture::DumperOptions opt;
   opt.timeline_path = dir != nullptr ? dir : "/tmp";

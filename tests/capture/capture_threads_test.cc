@@ -155,26 +155,38 @@ void CheckSymbolizedFile(const std::string& path, const DumpStats& again) {
   EXPECT_EQ(mains, 1);
   for (int i = 0; i < kFutex; i += 13) {
     const json* t = FindThread(j, "fx-" + std::to_string(i));
-    if (t == nullptr) { ADD_FAILURE() << "thread missing"; continue; }
+    if (t == nullptr) {
+      ADD_FAILURE() << "thread missing";
+      continue;
+    }
     EXPECT_TRUE(HasNativeFunction(*t, "xtimer_test_futex_waiter")) << t->dump();
     EXPECT_EQ((*t)["state"], "S");
   }
   for (int i = 0; i < kPipe; i += 11) {
     const json* t = FindThread(j, "rd-" + std::to_string(i));
-    if (t == nullptr) { ADD_FAILURE() << "thread missing"; continue; }
+    if (t == nullptr) {
+      ADD_FAILURE() << "thread missing";
+      continue;
+    }
     EXPECT_TRUE(HasNativeFunction(*t, "xtimer_test_pipe_reader")) << t->dump();
     // Root first: the reader function comes before (outside of) the read call.
     const json& last = t->at("native").back();
-    EXPECT_FALSE(last.contains("function") && last["function"].get<std::string>().find("xtimer_test_pipe_reader") !=
-                                                  std::string::npos);
+    EXPECT_FALSE(last.contains("function") &&
+                 last["function"].get<std::string>().find("xtimer_test_pipe_reader") != std::string::npos);
   }
   for (int i = 0; i < kSpin; i += 7) {
     const json* t = FindThread(j, "sp-" + std::to_string(i));
-    if (t == nullptr) { ADD_FAILURE() << "thread missing"; continue; }
+    if (t == nullptr) {
+      ADD_FAILURE() << "thread missing";
+      continue;
+    }
     EXPECT_TRUE(HasNativeFunction(*t, "xtimer_test_spinner")) << t->dump();
   }
   const json* dumper = FindThread(j, "xtimer-dump");
-  if (dumper == nullptr) { ADD_FAILURE() << "no xtimer-dump thread"; return; }
+  if (dumper == nullptr) {
+    ADD_FAILURE() << "no xtimer-dump thread";
+    return;
+  }
   EXPECT_TRUE(HasNativeFunction(*dumper, "xtimer::capture::"));
 }
 

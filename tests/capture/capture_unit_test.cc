@@ -186,7 +186,10 @@ TEST(ElfSymtab, FindsLocalSymbolsAndRejectsGarbage) {
   const std::string& dir = scoped.path();
   std::string bad = dir + "/bad.so";
   FILE* f = fopen(bad.c_str(), "w");
-  fputs("\x7f" "ELF garbage that is not an object", f);
+  fputs(
+      "\x7f"
+      "ELF garbage that is not an object",
+      f);
   fclose(f);
   EXPECT_FALSE(LookupElfSymbols(bad, names, values, &error));
   EXPECT_FALSE(LookupElfSymbols(dir + "/missing.so", names, values, &error));
@@ -331,7 +334,10 @@ TEST(StackSymbolize, ExpandsFramesAndKeepsTheRest) {
   Locate(ret - 1, &module, &vaddr);
   char off[32];
   snprintf(off, sizeof off, "0x%llx", static_cast<unsigned long long>(vaddr));
-  json in = {{"format", "xtimer-stacktrace"}, {"version", 1}, {"symbolized", false}, {"future_field", {1, 2}},
+  json in = {{"format", "xtimer-stacktrace"},
+             {"version", 1},
+             {"symbolized", false},
+             {"future_field", {1, 2}},
              {"threads", json::array({{{"tid", 1},
                                        {"native", json::array({{{"module", module}, {"offset", off}},
                                                                {{"module", "/nonexistent.so"}, {"offset", "0x10"}},
@@ -363,8 +369,8 @@ TEST(StackSymbolize, RejectsBadInputWithoutTouchingTheFile) {
   Symbolizer sym;
   std::string out, error;
   SymbolizeSummary summary;
-  EXPECT_FALSE(SymbolizeStackJson("{\"format\": \"xtimer-stacktrace\", \"version\": 1, \"thr", sym, &out, &summary,
-                                  &error));
+  EXPECT_FALSE(
+      SymbolizeStackJson("{\"format\": \"xtimer-stacktrace\", \"version\": 1, \"thr", sym, &out, &summary, &error));
   EXPECT_NE(error.find("JSON"), std::string::npos);
   EXPECT_FALSE(SymbolizeStackJson(R"({"format":"other","version":1,"threads":[]})", sym, &out, &summary, &error));
   EXPECT_FALSE(
@@ -372,9 +378,9 @@ TEST(StackSymbolize, RejectsBadInputWithoutTouchingTheFile) {
   EXPECT_NE(error.find("newer"), std::string::npos);
   EXPECT_FALSE(SymbolizeStackJson(R"({"format":"xtimer-stacktrace","version":1})", sym, &out, &summary, &error));
   // Frames of the wrong shape are kept as they are.
-  ASSERT_TRUE(SymbolizeStackJson(
-      R"({"format":"xtimer-stacktrace","version":1,"threads":[{"native":[1,"x",{"module":5}]}, 3]})", sym, &out,
-      &summary, &error))
+  ASSERT_TRUE(
+      SymbolizeStackJson(R"({"format":"xtimer-stacktrace","version":1,"threads":[{"native":[1,"x",{"module":5}]}, 3]})",
+                         sym, &out, &summary, &error))
       << error;
   EXPECT_EQ(json::parse(out)["threads"][0]["native"], json::parse(R"([1,"x",{"module":5}])"));
 

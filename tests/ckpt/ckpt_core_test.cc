@@ -198,8 +198,8 @@ TEST(Segment, SavesFlipSlotsAndLoadBitIdentical) {
     ASSERT_TRUE(VerifyData(lease.image(), lease.index(), lease.what()).ok());
     for (size_t i = 0; i < state.bufs.size(); ++i) {
       if (state.bufs[i].empty()) continue;
-      EXPECT_EQ(0, std::memcmp(lease.image() + lease.index().entries[i].offset, state.bufs[i].data(),
-                               state.bufs[i].size()));
+      EXPECT_EQ(
+          0, std::memcmp(lease.image() + lease.index().entries[i].offset, state.bufs[i].data(), state.bufs[i].size()));
     }
     if (step > 1) {
       EXPECT_EQ(seg->SlotStep(1 - seg->CurrentSlot()), step - 1);  // the previous one stays

@@ -21,7 +21,7 @@ namespace {
 using testing::StepState;
 using testing::TempDirs;
 
-struct Shared {  // parent <-> child, in a shared anonymous mapping
+struct Shared {                    // parent <-> child, in a shared anonymous mapping
   std::atomic<int64_t> begun{-1};  // step whose save started
   std::atomic<int64_t> done{-1};   // step whose save returned
   std::atomic<int64_t> save_us{0};
@@ -46,17 +46,20 @@ constexpr std::vector<size_t> Sizes() { return {1 << 20, 3 << 19, 4097}; }  // ~
     std::string why;
     st = seg->Save(state.Args(step, false), &r, &why);
     if (!st.ok() || r != SaveResult::kSaved) {
-      std::fprintf(stderr, "child: step %lld: %s %s\n", static_cast<long long>(step), st.message().c_str(), why.c_str());
+      std::fprintf(stderr, "child: step %lld: %s %s\n", static_cast<long long>(step), st.message().c_str(),
+                   why.c_str());
       _exit(11);
     }
-    sh->save_us.store(std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
+    sh->save_us.store(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
     sh->done.store(step);
   }
 }
 
 TEST(KillDuringSave, EveryLoadIsThePreviousOrTheNewStepBitIdentical) {
   TempDirs dirs("kill");
-  auto* sh = static_cast<Shared*>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  auto* sh =
+      static_cast<Shared*>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(sh, MAP_FAILED);
   new (sh) Shared;
   uint64_t seed = static_cast<uint64_t>(time(nullptr));
@@ -92,15 +95,15 @@ TEST(KillDuringSave, EveryLoadIsThePreviousOrTheNewStepBitIdentical) {
     Status st = seg->AcquireCurrent(Holder::kLoad, &lease);
     ASSERT_TRUE(st.ok()) << "iteration " << iter << ": " << st.message();
     int64_t step = lease.index().info.step;
-    ASSERT_TRUE(step == done || step == begun) << "iteration " << iter << ": loaded step " << step << ", last done "
-                                               << done << ", begun " << begun;
+    ASSERT_TRUE(step == done || step == begun)
+        << "iteration " << iter << ": loaded step " << step << ", last done " << done << ", begun " << begun;
     ASSERT_GE(step, last_loaded);
     ASSERT_TRUE(VerifyData(lease.image(), lease.index(), lease.what()).ok());
     std::string diff = checker.Check(lease.image(), lease.index(), step);
     ASSERT_EQ(diff, "") << "iteration " << iter;
-    if (begun == done) ++between;            // killed after a save returned
-    else if (step == done) ++mid_previous;   // killed inside a save: the previous snapshot
-    else ++mid_new;                          // inside a save, after its flip
+    if (begun == done) ++between;           // killed after a save returned
+    else if (step == done) ++mid_previous;  // killed inside a save: the previous snapshot
+    else ++mid_new;                         // inside a save, after its flip
     last_loaded = step;
     next_first = begun + 1;
   }

@@ -65,7 +65,8 @@ TEST(Env, SeedAliasesAreReadAndOursWin) {
   EXPECT_DOUBLE_EQ(Double("XTIMER_HANG_TIMEOUT"), 7.0);
   setenv("XPU_TIMER_HANG_TIMEOUT", "soon", 1);  // a bad alias value: the default
   EXPECT_DOUBLE_EQ(Double("XTIMER_HANG_TIMEOUT"), 300.0);
-  for (const char* n : {"XTIMER_HANG_TIMEOUT", "XTIMER_TIMELINE_PATH", "XPU_TIMER_HANG_TIMEOUT", "XPU_TIMER_TIMELINE_PATH"})
+  for (const char* n :
+       {"XTIMER_HANG_TIMEOUT", "XTIMER_TIMELINE_PATH", "XPU_TIMER_HANG_TIMEOUT", "XPU_TIMER_TIMELINE_PATH"})
     unsetenv(n);
   EXPECT_EQ(Find("XTIMER_HANG_TIMEOUT")->alias, std::string("XPU_TIMER_HANG_TIMEOUT"));
 }
@@ -102,7 +103,8 @@ TEST(Env, OutOfRangeNumbersWarnAndTakeTheDefault) {
   setenv("XTIMER_REPORT_INTERVAL", "-3", 1);
   testing::internal::CaptureStderr();
   EXPECT_DOUBLE_EQ(Double("XTIMER_REPORT_INTERVAL", 0, 1e9), 30.0);
-  EXPECT_NE(testing::internal::GetCapturedStderr().find("XTIMER_REPORT_INTERVAL=-3 is not a number in"), std::string::npos);
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("XTIMER_REPORT_INTERVAL=-3 is not a number in"),
+            std::string::npos);
   unsetenv("XTIMER_TRACE");
   unsetenv("XTIMER_REPORT_INTERVAL");
 }

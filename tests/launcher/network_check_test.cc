@@ -19,8 +19,7 @@ json Report(const std::vector<std::string>& statuses) {
     if (statuses[r] != "ok") n["reason"] = "why " + std::to_string(r);
     nodes.push_back(n);
   }
-  return {{"format", "xtimer-netprobe"}, {"exit_code", 1}, {"timeout_s", 4.0}, {"probe_time_s", 5.5},
-          {"nodes", nodes}};
+  return {{"format", "xtimer-netprobe"}, {"exit_code", 1}, {"timeout_s", 4.0}, {"probe_time_s", 5.5}, {"nodes", nodes}};
 }
 
 std::vector<Fate> Fates(const RoundVerdict& v) {

@@ -43,7 +43,8 @@ TEST(RunOptions, ModuleAndNoPython) {
   std::string error;
   ASSERT_TRUE(Parse({"--standalone", "-m", "pkg.train", "x"}, &o, &error)) << error;
   std::vector<std::string> cmd = WorkerCommand(o);
-  EXPECT_EQ(std::vector<std::string>(cmd.begin() + 1, cmd.end()), (std::vector<std::string>{"-u", "-m", "pkg.train", "x"}));
+  EXPECT_EQ(std::vector<std::string>(cmd.begin() + 1, cmd.end()),
+            (std::vector<std::string>{"-u", "-m", "pkg.train", "x"}));
   RunOptions p;
   ASSERT_TRUE(Parse({"--no_python", "/bin/echo", "hi"}, &p, &error)) << error;
   EXPECT_EQ(WorkerCommand(p), (std::vector<std::string>{"/bin/echo", "hi"}));

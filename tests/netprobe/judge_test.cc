@@ -41,10 +41,11 @@ std::vector<NodeInput> Present(int n) {
 std::vector<TestResult> Round1(int n, double time = 1.0) {
   std::vector<TestResult> tests;
   for (const Step& s : NeighbourRound([&] {
-         std::vector<int> r;
-         for (int i = 0; i < n; ++i) r.push_back(i);
-         return r;
-       }()).steps)
+                         std::vector<int> r;
+                         for (int i = 0; i < n; ++i) r.push_back(i);
+                         return r;
+                       }())
+                           .steps)
     for (const Pair& p : s) tests.push_back(Good(p.first, p.second, time));
   return tests;
 }

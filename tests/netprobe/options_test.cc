@@ -6,17 +6,33 @@
 namespace xtimer::netprobe {
 namespace {
 
-bool Parse(std::vector<std::string> args, Options* o, std::string* error) {
-  return ParseOptions(args, 30, o, error);
-}
+bool Parse(std::vector<std::string> args, Options* o, std::string* error) { return ParseOptions(args, 30, o, error); }
 
 TEST(Options, FullLine) {
   Options o;
   std::string e;
-  ASSERT_TRUE(Parse({"--rdzv", "10.0.0.1:29400", "--nnodes", "8", "--node-rank", "3", "--backend",
-                     "nccl", "--rounds", "2", "--size", "64M", "--min-bandwidth", "1000",
-                     "--straggler-factor=2.5", "--all-pairs", "--timeout", "1.5", "--json",
-                     "/tmp/r.json", "--streams", "8"},
+  ASSERT_TRUE(Parse({"--rdzv",
+                     "10.0.0.1:29400",
+                     "--nnodes",
+                     "8",
+                     "--node-rank",
+                     "3",
+                     "--backend",
+                     "nccl",
+                     "--rounds",
+                     "2",
+                     "--size",
+                     "64M",
+                     "--min-bandwidth",
+                     "1000",
+                     "--straggler-factor=2.5",
+                     "--all-pairs",
+                     "--timeout",
+                     "1.5",
+                     "--json",
+                     "/tmp/r.json",
+                     "--streams",
+                     "8"},
                     &o, &e))
       << e;
   EXPECT_EQ(o.rdzv_host, "10.0.0.1");

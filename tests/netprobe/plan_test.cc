@@ -22,8 +22,7 @@ TEST(NeighbourRound, EvenCountIsOneStepOfNeighbours) {
 }
 
 TEST(NeighbourRound, OddNodeJoinsTheLastPair) {
-  EXPECT_EQ(NeighbourRound(Ranks(7)).steps,
-            (std::vector<Step>{{{0, 1}, {2, 3}, {4, 5}}, {{4, 6}}}));
+  EXPECT_EQ(NeighbourRound(Ranks(7)).steps, (std::vector<Step>{{{0, 1}, {2, 3}, {4, 5}}, {{4, 6}}}));
   EXPECT_EQ(NeighbourRound(Ranks(3)).steps, (std::vector<Step>{{{0, 1}}, {{0, 2}}}));
   EXPECT_TRUE(NeighbourRound(Ranks(1)).steps.empty());
   EXPECT_TRUE(NeighbourRound({}).steps.empty());

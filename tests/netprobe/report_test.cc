@@ -91,10 +91,9 @@ TEST(Report, TableNamesProblems) {
 }
 
 TEST(Report, RenderingNeverThrowsOnOddJson) {
-  for (const char* text :
-       {"null", "[]", "{\"nodes\": 5}", "{\"nodes\": [1, \"x\", {\"rank\": \"a\", \"decided\": 3}]}",
-        "{\"links\": [{\"nodes\": [1]}, {\"nodes\": \"x\", \"status\": 4}], \"exit_code\": 9}",
-        "{\"nodes\": [{\"local\": {\"pairs\": [{\"ok\": \"no\"}, 7]}}]}"}) {
+  for (const char* text : {"null", "[]", "{\"nodes\": 5}", "{\"nodes\": [1, \"x\", {\"rank\": \"a\", \"decided\": 3}]}",
+                           "{\"links\": [{\"nodes\": [1]}, {\"nodes\": \"x\", \"status\": 4}], \"exit_code\": 9}",
+                           "{\"nodes\": [{\"local\": {\"pairs\": [{\"ok\": \"no\"}, 7]}}]}"}) {
     json j = json::parse(text);
     EXPECT_NO_THROW(RenderTable(j)) << text;
     EXPECT_EQ(ExitCodeOf(j), 2) << text;

@@ -23,9 +23,8 @@ struct Responder {
     std::string e;
     listen = Listen("127.0.0.1", &port, &e);
     ASSERT_TRUE(listen.valid()) << e;
-    thread = std::thread([this, spec, deadline_s] {
-      ok = ServeTcpResponder(spec, listen.get(), Deadline::In(deadline_s), &error);
-    });
+    thread = std::thread(
+        [this, spec, deadline_s] { ok = ServeTcpResponder(spec, listen.get(), Deadline::In(deadline_s), &error); });
   }
   void Join() {
     if (thread.joinable()) thread.join();

@@ -67,9 +67,9 @@ TEST(Wire, OversizedAndEmptyFrames) {
 }
 
 TEST(Wire, MalformedPayloads) {
-  for (std::string payload : {std::string("{not json"), std::string("[1,2]"), std::string("{}"),
-                              std::string("{\"type\":7}"), std::string("\"x\""),
-                              std::string("{\"type\":\"a\"}trailing")}) {
+  for (std::string payload :
+       {std::string("{not json"), std::string("[1,2]"), std::string("{}"), std::string("{\"type\":7}"),
+        std::string("\"x\""), std::string("{\"type\":\"a\"}trailing")}) {
     FrameDecoder d;
     json out;
     std::string e;
@@ -90,8 +90,8 @@ TEST(Wire, TruncatedFrameWaitsForMore) {
 }
 
 TEST(Wire, FieldsAreCheckedAndNamed) {
-  json m = {{"type", "result"}, {"id", 5}, {"ok", "yes"}, {"big", 1e300}, {"neg", -4},
-            {"name", std::string(5000, 'a')}};
+  json m = {{"type", "result"}, {"id", 5},   {"ok", "yes"},
+            {"big", 1e300},     {"neg", -4}, {"name", std::string(5000, 'a')}};
   std::string e;
   Fields f(m, &e);
   int64_t id = 0;
@@ -182,7 +182,10 @@ TEST(Net, ConnectToNothingGivesUpAtTheDeadline) {
   // Bind a port, close it: connecting is refused until the deadline.
   int port = 0;
   std::string e;
-  { Fd l = Listen("127.0.0.1", &port, &e); ASSERT_TRUE(l.valid()) << e; }
+  {
+    Fd l = Listen("127.0.0.1", &port, &e);
+    ASSERT_TRUE(l.valid()) << e;
+  }
   Fd c = Connect("127.0.0.1", port, Deadline::In(0.2), &e);
   EXPECT_FALSE(c.valid());
   EXPECT_NE(e.find("gave up"), std::string::npos) << e;

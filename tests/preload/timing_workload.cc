@@ -27,13 +27,13 @@
 #include <string>
 #include <vector>
 
-#define CHECK(call)                                                                  \
-  do {                                                                               \
-    int status_ = static_cast<int>(call);                                            \
-    if (status_ != 0) {                                                              \
+#define CHECK(call)                                                                       \
+  do {                                                                                    \
+    int status_ = static_cast<int>(call);                                                 \
+    if (status_ != 0) {                                                                   \
       std::fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #call, status_); \
-      std::exit(1);                                                                  \
-    }                                                                                \
+      std::exit(1);                                                                       \
+    }                                                                                     \
   } while (0)
 
 namespace {
@@ -72,7 +72,8 @@ static int Kernels() {
 
   // Driver API, called directly.
   for (int i = 0; i < 5; ++i)
-    CHECK(cuLaunchKernel(reinterpret_cast<CUfunction>(xt_driver_kernel), 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr));
+    CHECK(
+        cuLaunchKernel(reinterpret_cast<CUfunction>(xt_driver_kernel), 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr));
 
   // Driver API reached through cuGetProcAddress, as Triton and the CUDA runtime do.
   using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -331,6 +332,7 @@ int main(int argc, char** argv) {
   if (mode == "steady" && argc == 3) return Steady(std::atof(argv[2]));
   if (mode == "fork") return Fork();
   if (mode == "train" && argc == 6) return Train(std::atoi(argv[2]), std::atoi(argv[3]), argv[4], std::atoi(argv[5]));
-  std::fprintf(stderr, "usage: timing_workload kernels | gemm | nccl RANK WORLD IDFILE | train RANK WORLD IDFILE STEPS\n");
+  std::fprintf(stderr,
+               "usage: timing_workload kernels | gemm | nccl RANK WORLD IDFILE | train RANK WORLD IDFILE STEPS\n");
   return 2;
 }

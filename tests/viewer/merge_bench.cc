@@ -40,11 +40,18 @@ std::string NativeJson(int kind, int depth) {
       "c10d::ProcessGroupNCCL::WorkNCCL::synchronizeInternal(std::chrono::duration<long, std::ratio<1l, 1000l> >)",
       "at::native::(anonymous namespace)::structured_add_out::impl(at::Tensor const&, at::Tensor const&)",
       "torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)",
-      "ncclProxyProgress(void*)", "_PyEval_EvalFrameDefault", "__futex_abstimed_wait_common",
-      "std::condition_variable::wait(std::unique_lock<std::mutex>&)", "c10::ThreadPool::main_loop(unsigned long)"};
-  static const char* kFiles[] = {"torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp", "aten/src/ATen/native/BinaryOps.cpp",
-                                 "torch/csrc/autograd/engine.cpp", "src/proxy.cc", "Python/ceval.c",
-                                 "./nptl/futex-internal.c", "libstdc++-v3/src/c++11/condition_variable.cc",
+      "ncclProxyProgress(void*)",
+      "_PyEval_EvalFrameDefault",
+      "__futex_abstimed_wait_common",
+      "std::condition_variable::wait(std::unique_lock<std::mutex>&)",
+      "c10::ThreadPool::main_loop(unsigned long)"};
+  static const char* kFiles[] = {"torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp",
+                                 "aten/src/ATen/native/BinaryOps.cpp",
+                                 "torch/csrc/autograd/engine.cpp",
+                                 "src/proxy.cc",
+                                 "Python/ceval.c",
+                                 "./nptl/futex-internal.c",
+                                 "libstdc++-v3/src/c++11/condition_variable.cc",
                                  "c10/core/thread_pool.cpp"};
   int m = (kind + depth) % 5, f = (kind * 3 + depth) % 8;
   return std::string("{\"module\":\"") + kModules[m] + "\",\"offset\":\"" + Hex(0x10000 + kind * 4096 + depth * 64) +
@@ -53,7 +60,8 @@ std::string NativeJson(int kind, int depth) {
 }
 
 std::string PythonJson(const char* function, const char* file, int line) {
-  return std::string("{\"function\":\"") + function + "\",\"file\":\"" + file + "\",\"line\":" + std::to_string(line) + "}";
+  return std::string("{\"function\":\"") + function + "\",\"file\":\"" + file + "\",\"line\":" + std::to_string(line) +
+         "}";
 }
 
 // A thread's JSON after its tid; kind picks one of 12 kinds of threads (pools, NCCL, autograd...).
@@ -67,15 +75,19 @@ std::string ThreadBody(int kind, bool main, int frames, int variant) {
   s += "],\"python\":[";
   if (main) {
     s += PythonJson("<module>", "/job/train.py", 300);
-    for (int d = 0; d < 16; ++d) s += "," + PythonJson("forward", "/opt/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", 1500 + d);
-    s += variant == 1 ? "," + PythonJson("load_batch", "/job/train.py", 88) : "," + PythonJson("all_reduce", "/opt/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", 2050);
+    for (int d = 0; d < 16; ++d)
+      s += "," + PythonJson("forward", "/opt/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", 1500 + d);
+    s += variant == 1
+             ? "," + PythonJson("load_batch", "/job/train.py", 88)
+             : "," + PythonJson("all_reduce",
+                                "/opt/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", 2050);
   }
   return s + "]}";
 }
 
 std::string RankFile(int rank, int world, int threads, int frames, const std::vector<std::string>& bodies,
                      const std::string& main_ok, const std::string& main_odd) {
-  int variant = rank == world / 3 ? 1 : 0;  // one rank is in load_batch
+  int variant = rank == world / 3 ? 1 : 0;                            // one rank is in load_batch
   int64_t seq = (rank == 17 || rank == world / 2 + 1) ? 1233 : 1234;  // two ranks behind
   std::string s = "{\"format\":\"xtimer-stacktrace\",\"version\":1,\"rank\":" + std::to_string(rank) +
                   ",\"world_size\":" + std::to_string(world) + ",\"local_rank\":" + std::to_string(rank % 8) +
@@ -84,8 +96,9 @@ std::string RankFile(int rank, int world, int threads, int frames, const std::ve
                   "\"process_state\":{\"code\":\"S\",\"name\":\"sleeping\"},\"inflight_ops\":[";
   if (variant == 0)
     s += "{\"name\":\"ncclAllReduce\",\"kind\":\"collective\",\"stream\":\"0x5581a0c0\",\"comm\":\"3a9f0c12\","
-         "\"comm_rank\":" + std::to_string(rank) + ",\"comm_size\":" + std::to_string(world) +
-         ",\"seq\":" + std::to_string(seq) + ",\"peer\":-1,\"bytes\":67108864,\"state\":\"running\",\"in_flight_s\":302.1}";
+         "\"comm_rank\":" +
+         std::to_string(rank) + ",\"comm_size\":" + std::to_string(world) + ",\"seq\":" + std::to_string(seq) +
+         ",\"peer\":-1,\"bytes\":67108864,\"state\":\"running\",\"in_flight_s\":302.1}";
   s += "],\"threads\":[";
   for (int t = 0; t < threads; ++t) {
     if (t) s += ',';
@@ -123,7 +136,8 @@ int main(int argc, char** argv) {
     std::string error;
     xtimer::FolderOptions options;
     options.threads = jobs;
-    if (!xtimer::MergeStackFolder(dir, {}, options, &merged, &error)) return std::fprintf(stderr, "%s\n", error.c_str()), 2;
+    if (!xtimer::MergeStackFolder(dir, {}, options, &merged, &error))
+      return std::fprintf(stderr, "%s\n", error.c_str()), 2;
     auto t1 = std::chrono::steady_clock::now();
     xtimer::Verdict verdict = xtimer::ComputeVerdict(merged);
     auto t2 = std::chrono::steady_clock::now();
@@ -133,9 +147,11 @@ int main(int argc, char** argv) {
       return std::fprintf(stderr, "%s\n", error.c_str()), 3;
     auto t3 = std::chrono::steady_clock::now();
     auto s = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
-    std::printf("read+merge %.2f s, verdict %.3f s, outputs %.2f s; %zu ranks, %zu frames, %zu python + %zu native tree nodes\n",
-                s(t0, t1), s(t1, t2), s(t2, t3), merged.ranks.size(), merged.frames.size(), merged.python.size(),
-                merged.native.size());
+    std::printf(
+        "read+merge %.2f s, verdict %.3f s, outputs %.2f s; %zu ranks, %zu frames, %zu python + %zu native tree "
+        "nodes\n",
+        s(t0, t1), s(t1, t2), s(t2, t3), merged.ranks.size(), merged.frames.size(), merged.python.size(),
+        merged.native.size());
     for (const std::string& line : verdict.summary) std::printf("  %s\n", line.c_str());
     return verdict.suspects.size() == 3 ? 0 : 4;  // the three planted ranks
   }
@@ -170,7 +186,8 @@ int main(int argc, char** argv) {
   // The two JSON back ends of the reader on the same files, one thread, parsing only.
   {
     std::vector<std::string> sample;
-    for (int r = 0; r < std::min(ranks, 32); ++r) sample.push_back(RankFile(r, ranks, threads, frames, bodies, main_ok, main_odd));
+    for (int r = 0; r < std::min(ranks, 32); ++r)
+      sample.push_back(RankFile(r, ranks, threads, frames, bodies, main_ok, main_odd));
     size_t sample_bytes = 0;
     for (const std::string& t : sample) sample_bytes += t.size();
     xtimer::StackFile file;
@@ -183,8 +200,10 @@ int main(int argc, char** argv) {
     };
     double nl = rate([&](const std::string& t) { return xtimer::stack_reader::ParseWithNlohmann(t, &file, &error); });
     double sj = rate([&](const std::string& t) { return xtimer::ParseStackFile(t, &file, &error); });
-    std::printf("parse only, 1 thread, %zu files: simdjson %.0f MB/s, nlohmann-json (the tests' reference reader) "
-                "%.0f MB/s\n", sample.size(), sj, nl);
+    std::printf(
+        "parse only, 1 thread, %zu files: simdjson %.0f MB/s, nlohmann-json (the tests' reference reader) "
+        "%.0f MB/s\n",
+        sample.size(), sj, nl);
     std::fflush(stdout);
   }
 

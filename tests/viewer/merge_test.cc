@@ -24,7 +24,9 @@ MergedStacks Merge(const std::vector<StackFile>& files, int32_t world = 0) {
   return std::move(m).Finish();
 }
 
-bool Has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+bool Has(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
 
 std::vector<StackFile> AllIn(int32_t world, int64_t seq) {
   std::vector<StackFile> files;
@@ -98,11 +100,14 @@ TEST(Merge, BuildsOnePrefixTreeWithTheRanksOfEachFrame) {
   TreeView native = MakeTreeView(m, m.native, {});
   std::string cpp = WriteFolded(native);
   // The pool thread every rank has: one line, count = 4 ranks (not 4 threads of one rank).
-  EXPECT_NE(cpp.find("clone3@/usr/lib/x86_64-linux-gnu/libc.so.6@0-3|;start_thread@/usr/lib/x86_64-linux-gnu/libc.so.6@0-3|;"
-                     "pthread_cond_wait@/usr/lib/x86_64-linux-gnu/libc.so.6@0-3|;[S: sleeping]@thread state@0-3| 4\n"),
+  EXPECT_NE(
+      cpp.find("clone3@/usr/lib/x86_64-linux-gnu/libc.so.6@0-3|;start_thread@/usr/lib/x86_64-linux-gnu/libc.so.6@0-3|;"
+               "pthread_cond_wait@/usr/lib/x86_64-linux-gnu/libc.so.6@0-3|;[S: sleeping]@thread state@0-3| 4\n"),
+      std::string::npos)
+      << cpp;
+  EXPECT_NE(cpp.find("ncclAllReduce@/usr/lib/libnccl.so.2@0-1/3|2;[S: sleeping]@thread state@0-1/3|2 3\n"),
             std::string::npos)
       << cpp;
-  EXPECT_NE(cpp.find("ncclAllReduce@/usr/lib/libnccl.so.2@0-1/3|2;[S: sleeping]@thread state@0-1/3|2 3\n"), std::string::npos) << cpp;
 }
 
 TEST(Merge, CountsRanksNotThreads) {
@@ -112,8 +117,9 @@ TEST(Merge, CountsRanksNotThreads) {
   f.threads.push_back(f.threads[1]);
   MergedStacks m = Merge({f}, 4);
   std::string cpp = WriteFolded(MakeTreeView(m, m.native, {}));
-  EXPECT_NE(cpp.find("pthread_cond_wait@/usr/lib/x86_64-linux-gnu/libc.so.6@0|1-3;[S: sleeping]@thread state@0|1-3 1\n"),
-            std::string::npos)
+  EXPECT_NE(
+      cpp.find("pthread_cond_wait@/usr/lib/x86_64-linux-gnu/libc.so.6@0|1-3;[S: sleeping]@thread state@0|1-3 1\n"),
+      std::string::npos)
       << cpp;
 }
 
@@ -137,10 +143,14 @@ TEST(Merge, UnsymbolisedFramesMergeByModuleAndOffset) {
 TEST(FrameTable, IsAgreesWithIntern) {
   // FrameTable::Is is the merger's shortcut; it must say yes exactly where Intern gives the id.
   FrameTable t;
-  std::vector<NativeFrame> native = {
-      Native("f", "/lib/a.so", "a.cc", 10), Native("f", "/lib/b.so", "a.cc", 10),  // same: file names it
-      Native("f", "/lib/a.so", "a.cc", 11), Native("f", "/lib/a.so"), Native("f", "/lib/b.so"),
-      Native("", "/lib/a.so"), Native("", "/lib/b.so"), Native("g", "/lib/a.so", "a.cc", 10)};
+  std::vector<NativeFrame> native = {Native("f", "/lib/a.so", "a.cc", 10),
+                                     Native("f", "/lib/b.so", "a.cc", 10),  // same: file names it
+                                     Native("f", "/lib/a.so", "a.cc", 11),
+                                     Native("f", "/lib/a.so"),
+                                     Native("f", "/lib/b.so"),
+                                     Native("", "/lib/a.so"),
+                                     Native("", "/lib/b.so"),
+                                     Native("g", "/lib/a.so", "a.cc", 10)};
   native[1].offset = "0x99";  // symbolised: the offset does not matter
   NativeFrame raw = Native("", "/lib/a.so");
   raw.offset = "0x2000";
@@ -172,9 +182,9 @@ TEST(FrameTable, IsAgreesWithIntern) {
 TEST(StackTree, PathMemoBuildsTheSameTree) {
   // AddPath's memo (the nodes of the path added last at a thread index) is a shortcut: paths that
   // repeat, diverge, rejoin, grow and shrink must give the tree that plain lookups give.
-  std::vector<std::vector<uint32_t>> paths = {
-      {0, 0, 0}, {1, 2, 3}, {1, 2, 3}, {1, 2, 4}, {1, 5, 3}, {1, 2, 3, 4, 5}, {1, 2}, {0, 1, 2, 3}, {1, 2, 3},
-      {7}, {1, 2, 3, 4, 5}, {2, 2, 3}, {1, 2, 3, 4, 6}, {0}};
+  std::vector<std::vector<uint32_t>> paths = {{0, 0, 0},       {1, 2, 3}, {1, 2, 3},       {1, 2, 4}, {1, 5, 3},
+                                              {1, 2, 3, 4, 5}, {1, 2},    {0, 1, 2, 3},    {1, 2, 3}, {7},
+                                              {1, 2, 3, 4, 5}, {2, 2, 3}, {1, 2, 3, 4, 6}, {0}};
   StackTree plain, memoised;
   std::vector<uint32_t> memo;
   for (size_t i = 0; i < paths.size(); ++i) {
@@ -241,7 +251,8 @@ TEST(Merge, CollapsesIdleThreadsOnlyWhenAsked) {
   auto files = HangOf4();
   files[3].threads.pop_back();
   MergedStacks m2 = Merge(files);
-  EXPECT_NE(WriteFolded(MakeTreeView(m2, m2.native, {.collapse_idle = true})).find("pthread_cond_wait"), std::string::npos);
+  EXPECT_NE(WriteFolded(MakeTreeView(m2, m2.native, {.collapse_idle = true})).find("pthread_cond_wait"),
+            std::string::npos);
 }
 
 TEST(Verdict, AllRanksIdenticalHasNoSuspect) {
@@ -290,7 +301,8 @@ TEST(Verdict, NamesBothRanksInAnOlderCollective) {
   EXPECT_FALSE(v.all_agree);
   bool line = false;
   for (const std::string& l : v.summary)
-    line |= l.find("ranks 0-1/3-4/6-7 wait in ncclAllReduce #1234 (comm 3a9f0c12); ranks 2/5 are behind (in #1233): ") == 0;
+    line |=
+        l.find("ranks 0-1/3-4/6-7 wait in ncclAllReduce #1234 (comm 3a9f0c12); ranks 2/5 are behind (in #1233): ") == 0;
   EXPECT_TRUE(line) << ::testing::PrintToString(v.summary);
 }
 
@@ -377,7 +389,8 @@ TEST(Verdict, CommunicatorSetUpNamesTheRankThatNeverArrived) {
     op.state = "running";
     op.in_flight_s = 302;
     return MakeRank(r, 4, {Py("<module>", "train.py", 160), Py("init_process_group", "torch/distributed/c10d.py", 900)},
-                    {Native("_start", "/usr/bin/python3.11"), Native("ncclCommInitRank", "/usr/lib/libnccl.so.2")}, {op});
+                    {Native("_start", "/usr/bin/python3.11"), Native("ncclCommInitRank", "/usr/lib/libnccl.so.2")},
+                    {op});
   };
   std::vector<StackFile> files = {in_setup(0), in_setup(1), in_setup(2)};
   Verdict missing = ComputeVerdict(Merge(files, 4));
@@ -395,8 +408,9 @@ TEST(Verdict, CommunicatorSetUpNamesTheRankThatNeverArrived) {
   EXPECT_NE(text.find("wait in ncclCommInitRank (communicator set-up"), std::string::npos) << text;
   EXPECT_NE(text.find("never arrived (no stack file): 3"), std::string::npos) << text;
 
-  files.push_back(MakeRank(3, 4, {Py("<module>", "train.py", 160), Py("load_dataset", "train.py", 40)},
-                           {Native("_start", "/usr/bin/python3.11"), Native("read", "/usr/lib/x86_64-linux-gnu/libc.so.6")}));
+  files.push_back(
+      MakeRank(3, 4, {Py("<module>", "train.py", 160), Py("load_dataset", "train.py", 40)},
+               {Native("_start", "/usr/bin/python3.11"), Native("read", "/usr/lib/x86_64-linux-gnu/libc.so.6")}));
   Verdict late = ComputeVerdict(Merge(files, 4));
   EXPECT_EQ(late.phase, "setup");
   ASSERT_EQ(late.suspects.size(), 1u) << VerdictToJson(late);

@@ -17,8 +17,17 @@ using Json = nlohmann::json;
 // Where the parser is in the document. Anything not listed (unknown keys, their contents) is
 // kSkip, so a writer may add fields without breaking this reader.
 enum class Ctx : uint8_t {
-  kRoot, kProcessState, kOps, kOp, kThreads, kThread, kNative, kNativeFrame, kPython,
-  kPythonFrame, kSkip
+  kRoot,
+  kProcessState,
+  kOps,
+  kOp,
+  kThreads,
+  kThread,
+  kNative,
+  kNativeFrame,
+  kPython,
+  kPythonFrame,
+  kSkip
 };
 
 // A SAX handler (nlohmann's interface, no DOM): the stack file goes straight into StackFile.
@@ -72,8 +81,7 @@ class Handler {
       case Ctx::kPython:
         frame_python_ = &NextElement(thread_->python, &python_used_, ResetPython);
         return Push(Ctx::kPythonFrame);
-      default:
-        break;
+      default: break;
     }
     if (top != Ctx::kSkip && !IsObject(top)) TypeError("an array element", "an object");
     if ((top == Ctx::kRoot && (key_ == "threads" || key_ == "inflight_ops")) ||
@@ -139,8 +147,8 @@ class Handler {
   enum class Kind { kNull, kBool, kInt, kFloat, kString };
 
   static bool IsObject(Ctx c) {
-    return c == Ctx::kRoot || c == Ctx::kProcessState || c == Ctx::kOp || c == Ctx::kThread ||
-           c == Ctx::kNativeFrame || c == Ctx::kPythonFrame;
+    return c == Ctx::kRoot || c == Ctx::kProcessState || c == Ctx::kOp || c == Ctx::kThread || c == Ctx::kNativeFrame ||
+           c == Ctx::kPythonFrame;
   }
 
   bool Push(Ctx c) {

@@ -50,14 +50,15 @@ inline std::string StackFileToJson(const StackFile& f, int indent = -1) {
       jt["native"].push_back(fr);
     }
     jt["python"] = J::array();
-    for (const PythonFrame& p : t.python) jt["python"].push_back({{"function", p.function}, {"file", p.file}, {"line", p.line}});
+    for (const PythonFrame& p : t.python)
+      jt["python"].push_back({{"function", p.function}, {"file", p.file}, {"line", p.line}});
     j["threads"].push_back(jt);
   }
   return j.dump(indent);
 }
 
-inline NativeFrame Native(std::string function, std::string module = "/usr/lib/libtorch_cuda.so",
-                          std::string file = "", int64_t line = 0) {
+inline NativeFrame Native(std::string function, std::string module = "/usr/lib/libtorch_cuda.so", std::string file = "",
+                          int64_t line = 0) {
   NativeFrame f;
   f.module = std::move(module);
   f.offset = "0x1000";
@@ -126,14 +127,18 @@ inline std::vector<StackFile> HangOf4() {
   std::vector<StackFile> files;
   for (int32_t r = 0; r < 4; ++r) {
     if (r == 2) {
-      files.push_back(MakeRank(r, 4, {Py("<module>", "train.py", 160), Py("train_step", "train.py", 140), Py("load_batch", "train.py", 88)},
-                               {Native("_start", "/usr/bin/python3.11"), Native("_PyEval_EvalFrameDefault", "/usr/bin/python3.11"),
-                                Native("clock_nanosleep", "/usr/lib/x86_64-linux-gnu/libc.so.6")}));
+      files.push_back(MakeRank(
+          r, 4, {Py("<module>", "train.py", 160), Py("train_step", "train.py", 140), Py("load_batch", "train.py", 88)},
+          {Native("_start", "/usr/bin/python3.11"), Native("_PyEval_EvalFrameDefault", "/usr/bin/python3.11"),
+           Native("clock_nanosleep", "/usr/lib/x86_64-linux-gnu/libc.so.6")}));
     } else {
-      files.push_back(MakeRank(r, 4, {Py("<module>", "train.py", 160), Py("train_step", "train.py", 142), Py("all_reduce", "torch/distributed/distributed_c10d.py", 2050)},
-                               {Native("_start", "/usr/bin/python3.11"), Native("_PyEval_EvalFrameDefault", "/usr/bin/python3.11"),
-                                Native("c10d::ProcessGroupNCCL::allreduce"), Native("ncclAllReduce", "/usr/lib/libnccl.so.2")},
-                               {Collective("3a9f0c12", 1234, 4)}));
+      files.push_back(
+          MakeRank(r, 4,
+                   {Py("<module>", "train.py", 160), Py("train_step", "train.py", 142),
+                    Py("all_reduce", "torch/distributed/distributed_c10d.py", 2050)},
+                   {Native("_start", "/usr/bin/python3.11"), Native("_PyEval_EvalFrameDefault", "/usr/bin/python3.11"),
+                    Native("c10d::ProcessGroupNCCL::allreduce"), Native("ncclAllReduce", "/usr/lib/libnccl.so.2")},
+                   {Collective("3a9f0c12", 1234, 4)}));
     }
   }
   return files;

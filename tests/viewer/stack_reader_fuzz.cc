@@ -1,7 +1,7 @@
 // Fuzz target: any bytes as a stack file through the reader (compared with the tests' reference
 // reader) and,
-// when accepted, the whole pipeline (merge, verdict, folded, flame graph, DOT text). Built with libFuzzer when the compiler
-// is clang and XTIMER_FUZZ is on; the same file with corpus_replay_main.cc replays the kept corpus
+// when accepted, the whole pipeline (merge, verdict, folded, flame graph, DOT text). Built with libFuzzer when the
+// compiler is clang and XTIMER_FUZZ is on; the same file with corpus_replay_main.cc replays the kept corpus
 // (tests/viewer/corpus) as an ordinary test under any compiler.
 #include <algorithm>
 #include <cstddef>

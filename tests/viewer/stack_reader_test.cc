@@ -42,8 +42,7 @@ class StackReader : public ::testing::TestWithParam<Backend> {
   }
 };
 
-INSTANTIATE_TEST_SUITE_P(Backends, StackReader,
-                         ::testing::Values(Backend::kNlohmann, Backend::kSimdjson),
+INSTANTIATE_TEST_SUITE_P(Backends, StackReader, ::testing::Values(Backend::kNlohmann, Backend::kSimdjson),
                          [](const auto& info) { return info.param == Backend::kNlohmann ? "nlohmann" : "simdjson"; });
 
 TEST_P(StackReader, ReadsTheDocumentedExample) {
@@ -201,16 +200,17 @@ TEST_P(StackReader, RefusesBadInputWithAReason) {
   EXPECT_NE(Error(R"({"format":"xtimer-stacktrace","version":1,"rank":4,"world_size":4,"threads":[]})")
                 .find("outside world_size"),
             std::string::npos);
-  EXPECT_NE(Error(R"({"format":"xtimer-stacktrace","version":1,"rank":0,"world_size":0,"threads":[]})")
-                .find("world_size 0"),
-            std::string::npos);
+  EXPECT_NE(
+      Error(R"({"format":"xtimer-stacktrace","version":1,"rank":0,"world_size":0,"threads":[]})").find("world_size 0"),
+      std::string::npos);
   EXPECT_NE(Error(R"({"format":"xtimer-stacktrace","version":1,"rank":0,"world_size":1048577,"threads":[]})")
                 .find("world_size 1048577 is out of range"),
             std::string::npos);
   {
     StackFile f;
     std::string error;
-    EXPECT_TRUE(Parse(R"({"format":"xtimer-stacktrace","version":1,"rank":0,"world_size":1048576,"threads":[]})", &f, &error))
+    EXPECT_TRUE(
+        Parse(R"({"format":"xtimer-stacktrace","version":1,"rank":0,"world_size":1048576,"threads":[]})", &f, &error))
         << error;
   }
   EXPECT_NE(Error(R"({"format":"xtimer-stacktrace","version":1,"rank":0,"world_size":2})").find("no \"threads\""),
@@ -221,21 +221,26 @@ TEST_P(StackReader, RefusesBadInputWithAReason) {
   EXPECT_NE(Error(R"({"format":"xtimer-stacktrace","version":1,"rank":0,"world_size":2,"threads":[[{}]]})")
                 .find("expected an object"),
             std::string::npos);
-  EXPECT_NE(Error(R"({"format":"xtimer-stacktrace","version":1,"rank":0,"world_size":2,"threads":[{"native":[{"line":"x"}]}]})")
-                .find("field \"line\""),
-            std::string::npos);
+  EXPECT_NE(
+      Error(
+          R"({"format":"xtimer-stacktrace","version":1,"rank":0,"world_size":2,"threads":[{"native":[{"line":"x"}]}]})")
+          .find("field \"line\""),
+      std::string::npos);
   EXPECT_NE(Error(R"({"format":"xtimer-stacktrace","version":1,"rank":0,"world_size":2,"threads":{}})")
                 .find("field \"threads\": expected an array"),
             std::string::npos);
   EXPECT_NE(Error(R"({"format":"xtimer-stacktrace","version":1,"rank":0,"world_size":2,"threads":[{"native":{}}]})")
                 .find("field \"native\": expected an array"),
             std::string::npos);
-  EXPECT_NE(Error(R"({"format":"xtimer-stacktrace","version":1,"rank":0,"world_size":2,"threads":[],"process_state":[]})")
-                .find("field \"process_state\": expected an object"),
-            std::string::npos);
-  EXPECT_NE(Error(R"({"format":"xtimer-stacktrace","version":1,"rank":0,"world_size":2,"threads":[{"native":[{"line":1.5}]}]})")
-                .find("field \"line\": expected an integer"),
-            std::string::npos);
+  EXPECT_NE(
+      Error(R"({"format":"xtimer-stacktrace","version":1,"rank":0,"world_size":2,"threads":[],"process_state":[]})")
+          .find("field \"process_state\": expected an object"),
+      std::string::npos);
+  EXPECT_NE(
+      Error(
+          R"({"format":"xtimer-stacktrace","version":1,"rank":0,"world_size":2,"threads":[{"native":[{"line":1.5}]}]})")
+          .find("field \"line\": expected an integer"),
+      std::string::npos);
   EXPECT_NE(Error(R"({"format":"xtimer-stacktrace","version":"1","rank":0,"world_size":2,"threads":[]})")
                 .find("not a small integer"),
             std::string::npos);
@@ -266,7 +271,8 @@ TEST(StackReaderFile, RefusesNonRegularFiles) {
 }
 
 TEST(StackReaderFile, ReadsFilesIntoOneAlignedBuffer) {
-  std::filesystem::path dir = std::filesystem::temp_directory_path() / ("xtimer_reader_test." + std::to_string(getpid()));
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("xtimer_reader_test." + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   auto write = [&](const std::string& name, const std::string& text) {
     std::string path = (dir / name).string();

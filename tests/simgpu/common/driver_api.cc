@@ -25,15 +25,15 @@ bool load(DriverApi* api, bool ptds) {
   api->kernel_sleep_ns = reinterpret_cast<void (*)(int64_t)>(dlsym(lib, "simgpu_kernel_sleep_ns"));
   const cuuint64_t flags = ptds ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
   bool ok = true;
-#define SIMGPU_RESOLVE(member, sym)                                                  \
-  {                                                                                  \
-    void* p = nullptr;                                                               \
-    CUdriverProcAddressQueryResult st{};                                             \
-    if (gpa(sym, &p, kCudaVersion, flags, &st) != CUDA_SUCCESS || !p) {              \
-      log("cuGetProcAddress(%s) failed", sym);                                       \
-      ok = false;                                                                    \
-    }                                                                                \
-    api->member = reinterpret_cast<decltype(api->member)>(p);                        \
+#define SIMGPU_RESOLVE(member, sym)                                     \
+  {                                                                     \
+    void* p = nullptr;                                                  \
+    CUdriverProcAddressQueryResult st{};                                \
+    if (gpa(sym, &p, kCudaVersion, flags, &st) != CUDA_SUCCESS || !p) { \
+      log("cuGetProcAddress(%s) failed", sym);                          \
+      ok = false;                                                       \
+    }                                                                   \
+    api->member = reinterpret_cast<decltype(api->member)>(p);           \
   }
   SIMGPU_DRIVER_FUNCS(SIMGPU_RESOLVE)
 #undef SIMGPU_RESOLVE

@@ -131,8 +131,8 @@ SIMGPU_EXPORT cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void* ws, s
 }
 
 SIMGPU_EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t, cublasOperation_t, int m, int n, int k,
-                                          const void*, const void*, cudaDataType at, int, const void*, cudaDataType, int,
-                                          const void*, void*, cudaDataType, int, cublasComputeType_t ct,
+                                          const void*, const void*, cudaDataType at, int, const void*, cudaDataType,
+                                          int, const void*, void*, cudaDataType, int, cublasComputeType_t ct,
                                           cublasGemmAlgo_t) {
   return gemm(h, m, n, k, 1, kind(h, at, ct));
 }
@@ -177,21 +177,21 @@ SIMGPU_EXPORT cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t h, cub
   return gemm(h, m, n, k, batch, kind(h, at, ct));
 }
 
-SIMGPU_EXPORT cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t, cublasOperation_t, int m, int n,
-                                            int k, const float*, const float*, int, const float*, int, const float*,
-                                            float*, int) {
+SIMGPU_EXPORT cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t, cublasOperation_t, int m, int n, int k,
+                                            const float*, const float*, int, const float*, int, const float*, float*,
+                                            int) {
   return gemm(h, m, n, k, 1, kind(h, CUDA_R_32F, CUBLAS_COMPUTE_32F));
 }
 
 SIMGPU_EXPORT cublasStatus_t cublasSgemm_v2_64(cublasHandle_t h, cublasOperation_t, cublasOperation_t, int64_t m,
-                                               int64_t n, int64_t k, const float*, const float*, int64_t,
-                                               const float*, int64_t, const float*, float*, int64_t) {
+                                               int64_t n, int64_t k, const float*, const float*, int64_t, const float*,
+                                               int64_t, const float*, float*, int64_t) {
   return gemm(h, m, n, k, 1, kind(h, CUDA_R_32F, CUBLAS_COMPUTE_32F));
 }
 
-SIMGPU_EXPORT cublasStatus_t cublasDgemm_v2(cublasHandle_t h, cublasOperation_t, cublasOperation_t, int m, int n,
-                                            int k, const double*, const double*, int, const double*, int,
-                                            const double*, double*, int) {
+SIMGPU_EXPORT cublasStatus_t cublasDgemm_v2(cublasHandle_t h, cublasOperation_t, cublasOperation_t, int m, int n, int k,
+                                            const double*, const double*, int, const double*, int, const double*,
+                                            double*, int) {
   return gemm(h, m, n, k, 1, Kernel::F64);
 }
 

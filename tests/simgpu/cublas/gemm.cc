@@ -12,17 +12,15 @@ namespace {
 // Device-time sleep through the simulated driver (host wake-up latency is not counted).
 void gemm_sleep(int64_t ns) {
   const simgpu::DriverApi* d = simgpu::driver_api();
-  if (d && d->kernel_sleep_ns)
-    d->kernel_sleep_ns(ns);
-  else
-    simgpu::sleep_until_ns(simgpu::now_ns() + ns);
+  if (d && d->kernel_sleep_ns) d->kernel_sleep_ns(ns);
+  else simgpu::sleep_until_ns(simgpu::now_ns() + ns);
 }
 }  // namespace
 
-#define SIMGPU_GEMM_KERNEL(name)                                                         \
-  extern "C" __attribute__((visibility("default"), noinline)) void name(void** args) {   \
-    gemm_sleep(*static_cast<int64_t*>(args[0]));                                         \
-  }                                                                                      \
+#define SIMGPU_GEMM_KERNEL(name)                                                       \
+  extern "C" __attribute__((visibility("default"), noinline)) void name(void** args) { \
+    gemm_sleep(*static_cast<int64_t*>(args[0]));                                       \
+  }                                                                                    \
   extern "C" __attribute__((visibility("default"))) const size_t simgpu_params_##name[] = {sizeof(int64_t), 0};
 
 SIMGPU_GEMM_KERNEL(simgpu_sm90_xmma_gemm_bf16)
@@ -43,8 +41,7 @@ Kernel kernel_for(int a_type, int compute_type, bool tf32_math) {
     case CUDA_R_8I: return Kernel::I8;
     case CUDA_R_8F_E4M3:
     case CUDA_R_8F_E5M2: return Kernel::FP8;
-    case CUDA_R_32F:
-      return (tf32_math || compute_type == CUBLAS_COMPUTE_32F_FAST_TF32) ? Kernel::TF32 : Kernel::F32;
+    case CUDA_R_32F: return (tf32_math || compute_type == CUBLAS_COMPUTE_32F_FAST_TF32) ? Kernel::TF32 : Kernel::F32;
     default: return Kernel::F32;
   }
 }

@@ -82,7 +82,7 @@ struct Op {
   void* b = nullptr;
   uint64_t n = 0;
   uint64_t m = 0;
-  int64_t enqueued_ns = 0;  // when the host queued it: the earliest the "device" may start it
+  int64_t enqueued_ns = 0;   // when the host queued it: the earliest the "device" may start it
   uint32_t correlation = 0;  // activity feed (common/activity.h): the queuing API call's id
   uint8_t copy_kind = 0;     // memcpy: CUpti_ActivityMemcpyKind
   bool sync = false;         // queued by a synchronous call (cuMemcpy, cuMemsetD8...)
@@ -201,8 +201,8 @@ constexpr uint32_t kExecMagic = 0x47455845;
 
 // Defines the legacy-default-stream entry point and its per-thread twin (_ptsz or
 // _ptds), both forwarding to name##_impl(args..., per_thread).
-#define SIMGPU_DEFINE_PT(name, suffix, PARAMS, ...)                                  \
-  SIMGPU_EXPORT CUresult name PARAMS { return name##_impl(__VA_ARGS__, false); }    \
+#define SIMGPU_DEFINE_PT(name, suffix, PARAMS, ...)                              \
+  SIMGPU_EXPORT CUresult name PARAMS { return name##_impl(__VA_ARGS__, false); } \
   SIMGPU_EXPORT CUresult name##suffix PARAMS { return name##_impl(__VA_ARGS__, true); }
 #define SIMGPU_DEFINE_PTSZ(name, PARAMS, ...) SIMGPU_DEFINE_PT(name, _ptsz, PARAMS, __VA_ARGS__)
 #define SIMGPU_DEFINE_PTDS(name, PARAMS, ...) SIMGPU_DEFINE_PT(name, _ptds, PARAMS, __VA_ARGS__)

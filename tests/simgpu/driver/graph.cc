@@ -123,8 +123,8 @@ SIMGPU_DEFINE_PTSZ(cuStreamBeginCapture, (CUstream h), h)
 SIMGPU_DEFINE_PTSZ(cuStreamEndCapture, (CUstream h, CUgraph* graph), h, graph)
 SIMGPU_DEFINE_PTSZ(cuStreamIsCapturing, (CUstream h, CUstreamCaptureStatus* status), h, status)
 SIMGPU_DEFINE_PTSZ(cuStreamGetCaptureInfo_v3,
-                   (CUstream h, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
-                    const CUgraphNode** deps, const CUgraphEdgeData** edges, size_t* ndeps),
+                   (CUstream h, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph, const CUgraphNode** deps,
+                    const CUgraphEdgeData** edges, size_t* ndeps),
                    h, status, id, graph, deps, edges, ndeps)
 SIMGPU_DEFINE_PTSZ(cuGraphLaunch, (CUgraphExec e, CUstream h), e, h)
 SIMGPU_DEFINE_PTSZ(cuGraphUpload, (CUgraphExec e, CUstream h), e, h)

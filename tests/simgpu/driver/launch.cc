@@ -99,8 +99,8 @@ using namespace simgpu::drv;
 
 namespace {
 
-CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                CUstream h, void** params, void** extra, bool ptds) {
+CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, CUstream h,
+                void** params, void** extra, bool ptds) {
   if (CUresult st = init_status()) return st;
   if (!f) return CUDA_ERROR_INVALID_HANDLE;
   if (!gx || !gy || !gz || !bx || !by || !bz || uint64_t(bx) * by * bz > 1024) return CUDA_ERROR_INVALID_VALUE;
@@ -117,42 +117,40 @@ CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   return CUDA_SUCCESS;
 }
 
-CUresult cuLaunchKernel_impl(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                             unsigned bz, unsigned shmem, CUstream h, void** params, void** extra, bool ptds) {
+CUresult cuLaunchKernel_impl(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                             unsigned shmem, CUstream h, void** params, void** extra, bool ptds) {
   return launch(f, gx, gy, gz, bx, by, bz, h, params, extra, ptds);
 }
 
 CUresult cuLaunchKernelEx_impl(const CUlaunchConfig* c, CUfunction f, void** params, void** extra, bool ptds) {
   if (!c) return CUDA_ERROR_INVALID_VALUE;
-  return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->hStream,
-                params, extra, ptds);
+  return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->hStream, params,
+                extra, ptds);
 }
 
-CUresult cuLaunchCooperativeKernel_impl(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                        unsigned by, unsigned bz, unsigned shmem, CUstream h, void** params,
-                                        bool ptds) {
+CUresult cuLaunchCooperativeKernel_impl(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                        unsigned bz, unsigned shmem, CUstream h, void** params, bool ptds) {
   return launch(f, gx, gy, gz, bx, by, bz, h, params, nullptr, ptds);
 }
 
 }  // namespace
 
 SIMGPU_DEFINE_PTSZ(cuLaunchKernel,
-                   (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                    unsigned int by, unsigned int bz, unsigned int shmem, CUstream h, void** params, void** extra),
+                   (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
+                    unsigned int bz, unsigned int shmem, CUstream h, void** params, void** extra),
                    f, gx, gy, gz, bx, by, bz, shmem, h, params, extra)
-SIMGPU_DEFINE_PTSZ(cuLaunchKernelEx, (const CUlaunchConfig* config, CUfunction f, void** params, void** extra),
-                   config, f, params, extra)
+SIMGPU_DEFINE_PTSZ(cuLaunchKernelEx, (const CUlaunchConfig* config, CUfunction f, void** params, void** extra), config,
+                   f, params, extra)
 SIMGPU_DEFINE_PTSZ(cuLaunchCooperativeKernel,
-                   (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                    unsigned int by, unsigned int bz, unsigned int shmem, CUstream h, void** params),
+                   (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
+                    unsigned int bz, unsigned int shmem, CUstream h, void** params),
                    f, gx, gy, gz, bx, by, bz, shmem, h, params)
 
 // The kernel's symbol name, from the dynamic symbol table (kernels must be exported).
 SIMGPU_EXPORT CUresult cuFuncGetName(const char** name, CUfunction f) {
   if (!name || !f) return CUDA_ERROR_INVALID_VALUE;
   Dl_info info{};
-  if (!dladdr(reinterpret_cast<void*>(f), &info) || !info.dli_sname ||
-      info.dli_saddr != reinterpret_cast<void*>(f))
+  if (!dladdr(reinterpret_cast<void*>(f), &info) || !info.dli_sname || info.dli_saddr != reinterpret_cast<void*>(f))
     return CUDA_ERROR_NOT_FOUND;
   *name = info.dli_sname;
   return CUDA_SUCCESS;

@@ -166,11 +166,15 @@ CUresult memset_async(CUdeviceptr d, uint32_t v, unsigned elem, size_t n, CUstre
 
 void* P(CUdeviceptr d) { return reinterpret_cast<void*>(d); }
 
-CUresult cuMemcpy_impl(CUdeviceptr dst, CUdeviceptr src, size_t n, bool ptds) { return copy_sync(P(dst), P(src), n, ptds); }
+CUresult cuMemcpy_impl(CUdeviceptr dst, CUdeviceptr src, size_t n, bool ptds) {
+  return copy_sync(P(dst), P(src), n, ptds);
+}
 CUresult cuMemcpyHtoD_v2_impl(CUdeviceptr dst, const void* src, size_t n, bool ptds) {
   return copy_sync(P(dst), src, n, ptds);
 }
-CUresult cuMemcpyDtoH_v2_impl(void* dst, CUdeviceptr src, size_t n, bool ptds) { return copy_sync(dst, P(src), n, ptds); }
+CUresult cuMemcpyDtoH_v2_impl(void* dst, CUdeviceptr src, size_t n, bool ptds) {
+  return copy_sync(dst, P(src), n, ptds);
+}
 CUresult cuMemcpyDtoD_v2_impl(CUdeviceptr dst, CUdeviceptr src, size_t n, bool ptds) {
   return copy_sync(P(dst), P(src), n, ptds);
 }
@@ -193,11 +197,15 @@ CUresult cuMemcpyPeerAsync_impl(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUc
                                 bool ptds) {
   return copy_async(P(dst), P(src), n, h, ptds);
 }
-CUresult cuMemsetD8_v2_impl(CUdeviceptr d, unsigned char v, size_t n, bool ptds) { return memset_sync(d, v, 1, n, ptds); }
+CUresult cuMemsetD8_v2_impl(CUdeviceptr d, unsigned char v, size_t n, bool ptds) {
+  return memset_sync(d, v, 1, n, ptds);
+}
 CUresult cuMemsetD16_v2_impl(CUdeviceptr d, unsigned short v, size_t n, bool ptds) {
   return memset_sync(d, v, 2, n, ptds);
 }
-CUresult cuMemsetD32_v2_impl(CUdeviceptr d, unsigned int v, size_t n, bool ptds) { return memset_sync(d, v, 4, n, ptds); }
+CUresult cuMemsetD32_v2_impl(CUdeviceptr d, unsigned int v, size_t n, bool ptds) {
+  return memset_sync(d, v, 4, n, ptds);
+}
 CUresult cuMemsetD8Async_impl(CUdeviceptr d, unsigned char v, size_t n, CUstream h, bool ptds) {
   return memset_async(d, v, 1, n, h, ptds);
 }
@@ -254,7 +262,9 @@ void free_device_memory(void* p) {
 
 using namespace simgpu::drv;
 
-SIMGPU_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) { return alloc_device(dptr, bytes, MemKind::Device); }
+SIMGPU_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
+  return alloc_device(dptr, bytes, MemKind::Device);
+}
 
 SIMGPU_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int) {
   return alloc_device(dptr, bytes, MemKind::Managed);
@@ -282,7 +292,9 @@ SIMGPU_EXPORT CUresult cuMemFree_v2(CUdeviceptr d) {
 
 SIMGPU_EXPORT CUresult cuMemAllocHost_v2(void** pp, size_t bytes) { return alloc_host(pp, bytes, 0); }
 
-SIMGPU_EXPORT CUresult cuMemHostAlloc(void** pp, size_t bytes, unsigned int flags) { return alloc_host(pp, bytes, flags); }
+SIMGPU_EXPORT CUresult cuMemHostAlloc(void** pp, size_t bytes, unsigned int flags) {
+  return alloc_host(pp, bytes, flags);
+}
 
 SIMGPU_EXPORT CUresult cuMemFreeHost(void* p) {
   if (CUresult st = init_status()) return st;
@@ -374,32 +386,21 @@ SIMGPU_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute att
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
       *static_cast<unsigned*>(data) = host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
       break;
-    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-      *static_cast<CUdeviceptr*>(data) = ptr;
-      break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *static_cast<CUdeviceptr*>(data) = ptr; break;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
       *static_cast<void**>(data) = (host || a->second.kind == MemKind::Managed) ? P(ptr) : nullptr;
       break;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
       *static_cast<int*>(data) = a->second.dev ? a->second.dev->ordinal : 0;
       break;
-    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-      *static_cast<unsigned*>(data) = a->second.kind == MemKind::Managed;
-      break;
-    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-      *static_cast<CUdeviceptr*>(data) = a->first;
-      break;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-      *static_cast<size_t*>(data) = a->second.size;
-      break;
-    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
-      *static_cast<unsigned long long*>(data) = a->first;
-      break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *static_cast<unsigned*>(data) = a->second.kind == MemKind::Managed; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr*>(data) = a->first; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<size_t*>(data) = a->second.size; break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID: *static_cast<unsigned long long*>(data) = a->first; break;
     case CU_POINTER_ATTRIBUTE_CONTEXT:
       *static_cast<CUcontext*>(data) = a->second.dev ? reinterpret_cast<CUcontext>(a->second.dev->primary) : nullptr;
       break;
-    default:
-      return CUDA_ERROR_INVALID_VALUE;
+    default: return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
 }
@@ -408,20 +409,20 @@ SIMGPU_DEFINE_PTDS(cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t n), dst, 
 SIMGPU_DEFINE_PTDS(cuMemcpyHtoD_v2, (CUdeviceptr dst, const void* src, size_t n), dst, src, n)
 SIMGPU_DEFINE_PTDS(cuMemcpyDtoH_v2, (void* dst, CUdeviceptr src, size_t n), dst, src, n)
 SIMGPU_DEFINE_PTDS(cuMemcpyDtoD_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n), dst, src, n)
-SIMGPU_DEFINE_PTDS(cuMemcpyPeer, (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n), dst, dc,
-                   src, sc, n)
+SIMGPU_DEFINE_PTDS(cuMemcpyPeer, (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n), dst, dc, src,
+                   sc, n)
 SIMGPU_DEFINE_PTSZ(cuMemcpyAsync, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h), dst, src, n, h)
 SIMGPU_DEFINE_PTSZ(cuMemcpyHtoDAsync_v2, (CUdeviceptr dst, const void* src, size_t n, CUstream h), dst, src, n, h)
 SIMGPU_DEFINE_PTSZ(cuMemcpyDtoHAsync_v2, (void* dst, CUdeviceptr src, size_t n, CUstream h), dst, src, n, h)
 SIMGPU_DEFINE_PTSZ(cuMemcpyDtoDAsync_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h), dst, src, n, h)
 SIMGPU_DEFINE_PTSZ(cuMemcpyPeerAsync,
-                   (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n, CUstream h), dst, dc,
-                   src, sc, n, h)
+                   (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n, CUstream h), dst, dc, src,
+                   sc, n, h)
 SIMGPU_DEFINE_PTDS(cuMemsetD8_v2, (CUdeviceptr d, unsigned char v, size_t n), d, v, n)
 SIMGPU_DEFINE_PTDS(cuMemsetD16_v2, (CUdeviceptr d, unsigned short v, size_t n), d, v, n)
 SIMGPU_DEFINE_PTDS(cuMemsetD32_v2, (CUdeviceptr d, unsigned int v, size_t n), d, v, n)
 SIMGPU_DEFINE_PTSZ(cuMemsetD8Async, (CUdeviceptr d, unsigned char v, size_t n, CUstream h), d, v, n, h)
 SIMGPU_DEFINE_PTSZ(cuMemsetD16Async, (CUdeviceptr d, unsigned short v, size_t n, CUstream h), d, v, n, h)
 SIMGPU_DEFINE_PTSZ(cuMemsetD32Async, (CUdeviceptr d, unsigned int v, size_t n, CUstream h), d, v, n, h)
-SIMGPU_DEFINE_PTSZ(cuMemAllocAsync, (CUdeviceptr* dptr, size_t bytes, CUstream h), dptr, bytes, h)
+SIMGPU_DEFINE_PTSZ(cuMemAllocAsync, (CUdeviceptr * dptr, size_t bytes, CUstream h), dptr, bytes, h)
 SIMGPU_DEFINE_PTSZ(cuMemFreeAsync, (CUdeviceptr d, CUstream h), d, h)

@@ -132,7 +132,7 @@ const std::unordered_map<std::string_view, Entry>& table() {
 }  // namespace
 
 SIMGPU_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
-                                          CUdriverProcAddressQueryResult* status) {
+                                           CUdriverProcAddressQueryResult* status) {
   if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
   *pfn = nullptr;
   const auto& t = table();

@@ -250,9 +250,7 @@ int64_t execute_op(Stream& s, const Op& op, int64_t start) {
       k = outer;
       return end;
     }
-    case OpKind::HostFn:
-      reinterpret_cast<CUhostFn>(op.a)(op.b);
-      break;
+    case OpKind::HostFn: reinterpret_cast<CUhostFn>(op.a)(op.b); break;
     case OpKind::Callback:
       reinterpret_cast<CUstreamCallback>(op.a)(reinterpret_cast<CUstream>(op.m), CUDA_SUCCESS, op.b);
       break;
@@ -273,12 +271,8 @@ int64_t execute_op(Stream& s, const Op& op, int64_t start) {
       }
       break;
     }
-    case OpKind::Free:
-      free_device_memory(op.a);
-      break;
-    case OpKind::EventRecord:
-      static_cast<EventState*>(op.ref.get())->complete(uint32_t(op.n), start);
-      return start;
+    case OpKind::Free: free_device_memory(op.a); break;
+    case OpKind::EventRecord: static_cast<EventState*>(op.ref.get())->complete(uint32_t(op.n), start); return start;
     case OpKind::WaitEvent: {
       auto* e = static_cast<EventState*>(op.ref.get());
       e->wait(uint32_t(op.n));
@@ -306,10 +300,10 @@ int64_t execute_op(Stream& s, const Op& op, int64_t start) {
 
 using namespace simgpu::drv;
 
-#define SIMGPU_STREAM_OR_RETURN(var, h, ptds)       \
-  if (CUresult st_ = init_status()) return st_;     \
-  CUresult err_;                                    \
-  Stream* var = resolve_stream(h, ptds, &err_);     \
+#define SIMGPU_STREAM_OR_RETURN(var, h, ptds)   \
+  if (CUresult st_ = init_status()) return st_; \
+  CUresult err_;                                \
+  Stream* var = resolve_stream(h, ptds, &err_); \
   if (!var) return err_;
 
 namespace {
@@ -436,8 +430,8 @@ SIMGPU_DEFINE_PTSZ(cuStreamGetPriority, (CUstream h, int* priority), h, priority
 SIMGPU_DEFINE_PTSZ(cuStreamGetId, (CUstream h, unsigned long long* id), h, id)
 SIMGPU_DEFINE_PTSZ(cuStreamGetCtx, (CUstream h, CUcontext* pctx), h, pctx)
 SIMGPU_DEFINE_PTSZ(cuStreamGetDevice, (CUstream h, CUdevice* dev), h, dev)
-SIMGPU_DEFINE_PTSZ(cuStreamAddCallback, (CUstream h, CUstreamCallback cb, void* user, unsigned int flags), h, cb,
-                   user, flags)
+SIMGPU_DEFINE_PTSZ(cuStreamAddCallback, (CUstream h, CUstreamCallback cb, void* user, unsigned int flags), h, cb, user,
+                   flags)
 SIMGPU_DEFINE_PTSZ(cuLaunchHostFunc, (CUstream h, CUhostFn fn, void* user), h, fn, user)
 
 // Sleeps `ns` of device time inside a kernel (simgpu/kernel.h: simgpu_sleep_ns). The real

@@ -17,10 +17,10 @@ using namespace simgpu::nccl;
 
 // Device-kernel stand-ins, named like NCCL's, each with its parameter table so the driver
 // copies the Work pointer at launch.
-#define SIMNCCL_KERNEL(name)                                                                           \
-  extern "C" __attribute__((visibility("default"), noinline)) void name(void** args) {                 \
-    run_work(*static_cast<Work**>(args[0]));                                                           \
-  }                                                                                                    \
+#define SIMNCCL_KERNEL(name)                                                           \
+  extern "C" __attribute__((visibility("default"), noinline)) void name(void** args) { \
+    run_work(*static_cast<Work**>(args[0]));                                           \
+  }                                                                                    \
   extern "C" __attribute__((visibility("default"))) const size_t simgpu_params_##name[] = {sizeof(void*), 0};
 
 SIMNCCL_KERNEL(ncclDevKernel_AllReduce_RING_LL)

@@ -123,8 +123,8 @@ SIMNCCL_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   const uint64_t rnd = (uint64_t(rd()) << 32) ^ rd();
   memset(id, 0, sizeof *id);
   memcpy(id->internal, kIdMagic, sizeof kIdMagic);
-  snprintf(id->internal + 8, sizeof id->internal - 8, "/simgpu-nccl-%d-%u-%016llx", int(getpid()),
-           counter.fetch_add(1), (unsigned long long)rnd);
+  snprintf(id->internal + 8, sizeof id->internal - 8, "/simgpu-nccl-%d-%u-%016llx", int(getpid()), counter.fetch_add(1),
+           (unsigned long long)rnd);
   return ncclSuccess;
 }
 
@@ -153,8 +153,8 @@ SIMNCCL_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks,
   return ncclCommInitRank(comm, nranks, id, rank);
 }
 
-SIMNCCL_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks, int rank, int nId,
-                                                     ncclUniqueId* ids, ncclConfig_t* config) {
+SIMNCCL_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks, int rank, int nId, ncclUniqueId* ids,
+                                                     ncclConfig_t* config) {
   if (nId < 1 || !ids) return ncclInvalidArgument;
   return ncclCommInitRankConfig(comm, nranks, ids[0], rank, config);
 }
@@ -241,9 +241,7 @@ SIMNCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   c->seg->hdr()->aborted.store(1);
   for (int r = 0; r < c->nranks; ++r) c->seg->ring(r);
   futex_wake_all(&c->seg->hdr()->init_word);
-  {
-    std::lock_guard lk(c->m);
-  }
+  { std::lock_guard lk(c->m); }
   c->cv.notify_all();
   return ncclCommDestroy(comm);
 }

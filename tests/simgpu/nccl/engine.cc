@@ -187,8 +187,8 @@ class Builder {
   }
 
  private:
-  Join* join(const char* local, char* dst, uint64_t bytes, ncclDataType_t t, ncclRedOp_t op, int avg,
-             const void* scale, int) {
+  Join* join(const char* local, char* dst, uint64_t bytes, ncclDataType_t t, ncclRedOp_t op, int avg, const void* scale,
+             int) {
     auto j = std::make_unique<Join>();
     for (int p = 0; p < n_; ++p)
       if (p != me_ && bytes) j->peers.push_back(p);
@@ -222,10 +222,11 @@ class Builder {
 };
 
 ncclResult_t protocol_error(ncclComm& c, int peer, const SlotMeta& meta, uint64_t want_bytes, uint64_t want_off) {
-  set_last_error("rank %d: message from rank %d has %llu bytes at offset %llu, expected %llu at %llu "
-                 "(mismatched collectives or send/recv sizes)",
-                 c.rank, peer, (unsigned long long)meta.msg_bytes, (unsigned long long)meta.offset,
-                 (unsigned long long)want_bytes, (unsigned long long)want_off);
+  set_last_error(
+      "rank %d: message from rank %d has %llu bytes at offset %llu, expected %llu at %llu "
+      "(mismatched collectives or send/recv sizes)",
+      c.rank, peer, (unsigned long long)meta.msg_bytes, (unsigned long long)meta.offset, (unsigned long long)want_bytes,
+      (unsigned long long)want_off);
   log("nccl: rank %d: mismatched message from rank %d; aborting the communicator", c.rank, peer);
   c.seg->hdr()->aborted.store(1);
   for (int r = 0; r < c.nranks; ++r) c.seg->ring(r);
@@ -261,10 +262,8 @@ ncclResult_t run(ncclComm& c, Plan& plan) {
         if (m.ready && *m.ready < m.sent + len) break;
         const int slot = int(posted % 2);
         char* dst = seg.slot_data(me, p, slot);
-        if (m.scale)
-          scale_copy(dst, m.src + m.sent, len / type_size(m.type), m.type, m.scale);
-        else
-          memcpy(dst, m.src + m.sent, len);
+        if (m.scale) scale_copy(dst, m.src + m.sent, len / type_size(m.type), m.type, m.scale);
+        else memcpy(dst, m.src + m.sent, len);
         ch->meta[slot] = SlotMeta{m.bytes, m.sent, uint32_t(len), 0, t0};
         ch->posted.store(posted + 1, std::memory_order_release);
         m.sent += len;

@@ -81,8 +81,8 @@ T apply(T a, T b, ncclRedOp_t op) {
 
 // T: storage type, A: arithmetic type; load/store convert between them.
 template <typename T, typename A, A (*load)(T), T (*store)(A)>
-void reduce_t(void* out, const void* const* srcs, int nsrc, size_t count, ncclRedOp_t op, int avg_divisor,
-              int scaled, const void* scale_ptr) {
+void reduce_t(void* out, const void* const* srcs, int nsrc, size_t count, ncclRedOp_t op, int avg_divisor, int scaled,
+              const void* scale_ptr) {
   const A scale = scale_ptr ? load(*static_cast<const T*>(scale_ptr)) : A(1);
   for (size_t i = 0; i < count; ++i) {
     A acc = load(static_cast<const T*>(srcs[0])[i]);

@@ -15,7 +15,7 @@
 #include "common/env.h"
 
 extern "C" __attribute__((visibility("default"), noinline)) int simnccl_wait_for_peers(std::atomic<uint32_t>* word,
-                                                                                     uint32_t seen, int timeout_ms) {
+                                                                                       uint32_t seen, int timeout_ms) {
   timespec ts{timeout_ms / 1000, long(timeout_ms % 1000) * 1000000};
   // Not FUTEX_PRIVATE: the word lives in memory shared with the peer processes.
   return int(syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen, &ts, nullptr, 0));
@@ -92,7 +92,7 @@ std::unique_ptr<Segment> Segment::attach(const std::string& name, int nranks, in
       return nullptr;
     }
     // The creator may still be sizing it: wait for the size, then for the magic.
-    struct stat st{};
+    struct stat st {};
     for (int i = 0; fstat(fd, &st) == 0 && st.st_size == 0; ++i) {
       if (i > 60000) break;  // a minute: the creator died between open and ftruncate
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -118,8 +118,7 @@ std::unique_ptr<Segment> Segment::attach(const std::string& name, int nranks, in
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    if (seg->hdr_->nranks != uint32_t(nranks) || seg->hdr_->total_size > seg->size_ ||
-        seg->hdr_->version != kVersion) {
+    if (seg->hdr_->nranks != uint32_t(nranks) || seg->hdr_->total_size > seg->size_ || seg->hdr_->version != kVersion) {
       log("nccl: segment %s is for %u ranks, this rank asked for %d", name.c_str(), seg->hdr_->nranks, nranks);
       *err = ncclInvalidUsage;
       return nullptr;

@@ -23,8 +23,8 @@ cudaError_t cudaLaunchKernel_impl(const void* f, dim3 grid, dim3 block, void** a
                                   bool pt) {
   RT_ENTER();
   if (!f) return record(cudaErrorInvalidDeviceFunction);
-  return launch_error(drv(pt).cuLaunchKernel(F(f), grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                                             unsigned(shmem), S(s), args, nullptr));
+  return launch_error(drv(pt).cuLaunchKernel(F(f), grid.x, grid.y, grid.z, block.x, block.y, block.z, unsigned(shmem),
+                                             S(s), args, nullptr));
 }
 
 cudaError_t cudaLaunchCooperativeKernel_impl(const void* f, dim3 grid, dim3 block, void** args, size_t shmem,
@@ -85,12 +85,11 @@ cudaError_t cudaGetDriverEntryPointByVersion_impl(const char* symbol, void** fp,
 
 }  // namespace
 
-RT_DEFINE_PTSZ(cudaLaunchKernel,
-               (const void* f, dim3 grid, dim3 block, void** args, size_t shmem, cudaStream_t s), f, grid, block,
-               args, shmem, s)
+RT_DEFINE_PTSZ(cudaLaunchKernel, (const void* f, dim3 grid, dim3 block, void** args, size_t shmem, cudaStream_t s), f,
+               grid, block, args, shmem, s)
 RT_DEFINE_PTSZ(cudaLaunchCooperativeKernel,
-               (const void* f, dim3 grid, dim3 block, void** args, size_t shmem, cudaStream_t s), f, grid, block,
-               args, shmem, s)
+               (const void* f, dim3 grid, dim3 block, void** args, size_t shmem, cudaStream_t s), f, grid, block, args,
+               shmem, s)
 RT_DEFINE_PTSZ(cudaLaunchKernelExC, (const cudaLaunchConfig_t* config, const void* f, void** args), config, f, args)
 RT_DEFINE_PTSZ(cudaLaunchHostFunc, (cudaStream_t s, cudaHostFn_t fn, void* user), s, fn, user)
 RT_DEFINE_PTSZ(cudaGetDriverEntryPoint,

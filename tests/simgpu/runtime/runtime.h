@@ -27,8 +27,8 @@ int current_device();
 
 }  // namespace simgpu::rt
 
-#define RT_ENTER()                                                  \
-  do {                                                              \
+#define RT_ENTER()                                                               \
+  do {                                                                           \
     if (cudaError_t e_ = ::simgpu::rt::enter()) return ::simgpu::rt::record(e_); \
   } while (0)
 

@@ -76,8 +76,7 @@ cudaError_t cudaStreamGetCaptureInfo_impl(cudaStream_t s, cudaStreamCaptureStatu
                                           const cudaGraphEdgeData** edges, size_t* ndeps, bool pt) {
   RT_ENTER();
   return from(drv(pt).cuStreamGetCaptureInfo_v3(S(s), reinterpret_cast<CUstreamCaptureStatus*>(status),
-                                                reinterpret_cast<cuuint64_t*>(id),
-                                                reinterpret_cast<CUgraph*>(graph),
+                                                reinterpret_cast<cuuint64_t*>(id), reinterpret_cast<CUgraph*>(graph),
                                                 reinterpret_cast<const CUgraphNode**>(deps),
                                                 reinterpret_cast<const CUgraphEdgeData**>(edges), ndeps));
 }
@@ -119,8 +118,8 @@ RT_DEFINE_PTSZ(cudaStreamGetFlags, (cudaStream_t s, unsigned int* flags), s, fla
 RT_DEFINE_PTSZ(cudaStreamGetPriority, (cudaStream_t s, int* priority), s, priority)
 RT_DEFINE_PTSZ(cudaStreamGetId, (cudaStream_t s, unsigned long long* id), s, id)
 RT_DEFINE_PTSZ(cudaStreamGetDevice, (cudaStream_t s, int* dev), s, dev)
-RT_DEFINE_PTSZ(cudaStreamAddCallback, (cudaStream_t s, cudaStreamCallback_t cb, void* user, unsigned int flags), s,
-               cb, user, flags)
+RT_DEFINE_PTSZ(cudaStreamAddCallback, (cudaStream_t s, cudaStreamCallback_t cb, void* user, unsigned int flags), s, cb,
+               user, flags)
 RT_DEFINE_PTSZ(cudaEventRecord, (cudaEvent_t e, cudaStream_t s), e, s)
 RT_DEFINE_PTSZ(cudaEventRecordWithFlags, (cudaEvent_t e, cudaStream_t s, unsigned int flags), e, s, flags)
 RT_DEFINE_PTSZ(cudaStreamBeginCapture, (cudaStream_t s, cudaStreamCaptureMode mode), s, mode)
@@ -169,8 +168,8 @@ SIMGPU_EXPORT cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEve
 
 SIMGPU_EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t* x, cudaGraph_t g, unsigned long long flags) {
   RT_ENTER();
-  return from(drv().cuGraphInstantiateWithFlags(reinterpret_cast<CUgraphExec*>(x), reinterpret_cast<CUgraph>(g),
-                                                flags));
+  return from(
+      drv().cuGraphInstantiateWithFlags(reinterpret_cast<CUgraphExec*>(x), reinterpret_cast<CUgraph>(g), flags));
 }
 
 SIMGPU_EXPORT cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* x, cudaGraph_t g, unsigned long long flags) {

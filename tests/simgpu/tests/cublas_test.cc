@@ -69,8 +69,7 @@ TEST_F(Cublas, GemmEx4096CubedTakesItsFlopsAtTheSimulatedRate) {
   const float one = 1, zero = 0;
   const double ms = timed_ms(s, [&] {
     ASSERT_EQ(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, 4096, 4096, 4096, &one, buf, CUDA_R_16BF, 4096, buf,
-                           CUDA_R_16BF, 4096, &zero, buf, CUDA_R_16BF, 4096, CUBLAS_COMPUTE_32F,
-                           CUBLAS_GEMM_DEFAULT),
+                           CUDA_R_16BF, 4096, &zero, buf, CUDA_R_16BF, 4096, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               CUBLAS_STATUS_SUCCESS);
   });
   const double want = expected_ms(1, 4096, 4096, 4096);
@@ -87,8 +86,8 @@ TEST_F(Cublas, OtherGemmsUseMNKAndBatch) {
   });
   EXPECT_NEAR(ms, expected_ms(1, 8192, 2048, 4096), expected_ms(1, 8192, 2048, 4096) * 0.05);
   ms = timed_ms(s, [&] {
-    ASSERT_EQ(cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 2048, 1024, 4096, &one, buf, CUDA_R_16F, 4096,
-                                         0, buf, CUDA_R_16F, 4096, 0, &zero, buf, CUDA_R_16F, 2048, 0, 4,
+    ASSERT_EQ(cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 2048, 1024, 4096, &one, buf, CUDA_R_16F, 4096, 0,
+                                         buf, CUDA_R_16F, 4096, 0, &zero, buf, CUDA_R_16F, 2048, 0, 4,
                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               CUBLAS_STATUS_SUCCESS);
   });
@@ -101,17 +100,17 @@ TEST_F(Cublas, OtherGemmsUseMNKAndBatch) {
   EXPECT_NEAR(ms, expected_ms(16, 1024, 1024, 2048), expected_ms(16, 1024, 1024, 2048) * 0.05);
   std::vector<void*> arr(8, buf);
   ms = timed_ms(s, [&] {
-    ASSERT_EQ(cublasGemmBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2048, 2048, 1024, &one, arr.data(), CUDA_R_16BF,
-                                  2048, arr.data(), CUDA_R_16BF, 1024, &zero, arr.data(), CUDA_R_16BF, 2048, 8,
+    ASSERT_EQ(cublasGemmBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2048, 2048, 1024, &one, arr.data(), CUDA_R_16BF, 2048,
+                                  arr.data(), CUDA_R_16BF, 1024, &zero, arr.data(), CUDA_R_16BF, 2048, 8,
                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               CUBLAS_STATUS_SUCCESS);
   });
   EXPECT_NEAR(ms, expected_ms(8, 2048, 2048, 1024), expected_ms(8, 2048, 2048, 1024) * 0.05);
   ms = timed_ms(s, [&] {
-    ASSERT_EQ(cublasGemmEx_64(h, CUBLAS_OP_N, CUBLAS_OP_N, 4096, 4096, 2048, &one, buf, CUDA_R_32F, 4096, buf,
-                              CUDA_R_32F, 2048, &zero, buf, CUDA_R_32F, 4096, CUBLAS_COMPUTE_32F_FAST_TF32,
-                              CUBLAS_GEMM_DEFAULT),
-              CUBLAS_STATUS_SUCCESS);
+    ASSERT_EQ(
+        cublasGemmEx_64(h, CUBLAS_OP_N, CUBLAS_OP_N, 4096, 4096, 2048, &one, buf, CUDA_R_32F, 4096, buf, CUDA_R_32F,
+                        2048, &zero, buf, CUDA_R_32F, 4096, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
+        CUBLAS_STATUS_SUCCESS);
   });
   EXPECT_NEAR(ms, expected_ms(1, 4096, 4096, 2048), expected_ms(1, 4096, 4096, 2048) * 0.05);
 }

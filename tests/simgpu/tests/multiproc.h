@@ -12,23 +12,23 @@
 #include <thread>
 #include <vector>
 
-#define MP_CHECK(cond)                                                                       \
-  do {                                                                                       \
-    if (!(cond)) {                                                                           \
+#define MP_CHECK(cond)                                                                            \
+  do {                                                                                            \
+    if (!(cond)) {                                                                                \
       fprintf(stderr, "[pid %d] %s:%d: check failed: %s\n", getpid(), __FILE__, __LINE__, #cond); \
-      return 1;                                                                              \
-    }                                                                                        \
+      return 1;                                                                                   \
+    }                                                                                             \
   } while (0)
 
-#define MP_EQ(a, b)                                                                                    \
-  do {                                                                                                 \
-    auto a_ = (a);                                                                                     \
-    auto b_ = (b);                                                                                     \
-    if (!(a_ == b_)) {                                                                                 \
+#define MP_EQ(a, b)                                                                                            \
+  do {                                                                                                         \
+    auto a_ = (a);                                                                                             \
+    auto b_ = (b);                                                                                             \
+    if (!(a_ == b_)) {                                                                                         \
       fprintf(stderr, "[pid %d] %s:%d: %s == %s failed: %lld vs %lld\n", getpid(), __FILE__, __LINE__, #a, #b, \
-              (long long)a_, (long long)b_);                                                          \
-      return 1;                                                                                        \
-    }                                                                                                  \
+              (long long)a_, (long long)b_);                                                                   \
+      return 1;                                                                                                \
+    }                                                                                                          \
   } while (0)
 
 namespace simtest {

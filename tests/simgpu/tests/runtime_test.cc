@@ -332,7 +332,10 @@ TEST(Launch, ExCooperativeHostFuncAndCallback) {
                 s, [](void* p) { static_cast<std::atomic<int>*>(p)->fetch_add(10); }, &count),
             cudaSuccess);
   ASSERT_EQ(cudaStreamAddCallback(
-                s, [](cudaStream_t, cudaError_t st, void* p) { static_cast<std::atomic<int>*>(p)->fetch_add(st == cudaSuccess ? 100 : 1000); },
+                s,
+                [](cudaStream_t, cudaError_t st, void* p) {
+                  static_cast<std::atomic<int>*>(p)->fetch_add(st == cudaSuccess ? 100 : 1000);
+                },
                 &count, 0),
             cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
@@ -360,9 +363,8 @@ TEST(ProcAddress, DriverEntryPointsWork) {
   int* px = &x;
   int v = 42;
   void* args[] = {&px, &v};
-  ASSERT_EQ(reinterpret_cast<decltype(&cuLaunchKernel)>(fn)(reinterpret_cast<CUfunction>(simgpu_test_store), 1, 1,
-                                                             1, 1, 1, 1, 0, reinterpret_cast<CUstream>(s), args,
-                                                             nullptr),
+  ASSERT_EQ(reinterpret_cast<decltype(&cuLaunchKernel)>(fn)(reinterpret_cast<CUfunction>(simgpu_test_store), 1, 1, 1, 1,
+                                                            1, 1, 0, reinterpret_cast<CUstream>(s), args, nullptr),
             CUDA_SUCCESS);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   EXPECT_EQ(x, 42);
@@ -402,7 +404,7 @@ TEST(ProcAddress, DriverEntryPointsWork) {
   cfg.hStream = reinterpret_cast<CUstream>(s);
   v = 43;
   ASSERT_EQ(reinterpret_cast<decltype(&cuLaunchKernelEx)>(fn)(&cfg, reinterpret_cast<CUfunction>(simgpu_test_store),
-                                                               args, nullptr),
+                                                              args, nullptr),
             CUDA_SUCCESS);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   EXPECT_EQ(x, 43);

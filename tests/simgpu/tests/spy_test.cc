@@ -47,8 +47,8 @@ TEST(Spy, RuntimeLaunchesGoThroughTheDriverEntryPoint) {
   // cudaGetDriverEntryPoint hands out the same (hooked) pointer.
   void* fn = nullptr;
   ASSERT_EQ(cudaGetDriverEntryPoint("cuLaunchKernel", &fn, cudaEnableDefault, nullptr), cudaSuccess);
-  ASSERT_EQ(reinterpret_cast<decltype(&cuLaunchKernel)>(fn)(reinterpret_cast<CUfunction>(simgpu_test_store), 1, 1, 1,
-                                                             1, 1, 1, 0, nullptr, args, nullptr),
+  ASSERT_EQ(reinterpret_cast<decltype(&cuLaunchKernel)>(fn)(reinterpret_cast<CUfunction>(simgpu_test_store), 1, 1, 1, 1,
+                                                            1, 1, 0, nullptr, args, nullptr),
             CUDA_SUCCESS);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_EQ(launches("simgpu_test_store"), 4);
