@@ -22,18 +22,27 @@ namespace {
 
 // A process a rank started with the rank's own environment (a data-loader worker of the
 // "spawn" or "forkserver" kind) is not the rank: its parent was started under the library with
-// the same RANK. Such a helper must not say hello as the rank, nor write the rank's stack file.
-bool IsRankHelper(const char* rank) {
+// the same RANK, LOCAL_RANK and WORLD_SIZE. Such a helper must not say hello as the rank, nor
+// write the rank's stack file. All three are compared because a launcher may itself carry a RANK
+// (a Kubernetes PyTorchJob gives torchrun the node's RANK and WORLD_SIZE, but no LOCAL_RANK), and
+// its worker of the same RANK is a rank, not a helper.
+bool IsRankHelper() {
+  static const char* const kKeys[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE"};
+  std::string ours[3], theirs[3];
+  for (int i = 0; i < 3; ++i) {
+    const char* v = std::getenv(kKeys[i]);
+    ours[i] = v != nullptr ? std::string(kKeys[i]) + "=" + v : "";
+  }
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/environ", static_cast<int>(getppid()));
   FILE* f = std::fopen(path, "re");
   if (f == nullptr) return false;
-  const std::string want_rank = std::string("RANK=") + rank;
-  bool same_rank = false, preloaded = false;
+  bool preloaded = false;
   std::string entry;
   for (int c = std::fgetc(f);; c = std::fgetc(f)) {
     if (c == EOF || c == '\0') {
-      if (entry == want_rank) same_rank = true;
+      for (int i = 0; i < 3; ++i)
+        if (entry.rfind(std::string(kKeys[i]) + "=", 0) == 0) theirs[i] = entry;
       if (entry.rfind("LD_PRELOAD=", 0) == 0 && entry.find("libxtimer_preload") != std::string::npos) preloaded = true;
       entry.clear();
       if (c == EOF) break;
@@ -42,7 +51,7 @@ bool IsRankHelper(const char* rank) {
     }
   }
   std::fclose(f);
-  return same_rank && preloaded;
+  return preloaded && ours[0] == theirs[0] && ours[1] == theirs[1] && ours[2] == theirs[2];
 }
 
 void AtLoad() {
@@ -51,8 +60,11 @@ void AtLoad() {
   const bool is_rank = rank != nullptr && *rank != '\0';
   const bool under_agent = !xtimer::env::String("XTIMER_AGENT_SOCKET").empty();
   if (!is_rank && !under_agent) return;  // the first CUDA call sets everything up, as it always did
-  const bool helper = is_rank && IsRankHelper(rank);
-  const bool hello = is_rank && !helper && under_agent && xtimer::ConnectAtLoad();
+  const bool helper = is_rank && IsRankHelper();
+  // Only a launched worker (torchrun, xtimer_run and DeepSpeed set LOCAL_RANK) says hello as a
+  // rank: a launcher that carries a node's RANK of its own (torchrun in a PyTorchJob) is not one.
+  const bool worker = is_rank && std::getenv("LOCAL_RANK") != nullptr;
+  const bool hello = worker && !helper && under_agent && xtimer::ConnectAtLoad();
   // With the agent told of each dump, the agent symbolises (as with the link thread).
   const int dump_signal = xtimer::capture::Dumper::Instance().InstallAtLoad(!helper, hello ? "none" : "");
   if (hello) xtimer::SendHelloAtLoad(dump_signal);

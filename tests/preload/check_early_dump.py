@@ -4,7 +4,7 @@
 Before the library installed its handler at load, SIGUSR2 killed such a process.
 
   check_early_dump.py CHECK --bin BUILD/bin --program no_cuda_program
-  CHECK: python-three | c-program | c-busy | own-handler | ignored | fork
+  CHECK: python-three | c-program | c-busy | own-handler | ignored | fork | launcher-rank | spawn
 """
 import argparse
 import glob
@@ -27,10 +27,11 @@ STACK = "00000-00001.stacktrace"  # no RANK: rank 0 of 1
 class Target:
     """A command under xtimer_launch that prints "ready PID ..." and runs until its stdin ends."""
 
-    def __init__(self, args, out, cmd):
+    def __init__(self, args, out, cmd, extra_env=None):
         env = dict(os.environ, XTIMER_TIMELINE_PATH=out, XTIMER_METRICS_PORT="0")
         for k in ("LD_PRELOAD", "XTIMER_AGENT_SOCKET", "RANK", "WORLD_SIZE", "LOCAL_RANK", "XTIMER_DISABLE"):
             env.pop(k, None)
+        env.update(extra_env or {})
         self.proc = subprocess.Popen([os.path.join(args.bin, "xtimer_launch")] + cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, start_new_session=True)
         line = self.proc.stdout.readline().split()
@@ -48,9 +49,9 @@ class Target:
         return self.proc.returncode, out, err
 
 
-def wait_dump(out, timeout=30):
+def wait_dump(out, timeout=30, name=STACK):
     """The stack file once written and symbolised (xtimer_symbolize rewrites it), or None."""
-    path = os.path.join(out, STACK)
+    path = os.path.join(out, name)
     return wait_for(lambda: (lambda d: d if d and d.get("symbolized") else None)(load_json(path)), timeout)
 
 
@@ -143,6 +144,30 @@ def check_fork(args, out):
     check(rc == 0, f"parent and forked child both finish normally (exit {rc}) {err[-300:]}")
 
 
+def check_launcher_rank(args, out):
+    """A launcher with a RANK of its own (torchrun in a Kubernetes PyTorchJob has the node's RANK
+    and WORLD_SIZE, no LOCAL_RANK) starts a worker whose global RANK happens to be the same: the
+    worker is a rank, not the launcher's helper, and dumps."""
+    t = Target(args, out, ["sh", "-c", 'RANK=0 LOCAL_RANK=0 WORLD_SIZE=4 "$@"; exit $?', "sh", PYTHON,
+                           os.path.join(HERE, "no_cuda_target.py")], {"RANK": "0", "WORLD_SIZE": "2"})
+    os.kill(t.pid, signal.SIGUSR2)
+    check_dump(wait_dump(out, name="00000-00004.stacktrace"), t.pid, python_fn="waiting_room")
+    rc, _, err = t.finish()
+    check(rc == 0, f"launcher and worker finish normally (exit {rc}) {err[-300:]}")
+
+
+def check_spawn(args, out):
+    """A process a rank starts with the rank's own environment (a "spawn" data-loader worker)
+    survives the dump signal and writes no file: it would be the rank's."""
+    env = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "4"}
+    t = Target(args, out, ["sh", "-c", '"$@"; exit $?', "sh", PYTHON, os.path.join(HERE, "no_cuda_target.py")], env)
+    os.kill(t.pid, signal.SIGUSR2)
+    time.sleep(1)
+    check(not os.path.exists(os.path.join(out, "00000-00004.stacktrace")), "the rank's helper writes no stack file")
+    rc, _, err = t.finish()
+    check(rc == 0, f"the helper survives the dump signal and finishes normally (exit {rc}) {err[-300:]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("check")
@@ -151,7 +176,8 @@ def main():
     args = ap.parse_args()
     out = tempfile.mkdtemp(prefix="xtimer-early-dump-")
     {"python-three": check_python_three, "c-program": check_c_program, "c-busy": check_c_busy,
-     "own-handler": check_own_handler, "ignored": check_ignored, "fork": check_fork}[args.check](args, out)
+     "own-handler": check_own_handler, "ignored": check_ignored, "fork": check_fork,
+     "launcher-rank": check_launcher_rank, "spawn": check_spawn}[args.check](args, out)
     if failures:
         print(f"{len(failures)} check(s) failed; files kept in {out}")
         sys.exit(1)
