@@ -348,18 +348,9 @@ TEST(Disk, WriteReadVerifyAndCorruptionIsNamed) {
 TEST(Disk, LatestMovesOnlyWhenEveryRankIsThereAndKeepDeletesOldSteps) {
   TempDirs dirs("latest");
   auto write = [&](int64_t step, int rank, int world) {
-    std::vector<uint64_t> sizes{64}, offsets;
-    uint64_t index_off = PlanData(sizes, &offsets);
-    auto data = Random(64, static_cast<uint64_t>(step * 10 + rank));
-    Entry e{"w", "uint8", "cpu", {64}, offsets[0], 64, ChecksumOf(data.data(), 64)};
-    std::string index = BuildIndex({step, rank, world, "null"}, {e});
-    std::vector<uint8_t> img(index_off + index.size());
-    std::memcpy(img.data() + offsets[0], data.data(), 64);
-    std::memcpy(img.data() + index_off, index.data(), index.size());
-    WriteHeader(img.data(), step, index_off, index);
-    Index idx;
-    ASSERT_TRUE(ParseImage(img.data(), img.size(), "img", &idx).ok());
-    ASSERT_TRUE(WriteImageFile(img.data(), idx, RankFile(dirs.ckpt(), step, rank)).ok());
+    ASSERT_EQ(testing::WriteOneTensorRankFile(dirs.ckpt(), step, rank, world,
+                                              Random(64, static_cast<uint64_t>(step * 10 + rank))),
+              "");
     bool complete = false;
     ASSERT_TRUE(FinishStep(dirs.ckpt(), step, world, 2, &complete).ok());
   };

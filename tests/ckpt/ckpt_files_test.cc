@@ -31,18 +31,9 @@ bool Has(const std::string& s, const std::string& part) { return s.find(part) !=
 
 // A one-entry rank file of `step`, `rank` of `world` at DIR/<step>/rank_<rank>.xtc.
 void WriteRankFile(const std::string& ckpt_dir, int64_t step, int rank, int world) {
-  std::vector<uint64_t> sizes{64}, offsets;
-  uint64_t index_off = PlanData(sizes, &offsets);
-  std::vector<uint8_t> data(64, static_cast<uint8_t>(step));
-  Entry e{"w", "uint8", "cpu", {64}, offsets[0], 64, ChecksumOf(data.data(), 64)};
-  std::string index = BuildIndex({step, rank, world, "null"}, {e});
-  std::vector<uint8_t> img(index_off + index.size());
-  std::memcpy(img.data() + offsets[0], data.data(), 64);
-  std::memcpy(img.data() + index_off, index.data(), index.size());
-  WriteHeader(img.data(), step, index_off, index);
-  Index idx;
-  ASSERT_TRUE(ParseImage(img.data(), img.size(), "img", &idx).ok());
-  ASSERT_TRUE(WriteImageFile(img.data(), idx, RankFile(ckpt_dir, step, rank)).ok());
+  ASSERT_EQ(testing::WriteOneTensorRankFile(ckpt_dir, step, rank, world,
+                                            std::vector<uint8_t>(64, static_cast<uint8_t>(step))),
+            "");
 }
 
 void Copy(const std::string& from, const std::string& to) {

@@ -13,9 +13,31 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/checksum.h"
+#include "ckpt/image.h"
+#include "ckpt/persist.h"
 #include "ckpt/segment.h"
 
 namespace xtimer::ckpt::testing {
+
+// Writes DIR/<step>/rank_<rank>.xtc holding one uint8 tensor "w" with `data`, as rank `rank` of
+// `world` would; "" when written, else why not.
+inline std::string WriteOneTensorRankFile(const std::string& ckpt_dir, int64_t step, int rank, int world,
+                                          const std::vector<uint8_t>& data) {
+  const uint64_t n = data.size();
+  std::vector<uint64_t> offsets;
+  uint64_t index_off = PlanData({n}, &offsets);
+  Entry e{"w", "uint8", "cpu", {static_cast<int64_t>(n)}, offsets[0], n, ChecksumOf(data.data(), n)};
+  std::string index = BuildIndex({step, rank, world, "null"}, {e});
+  std::vector<uint8_t> img(index_off + index.size());
+  std::memcpy(img.data() + offsets[0], data.data(), n);
+  std::memcpy(img.data() + index_off, index.data(), index.size());
+  WriteHeader(img.data(), step, index_off, index);
+  Index idx;
+  Status st = ParseImage(img.data(), img.size(), "img", &idx);
+  if (st.ok()) st = WriteImageFile(img.data(), idx, RankFile(ckpt_dir, step, rank));
+  return st.ok() ? "" : st.message();
+}
 
 class TempDirs {
  public:
