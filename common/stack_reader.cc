@@ -149,29 +149,29 @@ bool ParseStackFile(std::string_view json, StackFile* out, std::string* error) {
   return ParsePadded(data, json.size(), out, error);
 }
 
+bool stack_reader::ReadOpenedFile(int fd, size_t size, StackFile* out, StackReadBuffer* buffer, std::string* error) {
+  char* data = buffer->Reserve(size);
+  size_t got = 0;
+  while (got < size) {
+    ssize_t n = pread(fd, data + got, size - got, static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return *error = std::string("cannot read: ") + std::strerror(errno), false;
+    if (n == 0) break;  // shrank while we read: parse what is there
+    got += static_cast<size_t>(n);
+  }
+  std::memset(data + got, 0, stack_reader::kPadding);
+  return ParsePadded(data, got, out, error);
+}
+
 bool ReadStackFile(const std::string& path, StackFile* out, StackReadBuffer* buffer, std::string* error,
                    size_t max_bytes) {
   // A FIFO, a device or a huge file planted in the folder is refused before any read.
   uint64_t size = 0;
   int fd = OpenRegularFile(path, FileRule{.what = "stack file", .max_bytes = max_bytes}, &size, error);
   if (fd < 0) return false;
-  size_t want = static_cast<size_t>(size);
-  char* data = buffer->Reserve(want);
-  size_t got = 0;
-  while (got < want) {
-    ssize_t n = read(fd, data + got, want - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      close(fd);
-      return *error = std::string("cannot read: ") + std::strerror(err), false;
-    }
-    if (n == 0) break;  // shrank while we read: parse what is there
-    got += static_cast<size_t>(n);
-  }
+  bool ok = stack_reader::ReadOpenedFile(fd, static_cast<size_t>(size), out, buffer, error);
   close(fd);
-  std::memset(data + got, 0, stack_reader::kPadding);
-  return ParsePadded(data, got, out, error);
+  return ok;
 }
 
 }  // namespace xtimer

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/stack_file.h"
+#include "common/stack_reader.h"
 
 namespace xtimer::stack_reader {
 
@@ -55,7 +56,13 @@ std::string Printable(std::string_view s);
 // The checks after parsing, in the order that makes the best message.
 bool FinishParse(const ParseState& st, const StackFile& out, std::string* error);
 
+// ReadStackFile's reading and parsing of a file it opened: the first `size` bytes of fd.
+bool ReadOpenedFile(int fd, size_t size, StackFile* out, StackReadBuffer* buffer, std::string* error);
+
 // data[size .. size + kPadding) must be readable.
 bool ParseWithSimdjson(const char* data, size_t size, StackFile* out, std::string* error);
+// One element of a stack file's "threads" (an object), as a document of its own: the same rules as
+// the element inside a whole file. data[size .. size + kPadding) must be readable.
+bool ParseThreadWithSimdjson(const char* data, size_t size, StackThread* out, std::string* error);
 
 }  // namespace xtimer::stack_reader

@@ -190,7 +190,10 @@ class Reader {
  public:
   using Value = typename Api::Value;
 
-  Reader(StackFile* out, ParseState& st, Api api) : out_(out), st_(st), api_(std::move(api)) { ResetHeader(out); }
+  // out: the file whose header the root fills; nullptr when reading one thread (ThreadDocument).
+  Reader(StackFile* out, ParseState& st, Api api) : out_(out), st_(st), api_(std::move(api)) {
+    if (out != nullptr) ResetHeader(out);
+  }
 
   // The root, parsed by DOM.
   void Document(dom::element root) {
@@ -209,6 +212,23 @@ class Reader {
     st_.saw_root = true;
     if (!api_.FieldsOf(*this, root, [&](std::string_view key, Value& v) { return RootField(key, v); })) return;
     // At the end, the location is out of bounds; anything else is content after the object.
+    const char* rest = nullptr;
+    if (doc.current_location().get(rest) == SUCCESS) Syntax("not valid JSON: content after the object");
+  }
+
+  // One element of "threads" as a document of its own (stack_file_threads.h), parsed by DOM.
+  void ThreadDocument(dom::element root, StackThread* th) {
+    if (root.type() != dom::element_type::OBJECT) return Syntax("a thread is not an object"), void();
+    ResetThread(*th);
+    Thread(root, *th);
+  }
+
+  // The same, iterated by On-Demand.
+  void ThreadDocument(od::document& doc, StackThread* th) {
+    ResetThread(*th);
+    od::value v;  // Thread() takes a value: an object or array document gives one
+    if (Err(doc.get_value().get(v))) return;
+    if (!Thread(v, *th)) return;
     const char* rest = nullptr;
     if (doc.current_location().get(rest) == SUCCESS) Syntax("not valid JSON: content after the object");
   }
@@ -478,11 +498,16 @@ class Reader {
   Api api_;
 };
 
+// One DOM parser per thread for documents up to kDomMaxBytes: its buffers are reused.
+dom::parser& ThreadDomParser() {
+  thread_local dom::parser parser(kDomMaxBytes);
+  return parser;
+}
+
 }  // namespace
 
 bool ParseWithSimdjson(const char* data, size_t size, StackFile* out, std::string* error) {
-  // One DOM parser per thread for files up to kDomMaxBytes: its buffers are reused.
-  thread_local dom::parser dom_parser(kDomMaxBytes);
+  dom::parser& dom_parser = ThreadDomParser();
   ParseState st;
   dom::element root;
   // data is padded (kPadding): DOM parses it where it lies, no copy.
@@ -503,6 +528,27 @@ bool ParseWithSimdjson(const char* data, size_t size, StackFile* out, std::strin
     reader.Document(doc);
   }
   return FinishParse(st, *out, error);
+}
+
+bool ParseThreadWithSimdjson(const char* data, size_t size, StackThread* out, std::string* error) {
+  dom::parser& dom_parser = ThreadDomParser();
+  ParseState st;
+  dom::element root;
+  if (dom_parser.parse(data, size, false).get(root) == SUCCESS) {
+    Reader<DomApi> reader(nullptr, st, DomApi());
+    reader.ThreadDocument(root, out);
+  } else {
+    // Not valid JSON, or a thread over kDomMaxBytes: On-Demand reads it or names the fault.
+    od::parser od_parser;
+    Reader<OnDemandApi> reader(nullptr, st, OnDemandApi(data + size));
+    od::document doc;
+    auto e = od_parser.iterate(simdjson::padded_string_view(data, size, size + kPadding)).get(doc);
+    if (e != SUCCESS) st.syntax_error = std::string("not valid JSON: ") + simdjson::error_message(e);
+    else reader.ThreadDocument(doc, out);
+  }
+  if (!st.syntax_error.empty()) return *error = st.syntax_error, false;
+  if (!st.type_error.empty()) return *error = st.type_error, false;
+  return true;
 }
 
 }  // namespace xtimer::stack_reader

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "common/stack_reader.h"
+#include "common/stack_file_threads.h"
 
 namespace xtimer {
 namespace {
@@ -31,9 +31,6 @@ int32_t WorldFromName(std::string_view name) {
   if (e1 != std::errc() || e2 != std::errc() || p1 != name.data() + dash || p2 != name.data() + name.size()) return 0;
   return world > 0 ? world : 0;
 }
-
-// A reading thread keeps a buffer up to this size from file to file; a larger one is given back.
-constexpr size_t kKeepBufferBytes = size_t{16} << 20;
 
 }  // namespace
 
@@ -71,39 +68,43 @@ bool MergeStackFolder(const std::string& dir, const MergeOptions& merge, const F
   for (int t = 0; t < threads; ++t) mergers.emplace_back(opts);
 
   auto work = [&](StackMerger& merger) {
-    StackFile file;
-    StackReadBuffer buffer;
+    // A large file is read thread by thread into the merge, never held whole (stack_file_threads.h).
+    StackFileThreads file;
     std::string why;
     for (size_t i = next++; i < names.size(); i = next++) {
       const std::string& name = names[i];
-      if (!ReadStackFile(dir + "/" + name, &file, &buffer, &why)) {
+      if (!file.Open(dir + "/" + name, &why)) {
         merger.Skip(name, why);
       } else {
-        // The parsed file holds its own strings: a large file's bytes are not kept while it is
-        // merged (a 90 MB file's buffer was a tenth of the merge's peak).
-        if (buffer.capacity() > kKeepBufferBytes) buffer.Release();
+        const StackFile& header = file.header();
         // One file per rank across all readers; which of two duplicates wins depends on timing
         // when reading in parallel, the other is reported.
         bool duplicate = false;
-        if (file.world_size == opts.world_size) {  // others are refused by Add, claiming nothing
+        if (header.world_size == opts.world_size) {  // others are refused by BeginRank, claiming nothing
           std::lock_guard<std::mutex> lock(claim_mu);
-          auto [it, fresh] = claimed.try_emplace(file.rank, i);
+          auto [it, fresh] = claimed.try_emplace(header.rank, i);
           if (!fresh) {
             duplicate = true;
-            why = "rank " + std::to_string(file.rank) + " was already read from " + names[it->second];
+            why = "rank " + std::to_string(header.rank) + " was already read from " + names[it->second];
           }
         }
-        if (duplicate) merger.Skip(name, why);
-        else merger.Add(file, name, &why);
+        if (duplicate) {
+          merger.Skip(name, why);
+        } else if (merger.BeginRank(header, name, &why)) {
+          bool whole = file.ForEach([&](const StackThread& t, size_t index) { merger.AddThread(t, index); }, &why);
+          merger.EndRank();
+          // Rewritten in place between the two reads: what was merged stays, and the file is named.
+          if (!whole) merger.Skip(name, why);
+        }
       }
+      // Large files leave large buffers behind: give them back before the merge grows.
+      file.Close();
       size_t n = ++done;
       if (options.progress && (n % 64 == 0 || n == names.size())) {
         std::lock_guard<std::mutex> lock(progress_mu);
         options.progress(n, names.size());
       }
     }
-    // Large files leave large buffers behind: give them back before the merge grows.
-    buffer.Release();
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(work, std::ref(mergers[t]));

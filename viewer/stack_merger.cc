@@ -38,6 +38,13 @@ void StackMerger::Skip(std::string_view source, std::string_view reason) {
 }
 
 bool StackMerger::Add(const StackFile& file, std::string_view source, std::string* error) {
+  if (!BeginRank(file, source, error)) return false;
+  for (size_t i = 0; i < file.threads.size(); ++i) AddThread(file.threads[i], i);
+  EndRank();
+  return true;
+}
+
+bool StackMerger::BeginRank(const StackFile& file, std::string_view source, std::string* error) {
   auto fail = [&](std::string why) {
     Skip(source, why);
     *error = std::move(why);
@@ -55,7 +62,6 @@ bool StackMerger::Add(const StackFile& file, std::string_view source, std::strin
   if (seen_[file.rank]) return fail("rank " + std::to_string(file.rank) + " was already read from another file");
   seen_[file.rank] = 1;
 
-  FrameTable& frames = out_.frames;
   RankSummary& s = out_.ranks.emplace_back();
   s.rank = file.rank;
   s.source = source;
@@ -69,15 +75,22 @@ bool StackMerger::Add(const StackFile& file, std::string_view source, std::strin
     if (op.comm.empty() && op.kind != "comm_init") continue;
     s.comm_ops.push_back({op.name, op.kind, op.comm, op.state, op.seq, op.comm_size, op.peer, op.in_flight_s});
   }
+  open_pid_ = file.pid;
+  marked_.set = pid_thread_.set = first_thread_.set = false;
+  return true;
+}
 
-  const StackThread* main = file.MainThread();
+void StackMerger::AddThread(const StackThread& t, size_t ti) {
+  FrameTable& frames = out_.frames;
+  const int32_t rank = out_.ranks.back().rank;
   // Threads beyond this many do not get a memo (a hostile file may list millions).
   constexpr size_t kMemoThreads = 4096;
-  if (last_python_.size() < std::min(file.threads.size(), kMemoThreads)) {
-    last_python_.resize(std::min(file.threads.size(), kMemoThreads));
-    last_native_.resize(last_python_.size());
-    nodes_python_.resize(last_python_.size());
-    nodes_native_.resize(last_python_.size());
+  if (ti < kMemoThreads && last_python_.size() <= ti) {
+    size_t n = std::min(std::max(ti + 1, last_python_.size() * 2), kMemoThreads);
+    last_python_.resize(n);
+    last_native_.resize(n);
+    nodes_python_.resize(n);
+    nodes_native_.resize(n);
   }
   // memo: the ids met last at this thread index, by depth; nullptr for none.
   auto intern = [&](const auto& f, std::vector<uint32_t>* memo, size_t depth) {
@@ -88,36 +101,47 @@ bool StackMerger::Add(const StackFile& file, std::string_view source, std::strin
     else memo->push_back(id);
     return id;
   };
+  // Which of the candidates for the main thread this thread is (the first of each kind).
+  MainCandidate* main = nullptr;
+  if (t.main && !marked_.set) main = &marked_;
+  else if (t.tid == open_pid_ && !pid_thread_.set) main = &pid_thread_;
+  else if (!first_thread_.set) main = &first_thread_;
   // At most one new node per frame (and one per thread for the GIL and state frames).
-  size_t python_frames = 0, native_frames = 0;
-  for (const StackThread& t : file.threads) {
-    python_frames += t.python.size() + 1;
-    native_frames += t.native.size() + 1;
-  }
-  out_.python.Reserve(python_frames);
-  out_.native.Reserve(native_frames);
-  for (size_t ti = 0; ti < file.threads.size(); ++ti) {
-    const StackThread& t = file.threads[ti];
-    bool is_main = &t == main;
-    std::vector<uint32_t>* memo_py = ti < last_python_.size() ? &last_python_[ti] : nullptr;
-    std::vector<uint32_t>* memo_native = ti < last_native_.size() ? &last_native_[ti] : nullptr;
-    path_.clear();
-    for (const PythonFrame& f : t.python) path_.push_back(intern(f, memo_py, path_.size()));
-    if (is_main) s.main_python = path_;
-    // Which thread holds the GIL matters when one rank is stuck in a C call holding it.
-    if (!path_.empty() && t.holds_gil.value_or(false)) path_.push_back(frames.InternSynthetic("[holds GIL]", "python"));
-    out_.python.AddPath(path_, file.rank, is_main, ti < nodes_python_.size() ? &nodes_python_[ti] : nullptr);
+  out_.python.Reserve(t.python.size() + 1);
+  out_.native.Reserve(t.native.size() + 1);
+  bool memo = ti < last_python_.size();
 
-    path_.clear();
-    for (const NativeFrame& f : t.native) path_.push_back(intern(f, memo_native, path_.size()));
-    if (is_main) s.main_native = path_;
-    // The thread state ends the native stack: R (spinning) and D (stuck in the kernel) stand out.
-    if (!path_.empty() && !t.state.empty())
-      path_.push_back(
-          frames.InternSynthetic("[" + t.state.substr(0, 8) + ": " + StateName(t.state) + "]", "thread state"));
-    out_.native.AddPath(path_, file.rank, is_main, ti < nodes_native_.size() ? &nodes_native_[ti] : nullptr);
+  path_.clear();
+  for (const PythonFrame& f : t.python) path_.push_back(intern(f, memo ? &last_python_[ti] : nullptr, path_.size()));
+  if (main != nullptr) main->python = path_;
+  // Which thread holds the GIL matters when one rank is stuck in a C call holding it.
+  if (!path_.empty() && t.holds_gil.value_or(false)) path_.push_back(frames.InternSynthetic("[holds GIL]", "python"));
+  uint32_t python_leaf = out_.python.AddPath(path_, rank, memo ? &nodes_python_[ti] : nullptr);
+
+  path_.clear();
+  for (const NativeFrame& f : t.native) path_.push_back(intern(f, memo ? &last_native_[ti] : nullptr, path_.size()));
+  if (main != nullptr) main->native = path_;
+  // The thread state ends the native stack: R (spinning) and D (stuck in the kernel) stand out.
+  if (!path_.empty() && !t.state.empty())
+    path_.push_back(
+        frames.InternSynthetic("[" + t.state.substr(0, 8) + ": " + StateName(t.state) + "]", "thread state"));
+  uint32_t native_leaf = out_.native.AddPath(path_, rank, memo ? &nodes_native_[ti] : nullptr);
+
+  if (main != nullptr) {
+    main->set = true;
+    main->python_leaf = python_leaf;
+    main->native_leaf = native_leaf;
   }
-  return true;
+}
+
+void StackMerger::EndRank() {
+  MainCandidate* main = marked_.set ? &marked_ : pid_thread_.set ? &pid_thread_ : &first_thread_;
+  if (!main->set) return;  // no thread
+  RankSummary& s = out_.ranks.back();
+  s.main_python = main->python;
+  s.main_native = main->native;
+  out_.python.MarkMainEnd(main->python_leaf);
+  out_.native.MarkMainEnd(main->native_leaf);
 }
 
 void StackMerger::Absorb(StackMerger&& other) {

@@ -31,6 +31,13 @@ class StackMerger {
   // Adds one rank. On false (duplicate rank, world size disagrees) nothing of it was merged,
   // *error says why and the file is recorded in MergedStacks::skipped under source.
   bool Add(const StackFile& file, std::string_view source, std::string* error);
+  // The same for a file read thread by thread (common/stack_file_threads.h), so that it is never
+  // held whole: BeginRank with its header (its threads are not looked at), AddThread for each
+  // thread in file order, then EndRank. BeginRank's false is Add's (nothing merged, recorded as
+  // skipped, no EndRank). Add is these three.
+  bool BeginRank(const StackFile& header, std::string_view source, std::string* error);
+  void AddThread(const StackThread& thread, size_t index);
+  void EndRank();
   // Records an input that could not be read or parsed, so the verdict lists it.
   void Skip(std::string_view source, std::string_view reason);
   // Moves everything from other into this (parallel reading merges one merger per thread).
@@ -44,8 +51,18 @@ class StackMerger {
   MergedStacks Finish() &&;
 
  private:
+  // A thread that may be the rank's main thread (StackFile::MainThread: the first marked main,
+  // else the first whose tid is the pid, else the first), kept until EndRank knows which it is.
+  struct MainCandidate {
+    bool set = false;
+    std::vector<uint32_t> python, native;       // its frames, root first
+    uint32_t python_leaf = 0, native_leaf = 0;  // where its stacks end in the trees
+  };
+
   MergedStacks out_;
   std::vector<uint8_t> seen_;   // by rank
+  int64_t open_pid_ = 0;        // of the rank between BeginRank and EndRank
+  MainCandidate marked_, pid_thread_, first_thread_;
   std::vector<uint32_t> path_;  // scratch, reused per thread
   // The frame ids met last at each (thread index, depth), Python and native: most ranks repeat
   // the previous rank's stacks, and FrameTable::Is confirms a repeat cheaper than Intern finds it.

@@ -34,8 +34,8 @@ uint32_t StackTree::Child(uint32_t parent, uint32_t frame) {
   return it->second;
 }
 
-void StackTree::AddPath(std::span<const uint32_t> frames, int32_t rank, bool main_thread, std::vector<uint32_t>* memo) {
-  if (frames.empty()) return;
+uint32_t StackTree::AddPath(std::span<const uint32_t> frames, int32_t rank, std::vector<uint32_t>* memo) {
+  if (frames.empty()) return kRoot;
   uint32_t at = kRoot;
   TreeNode* root = &nodes_[kRoot];
   AppendOnce(root->ranks, &root->last_rank, rank);
@@ -57,7 +57,7 @@ void StackTree::AddPath(std::span<const uint32_t> frames, int32_t rank, bool mai
   }
   TreeNode& leaf = nodes_[at];
   AppendOnce(leaf.end_ranks, &leaf.last_end_rank, rank);
-  leaf.main_ends |= main_thread;
+  return at;
 }
 
 void StackTree::Absorb(const StackTree& other, std::span<const uint32_t> frame_map) {

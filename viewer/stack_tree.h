@@ -31,11 +31,16 @@ class StackTree {
 
   StackTree();
 
-  // One thread's stack for rank; frames are FrameTable ids, root first. Empty stacks are ignored.
+  // One thread's stack for rank; frames are FrameTable ids, root first. Returns the node where it
+  // ends (kRoot for an empty stack, which is otherwise ignored).
   // memo (optional): the nodes of a path added before, by depth, updated to this path's. Where
   // this path runs through the same nodes (as a thread of the next rank mostly does), they are
   // found without a lookup.
-  void AddPath(std::span<const uint32_t> frames, int32_t rank, bool main_thread, std::vector<uint32_t>* memo = nullptr);
+  uint32_t AddPath(std::span<const uint32_t> frames, int32_t rank, std::vector<uint32_t>* memo = nullptr);
+  // A rank's main thread ends at this node (AddPath's result); nothing for kRoot.
+  void MarkMainEnd(uint32_t node) {
+    if (node != kRoot) nodes_[node].main_ends = true;
+  }
   // Adds every path of other, whose frame ids are translated by frame_map (other id -> our id).
   // The two trees must hold different ranks.
   void Absorb(const StackTree& other, std::span<const uint32_t> frame_map);

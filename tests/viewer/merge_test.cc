@@ -188,8 +188,10 @@ TEST(StackTree, PathMemoBuildsTheSameTree) {
   StackTree plain, memoised;
   std::vector<uint32_t> memo;
   for (size_t i = 0; i < paths.size(); ++i) {
-    plain.AddPath(paths[i], static_cast<int32_t>(i), i % 3 == 0);
-    memoised.AddPath(paths[i], static_cast<int32_t>(i), i % 3 == 0, &memo);
+    uint32_t leaf = plain.AddPath(paths[i], static_cast<int32_t>(i));
+    uint32_t memo_leaf = memoised.AddPath(paths[i], static_cast<int32_t>(i), &memo);
+    EXPECT_EQ(leaf, memo_leaf);
+    if (i % 3 == 0) plain.MarkMainEnd(leaf), memoised.MarkMainEnd(memo_leaf);
   }
   ASSERT_EQ(plain.size(), memoised.size());
   for (size_t n = 0; n < plain.size(); ++n) {
