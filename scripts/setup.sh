@@ -10,7 +10,7 @@ packages=(
   libunwind-dev libdw-dev libelf-dev
   # collector, agent, viewer
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  nlohmann-json3-dev libsimdjson-dev libcpp-httplib-dev libgraphviz-dev graphviz
+  nlohmann-json3-dev libsimdjson-dev libcpp-httplib-dev libgraphviz-dev graphviz libabsl-dev
   # flash checkpoint (Python package over the C++ core)
   pybind11-dev python3-dev python3-numpy python3-torch
   # tests and benchmarks

@@ -13,15 +13,15 @@ std::string_view Basename(std::string_view path) {
 }  // namespace
 
 std::string FrameInfo::Name() const {
-  if (!function.empty()) return function;
-  if (!module.empty()) return std::string(Basename(module)) + "+" + (offset.empty() ? "?" : offset);
-  if (!offset.empty()) return offset;
+  if (!function.empty()) return std::string(function);
+  if (!module.empty()) return std::string(Basename(module)) + "+" + std::string(offset.empty() ? "?" : offset);
+  if (!offset.empty()) return std::string(offset);
   return "??";
 }
 
 std::string FrameInfo::Source() const {
-  if (!file.empty()) return line > 0 ? file + ":" + std::to_string(line) : file;
-  if (!module.empty()) return module;
+  if (!file.empty()) return line > 0 ? std::string(file) + ":" + std::to_string(line) : std::string(file);
+  if (!module.empty()) return std::string(module);
   return "??";
 }
 
@@ -34,7 +34,10 @@ std::string FrameInfo::Short() const {
   return name;
 }
 
-size_t FrameTable::KeyHash::operator()(const Key& k) const {
+FrameTable::FrameTable()
+    : frames_(std::make_unique<Frames>()), index_(0, IdHash{frames_.get()}, IdEq{frames_.get()}) {}
+
+size_t FrameTable::HashOf(const Key& k) {
   std::hash<std::string_view> h;
   size_t v = h(k.function);
   v = v * 31 + h(k.file);
@@ -55,51 +58,51 @@ FrameTable::Key FrameTable::KeyOf(FrameInfo::Origin origin, std::string_view fun
   return k;
 }
 
-uint32_t FrameTable::Insert(const Key& key, FrameKind kind, std::string_view module_for_info) {
+uint32_t FrameTable::Find(const Key& key) const {
   auto it = index_.find(key);
-  if (it != index_.end()) return it->second;
-  FrameInfo& f = frames_.emplace_back();
+  return it == index_.end() ? kNone : *it;
+}
+
+uint32_t FrameTable::Insert(const Key& key, FrameKind kind, std::string_view module_for_info) {
+  if (uint32_t id = Find(key); id != kNone) return id;
+  // The stored frame's key is the key it was made from: KeyOf drops the same fields again.
+  FrameInfo& f = frames_->emplace_back();
   f.origin = key.origin;
   f.kind = kind;
-  f.function = key.function;
-  f.file = key.file;
-  f.module = module_for_info;
-  f.offset = key.offset;
+  f.function = strings_.Intern(key.function);
+  f.file = strings_.Intern(key.file);
+  f.module = strings_.Intern(module_for_info);
+  f.offset = strings_.Intern(key.offset);
   f.line = key.line;
-  uint32_t id = static_cast<uint32_t>(frames_.size() - 1);
-  // The stored key views the stored strings, not the caller's.
-  index_.emplace(KeyOf(f.origin, f.function, f.file, f.line,
-                       key.module.empty() ? std::string_view() : std::string_view(f.module), f.offset),
-                 id);
+  uint32_t id = static_cast<uint32_t>(frames_->size() - 1);
+  index_.insert(id);
   return id;
 }
 
 uint32_t FrameTable::Intern(const PythonFrame& f) {
   Key k = KeyOf(FrameInfo::Origin::kPython, f.function, f.file, f.line, {}, {});
-  auto it = index_.find(k);
-  if (it != index_.end()) return it->second;
+  if (uint32_t id = Find(k); id != kNone) return id;
   return Insert(k, ClassifyPythonFrame(f.function, f.file), {});
 }
 
 uint32_t FrameTable::Intern(const NativeFrame& f) {
   Key k = KeyOf(FrameInfo::Origin::kNative, f.function, f.file, f.line, f.module, f.offset);
-  auto it = index_.find(k);
-  if (it != index_.end()) return it->second;
+  if (uint32_t id = Find(k); id != kNone) return id;
   return Insert(k, ClassifyNativeFrame(f.function, f.module), f.module);
 }
 
 // The same identity as KeyOf, compared field by field against the stored frame (whose fields are
 // the key's, see Insert; only module is kept beside the key when the file names the frame).
 bool FrameTable::Is(uint32_t id, const PythonFrame& f) const {
-  if (id >= frames_.size()) return false;
-  const FrameInfo& s = frames_[id];
+  if (id >= frames_->size()) return false;
+  const FrameInfo& s = (*frames_)[id];
   return s.origin == FrameInfo::Origin::kPython && s.function == f.function && s.file == f.file &&
          (f.file.empty() || s.line == f.line);
 }
 
 bool FrameTable::Is(uint32_t id, const NativeFrame& f) const {
-  if (id >= frames_.size()) return false;
-  const FrameInfo& s = frames_[id];
+  if (id >= frames_->size()) return false;
+  const FrameInfo& s = (*frames_)[id];
   if (s.origin != FrameInfo::Origin::kNative || s.function != f.function || s.file != f.file) return false;
   if (!f.function.empty() || s.offset == f.offset) {
     if (!f.file.empty()) return s.line == f.line;
@@ -110,15 +113,13 @@ bool FrameTable::Is(uint32_t id, const NativeFrame& f) const {
 
 uint32_t FrameTable::InternSynthetic(std::string_view name, std::string_view source) {
   Key k = KeyOf(FrameInfo::Origin::kSynthetic, name, source, 0, {}, {});
-  auto it = index_.find(k);
-  if (it != index_.end()) return it->second;
+  if (uint32_t id = Find(k); id != kNone) return id;
   return Insert(k, FrameKind::kState, {});
 }
 
 uint32_t FrameTable::InternCopy(const FrameInfo& f) {
   Key k = KeyOf(f.origin, f.function, f.file, f.line, f.module, f.offset);
-  auto it = index_.find(k);
-  if (it != index_.end()) return it->second;
+  if (uint32_t id = Find(k); id != kNone) return id;
   uint32_t id = Insert(k, f.kind, f.module);
   return id;
 }
