@@ -63,10 +63,10 @@ class StackFileThreads {
   size_t size_ = 0;
   bool whole_ = true;
   StackFile file_;
-  StackThread thread_;          // the thread being parsed, reused
-  std::vector<char> window_;    // file bytes from the start of the thread being read
-  StackReadBuffer padded_;      // one thread (or the header) with the parser's padding
-  StackReadBuffer whole_bytes_; // the file, when parsed whole
+  StackThread thread_;           // the thread being parsed, reused
+  std::vector<char> window_;     // file bytes from the start of the thread being read
+  StackReadBuffer padded_;       // one thread (or the header) with the parser's padding
+  StackReadBuffer whole_bytes_;  // the file, when parsed whole
 };
 
 }  // namespace xtimer

@@ -10,8 +10,8 @@
 //
 // Anything it does not expect makes it stop with Scan() false ("unusual"): a root key with an
 // escape, a second "threads", an element that is not an object or is nested over 1,000 levels,
-// bytes after the root object, a document that is not an object. The caller then parses the whole file the ordinary way, which
-// gives the usual reason for a bad file. A file the tools wrote is never unusual.
+// bytes after the root object, a document that is not an object. The caller then parses the whole file the ordinary
+// way, which gives the usual reason for a bad file. A file the tools wrote is never unusual.
 #pragma once
 
 #include <cstddef>
@@ -46,19 +46,19 @@ class StackThreadsSplitter {
 
  private:
   enum class State : uint8_t {
-    kBeforeRoot,   // white space, then '{'
-    kFirstKey,     // after '{': a key or '}'
-    kKey,          // after ',': a key
-    kInKey,        // inside a key's quotes
-    kColon,        // after a key
-    kValueStart,   // after ':'
-    kValue,        // inside a root field's value (not the threads array)
-    kArrayStart,   // after "threads": [
-    kElement,      // inside an element
-    kArrayAfter,   // after an element: ',' or ']'
-    kArrayNext,    // after ',': the next element
-    kAfterValue,   // after a value: ',' or '}'
-    kAfterRoot,    // after the root's '}': white space only
+    kBeforeRoot,  // white space, then '{'
+    kFirstKey,    // after '{': a key or '}'
+    kKey,         // after ',': a key
+    kInKey,       // inside a key's quotes
+    kColon,       // after a key
+    kValueStart,  // after ':'
+    kValue,       // inside a root field's value (not the threads array)
+    kArrayStart,  // after "threads": [
+    kElement,     // inside an element
+    kArrayAfter,  // after an element: ',' or ']'
+    kArrayNext,   // after ',': the next element
+    kAfterValue,  // after a value: ',' or '}'
+    kAfterRoot,   // after the root's '}': white space only
     kStopped,
   };
 

@@ -34,8 +34,7 @@ std::string FrameInfo::Short() const {
   return name;
 }
 
-FrameTable::FrameTable()
-    : frames_(std::make_unique<Frames>()), index_(0, IdHash{frames_.get()}, IdEq{frames_.get()}) {}
+FrameTable::FrameTable() : frames_(std::make_unique<Frames>()), index_(0, IdHash{frames_.get()}, IdEq{frames_.get()}) {}
 
 size_t FrameTable::HashOf(const Key& k) {
   std::hash<std::string_view> h;

@@ -60,8 +60,8 @@ class StackMerger {
   };
 
   MergedStacks out_;
-  std::vector<uint8_t> seen_;   // by rank
-  int64_t open_pid_ = 0;        // of the rank between BeginRank and EndRank
+  std::vector<uint8_t> seen_;  // by rank
+  int64_t open_pid_ = 0;       // of the rank between BeginRank and EndRank
   MainCandidate marked_, pid_thread_, first_thread_;
   std::vector<uint32_t> path_;  // scratch, reused per thread
   // The frame ids met last at each (thread index, depth), Python and native: most ranks repeat

@@ -3,15 +3,6 @@
 #include <algorithm>
 
 namespace xtimer {
-namespace {
-
-void AppendOnce(std::vector<int32_t>& v, int32_t* last, int32_t rank) {
-  if (*last == rank) return;
-  *last = rank;
-  v.push_back(rank);
-}
-
-}  // namespace
 
 StackTree::StackTree() { nodes_.emplace_back(); }
 
@@ -38,7 +29,7 @@ uint32_t StackTree::AddPath(std::span<const uint32_t> frames, int32_t rank, std:
   if (frames.empty()) return kRoot;
   uint32_t at = kRoot;
   TreeNode* root = &nodes_[kRoot];
-  AppendOnce(root->ranks, &root->last_rank, rank);
+  root->ranks.Add(rank);
   root->threads++;
   if (memo != nullptr && memo->size() < frames.size()) memo->resize(frames.size(), kRoot);
   for (size_t d = 0; d < frames.size(); ++d) {
@@ -52,11 +43,11 @@ uint32_t StackTree::AddPath(std::span<const uint32_t> frames, int32_t rank, std:
       at = Child(at, f);
     }
     TreeNode& n = nodes_[at];
-    AppendOnce(n.ranks, &n.last_rank, rank);
+    n.ranks.Add(rank);
     n.threads++;
   }
   TreeNode& leaf = nodes_[at];
-  AppendOnce(leaf.end_ranks, &leaf.last_end_rank, rank);
+  leaf.end_ranks.Add(rank);
   return at;
 }
 
@@ -69,34 +60,39 @@ void StackTree::Absorb(const StackTree& other, std::span<const uint32_t> frame_m
     uint32_t at = i == kRoot ? kRoot : Child(here[o.parent], frame_map[o.frame]);
     here[i] = at;
     TreeNode& n = nodes_[at];
-    n.ranks.insert(n.ranks.end(), o.ranks.begin(), o.ranks.end());
-    n.end_ranks.insert(n.end_ranks.end(), o.end_ranks.begin(), o.end_ranks.end());
+    n.ranks.Append(o.ranks);
+    n.end_ranks.Append(o.end_ranks);
     n.threads += o.threads;
     n.main_ends |= o.main_ends;
-    n.last_rank = n.last_end_rank = -1;
   }
 }
 
 void StackTree::Finish(const FrameTable& frames) {
   for (TreeNode& n : nodes_) {
-    std::sort(n.ranks.begin(), n.ranks.end());
-    n.ranks.erase(std::unique(n.ranks.begin(), n.ranks.end()), n.ranks.end());
-    std::sort(n.end_ranks.begin(), n.end_ranks.end());
-    n.end_ranks.erase(std::unique(n.end_ranks.begin(), n.end_ranks.end()), n.end_ranks.end());
-    n.children.clear();
+    n.ranks.Finish();
+    n.end_ranks.Finish();
   }
-  for (uint32_t i = 1; i < nodes_.size(); ++i) nodes_[nodes_[i].parent].children.push_back(i);
-  // Alphabetical, as flamegraph.pl draws a sorted folded file: the SVG and the folded file agree.
-  for (TreeNode& n : nodes_) {
-    std::sort(n.children.begin(), n.children.end(), [&](uint32_t a, uint32_t b) {
+  // Each node's children lie together in children_: counted, placed, then sorted in place.
+  std::vector<uint32_t> start(nodes_.size() + 1, 0);
+  for (uint32_t i = 1; i < nodes_.size(); ++i) start[nodes_[i].parent + 1]++;
+  for (size_t i = 1; i < start.size(); ++i) start[i] += start[i - 1];
+  children_.assign(nodes_.size() - 1, 0);
+  std::vector<uint32_t> fill(start.begin(), start.end() - 1);
+  for (uint32_t i = 1; i < nodes_.size(); ++i) children_[fill[nodes_[i].parent]++] = i;
+  for (uint32_t i = 0; i < nodes_.size(); ++i) {
+    uint32_t* first = children_.data() + start[i];
+    uint32_t* last = children_.data() + start[i + 1];
+    // Alphabetical, as flamegraph.pl draws a sorted folded file: the SVG and the folded file agree.
+    std::sort(first, last, [&](uint32_t a, uint32_t b) {
       const FrameInfo& fa = frames[nodes_[a].frame];
       const FrameInfo& fb = frames[nodes_[b].frame];
       std::string na = fa.Name(), nb = fb.Name();
       if (na != nb) return na < nb;
       return fa.Source() < fb.Source();
     });
+    nodes_[i].children = std::span<const uint32_t>(first, last);
   }
-  child_.clear();  // only needed while adding
+  child_ = {};  // only needed while adding: its memory goes back
 }
 
 }  // namespace xtimer

@@ -3,26 +3,26 @@
 // the ranks that have a thread whose stack ends exactly there (the folded file's lines).
 #pragma once
 
+#include <absl/container/flat_hash_map.h>
+
 #include <cstdint>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "viewer/frame_table.h"
+#include "viewer/rank_list.h"
 
 namespace xtimer {
 
 struct TreeNode {
-  uint32_t frame = 0;              // id in the FrameTable; unused for the root
-  uint32_t parent = 0;             // the root is its own parent
-  uint32_t depth = 0;              // root 0, a stack's first frame 1
-  std::vector<int32_t> ranks;      // ranks passing through; ascending after Finish
-  std::vector<int32_t> end_ranks;  // ranks with a stack ending here; ascending after Finish
-  uint32_t threads = 0;            // threads of all ranks passing through
-  bool main_ends = false;          // some rank's main thread ends here
-  std::vector<uint32_t> children;  // after Finish
-  // While adding: the last rank appended, so several threads of a rank count once.
-  int32_t last_rank = -1, last_end_rank = -1;
+  uint32_t frame = 0;                  // id in the FrameTable; unused for the root
+  uint32_t parent = 0;                 // the root is its own parent
+  uint32_t depth = 0;                  // root 0, a stack's first frame 1
+  uint32_t threads = 0;                // threads of all ranks passing through
+  RankList ranks;                      // ranks passing through; ascending after Finish
+  RankList end_ranks;                  // ranks with a stack ending here; ascending after Finish
+  std::span<const uint32_t> children;  // after Finish: ordered by name (a view into the tree)
+  bool main_ends = false;              // some rank's main thread ends here
 };
 
 class StackTree {
@@ -30,6 +30,11 @@ class StackTree {
   static constexpr uint32_t kRoot = 0;
 
   StackTree();
+  // Nodes view the tree's arrays: a tree moves, it is not copied.
+  StackTree(const StackTree&) = delete;
+  StackTree& operator=(const StackTree&) = delete;
+  StackTree(StackTree&&) = default;
+  StackTree& operator=(StackTree&&) = default;
 
   // One thread's stack for rank; frames are FrameTable ids, root first. Returns the node where it
   // ends (kRoot for an empty stack, which is otherwise ignored).
@@ -60,7 +65,8 @@ class StackTree {
   uint32_t Child(uint32_t parent, uint32_t frame);
 
   std::vector<TreeNode> nodes_;
-  std::unordered_map<uint64_t, uint32_t> child_;  // (parent << 32 | frame) -> node
+  std::vector<uint32_t> children_;                 // every node's children, one after another (Finish)
+  absl::flat_hash_map<uint64_t, uint32_t> child_;  // (parent << 32 | frame) -> node, while adding
 };
 
 }  // namespace xtimer

@@ -463,3 +463,27 @@ TEST(CallGraph, RendersSeveralGraphsInOneProcess) {
 
 }  // namespace
 }  // namespace xtimer
+
+namespace xtimer {
+namespace {
+
+TEST(RankList, KeepsRanksAsRunsAndSortsThemOnFinish) {
+  RankList l;
+  EXPECT_TRUE(l.empty());
+  for (int32_t r : {0, 0, 1, 2, 2, 3, 7, 8, 5}) l.Add(r);  // a repeat is a second thread of a rank
+  RankList other;
+  for (int32_t r : {4, 6, 20, 2}) other.Add(r);
+  l.Append(other);
+  l.Finish();
+  EXPECT_EQ(l.ToVector(), (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 20}));
+  EXPECT_EQ(l.size(), 10u);
+  EXPECT_EQ(RankSet(l).Fold(), "0-8/20");
+  RankList one;
+  one.Add(4096);
+  one.Finish();
+  EXPECT_EQ(one.ToVector(), std::vector<int32_t>{4096});
+  EXPECT_EQ(one.size(), 1u);
+}
+
+}  // namespace
+}  // namespace xtimer

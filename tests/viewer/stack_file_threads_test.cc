@@ -121,16 +121,16 @@ TEST_F(StackFileThreadsTest, RefusesBadFilesWithTheWholeParsesReason) {
   std::string good = StackFileToJson(Tricky());
   const std::string head = R"({"format": "xtimer-stacktrace", "version": 1, "rank": 1, "world_size": 4, )";
   for (const std::string& bad : std::vector<std::string>{
-           good.substr(0, good.size() / 2),                                 // truncated in a thread
-           good.substr(0, good.size() - 1),                                 // the root not closed
-           good + "x",                                                      // content after it
+           good.substr(0, good.size() / 2),                                     // truncated in a thread
+           good.substr(0, good.size() - 1),                                     // the root not closed
+           good + "x",                                                          // content after it
            good.substr(0, good.find("\"threads\"")) + "\"threads\": [{}, 1]}",  // not an object
-           head + R"("threads": [{"tid": "x"}]})",                           // a type error in a thread
-           head + R"("threads": [{"tid": 1} {"tid": 2}]})",                  // no comma
-           head + R"("threads": [{"tid": 1},]})",                            // a trailing comma
-           head + R"("threads": [{"tid": 1}, {"native": [{"line": 01}]}]})",  // bad number in a thread
-           head + R"("threads": [{"tid": 1}], "threads": []})",               // twice
-           head + R"("thr\u0065ads": [{"tid": "x"}]})",                      // an escaped key
+           head + R"("threads": [{"tid": "x"}]})",                              // a type error in a thread
+           head + R"("threads": [{"tid": 1} {"tid": 2}]})",                     // no comma
+           head + R"("threads": [{"tid": 1},]})",                               // a trailing comma
+           head + R"("threads": [{"tid": 1}, {"native": [{"line": 01}]}]})",    // bad number in a thread
+           head + R"("threads": [{"tid": 1}], "threads": []})",                 // twice
+           head + R"("thr\u0065ads": [{"tid": "x"}]})",                         // an escaped key
            R"({"format": "xtimer-stacktrace", "version": 2, "rank": 1, "world_size": 4, "threads": [{"tid": "x"}]})",
            R"({"format": "xtimer-stacktrace", "version": 1, "rank": 9, "world_size": 4, "threads": []})",
            R"({"format": "xtimer-stacktrace", "version": 1, "rank": 1, "world_size": 4, "threads": [{"tid": 1}]} )"

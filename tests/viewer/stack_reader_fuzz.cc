@@ -11,6 +11,12 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "common/stack_file_threads.h"
 #include "common/stack_reader.h"
 #include "tests/viewer/reference_stack_reader.h"
 #include "tests/viewer/stack_json.h"
@@ -34,6 +40,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (xtimer::stack_reader::ParseWithNlohmann(bytes, &other, &other_error) && ok &&
         xtimer::testing::StackFileToJson(file) != xtimer::testing::StackFileToJson(other)) {
       std::fprintf(stderr, "simdjson and nlohmann-json read this input differently\n");
+      std::abort();
+    }
+  }
+  {
+    // The same bytes read thread by thread (common/stack_file_threads.h, forced even for small
+    // inputs) must be accepted or refused as the whole parse does, with the same content and reason.
+    static const std::string path = "/tmp/xtimer_stack_fuzz." + std::to_string(getpid()) + ".stacktrace";
+    std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(size));
+    xtimer::StackFileThreads split;
+    std::string split_error;
+    bool split_ok = split.Open(path, &split_error, {.whole_below = 0});
+    xtimer::StackFile joined;
+    if (split_ok) {
+      joined = split.header();
+      if (!split.whole()) {
+        if (!split.ForEach([&](const xtimer::StackThread& t, size_t) { joined.threads.push_back(t); }, &split_error))
+          std::abort();
+      }
+    }
+    if (split_ok != ok || (ok && xtimer::testing::StackFileToJson(joined) != xtimer::testing::StackFileToJson(file)) ||
+        (!ok && split_error != error)) {
+      std::fprintf(stderr, "the thread-by-thread read differs from the whole parse: %s | %s\n", split_error.c_str(),
+                   error.c_str());
       std::abort();
     }
   }
