@@ -49,8 +49,7 @@ void RankList::Finish() {
   for (Run r : runs) {
     if (!merged.empty() && int64_t{r.first} <= int64_t{merged.back().last} + 1)
       merged.back().last = std::max(merged.back().last, r.last);
-    else
-      merged.push_back(r);
+    else merged.push_back(r);
   }
   count_ = 0;
   for (Run r : merged) count_ += static_cast<uint32_t>(r.last - r.first + 1);
