@@ -143,22 +143,6 @@ std::string Demangle(std::string_view name) {
   return result;
 }
 
-namespace {
-
-// Module paths come from stack files (untrusted): a FIFO or a device named as a module must not
-// block or feed elfutils. Checked by the common rule, then opened by elfutils by name (it finds
-// separate debug information next to that name); a file swapped in between the two is the
-// caller's own doing.
-bool IsRegularFile(const std::string& path, std::string* why) {
-  uint64_t size = 0;
-  int fd = OpenRegularFile(path, FileRule{.what = "module"}, &size, why);
-  if (fd < 0) return false;
-  close(fd);
-  return true;
-}
-
-}  // namespace
-
 Symbolizer::Symbolizer(std::string sysroot) : sysroot_(std::move(sysroot)) {}
 Symbolizer::~Symbolizer() = default;
 
@@ -169,16 +153,24 @@ Symbolizer::Module* Symbolizer::Open(const std::string& module) {
   m->path = module;
   std::string path = sysroot_ + module;
   std::string refused;
+  // Module paths come from stack files (untrusted): a FIFO or a device named as a module must not
+  // block or feed elfutils. The file is opened by the common rule and elfutils reads that very
+  // descriptor (it still uses the name to find separate debug information next to it), so
+  // nothing can be swapped in between the check and the read.
+  int fd = -1;
+  uint64_t size = 0;
   if (module.empty() || module[0] != '/') {
     m->error = "not a file path";
-  } else if (!IsRegularFile(path, &refused)) {
+  } else if ((fd = OpenRegularFile(path, FileRule{.what = "module"}, &size, &refused)) < 0) {
     m->error = path + " " + refused;
   } else if ((m->dwfl = dwfl_begin(&kCallbacks)) == nullptr) {
+    close(fd);
     m->error = std::string("dwfl_begin: ") + dwfl_errmsg(-1);
   } else {
     dwfl_report_begin(m->dwfl);
-    m->mod = dwfl_report_offline(m->dwfl, module.c_str(), path.c_str(), -1);
+    m->mod = dwfl_report_offline(m->dwfl, module.c_str(), path.c_str(), fd);  // consumes fd on success
     dwfl_report_end(m->dwfl, nullptr, nullptr);
+    if (m->mod == nullptr) close(fd);
     if (m->mod == nullptr) {
       m->error = std::string("cannot read ") + path + ": " + dwfl_errmsg(-1);
     } else if (dwfl_module_getelf(m->mod, &m->bias) == nullptr) {

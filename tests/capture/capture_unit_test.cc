@@ -3,6 +3,10 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 
@@ -258,6 +262,31 @@ TEST(Symbolizer, UnknownModulesAndStaleBuildIdsResolveNothing) {
   Symbolizer sym2;
   EXPECT_TRUE(sym2.Resolve(module, vaddr, "0123456789").empty());
   EXPECT_NE(sym2.ModuleError(module).find("build-id"), std::string::npos);
+}
+
+// The symboliser opens a module itself and hands elfutils that descriptor: a module that is not
+// ELF is refused and its descriptor closed, one that is ELF is closed with the symboliser.
+TEST(Symbolizer, ClosesEveryModuleItOpened) {
+  auto open_fds = [] {
+    size_t n = 0;
+    for (auto& e : std::filesystem::directory_iterator("/proc/self/fd")) n += e.path().filename() != "." ? 1 : 0;
+    return n;
+  };
+  std::string text = std::filesystem::temp_directory_path() / ("xtimer_not_elf." + std::to_string(getpid()));
+  std::ofstream(text) << "not an ELF object\n";
+  uint64_t ret = OuterForTest();
+  std::string module;
+  uint64_t vaddr = 0;
+  Locate(ret - 1, &module, &vaddr);
+  size_t before = open_fds();
+  for (int i = 0; i < 20; ++i) {
+    Symbolizer sym;
+    EXPECT_TRUE(sym.Resolve(text, 0x10).empty());
+    EXPECT_NE(sym.ModuleError(text).find("not a valid ELF file"), std::string::npos) << sym.ModuleError(text);
+    EXPECT_FALSE(sym.Resolve(module, vaddr).empty());
+  }
+  EXPECT_EQ(open_fds(), before);
+  std::filesystem::remove(text);
 }
 
 // ---- tail calls: the jumper ends with a jump to the target (at -O2), so the target returns
