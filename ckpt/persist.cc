@@ -128,6 +128,23 @@ bool StaleTemp(const std::string& path) {
   return stale;
 }
 
+// `latest` is written (WriteFileAtomically: latest.tmp.<pid>, then rename) only under the folder's
+// lock, so a temp file of it found while holding that lock was left by a writer killed mid-write.
+void RemoveDeadLatestTemps(const std::string& ckpt_dir) {
+  DIR* d = opendir(ckpt_dir.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> dead;
+  while (dirent* e = readdir(d))
+    if (std::strncmp(e->d_name, "latest.tmp.", 11) == 0) dead.push_back(e->d_name);
+  closedir(d);
+  for (const std::string& name : dead) {
+    std::string path = ckpt_dir + "/" + name;
+    struct stat st;
+    if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || unlink(path.c_str()) != 0) continue;
+    Log(LogLevel::kInfo, "removed %s: a temp file its writer left behind (killed mid-write)", path.c_str());
+  }
+}
+
 }  // namespace
 
 std::string StepDir(const std::string& ckpt_dir, int64_t step) { return ckpt_dir + "/" + std::to_string(step); }
@@ -331,6 +348,7 @@ Status FinishStep(const std::string& ckpt_dir, int64_t step, int world_size, int
       close(fd);
     }
   } closer{lfd};
+  RemoveDeadLatestTemps(ckpt_dir);
   int64_t latest = ReadLatest(ckpt_dir, nullptr);
   if (step > latest) {
     nlohmann::json j = {{"format", "xtimer-ckpt-latest"},

@@ -166,6 +166,9 @@ TEST(HostileFolder, TheNextWriterRemovesTempFilesAKilledWriterLeft) {
   std::string live = StepDir(dirs.ckpt(), 5) + "/rank_1.xtc.tmp.99998-0";   // a writer still holds it
   std::string fresh = StepDir(dirs.ckpt(), 5) + "/rank_2.xtc.tmp.99997-0";  // just created
   std::string other = StepDir(dirs.ckpt(), 5) + "/notes.txt.tmp.1";         // not ours
+  // `latest` is written only under the folder's lock: a temp file of it is a dead writer's, however new.
+  std::string dead_latest = dirs.ckpt() + "/latest.tmp.99995";
+  std::ofstream(dead_latest) << R"({"format":"xtimer-ckpt-lat)";
   for (const std::string& p : {dead, live, fresh, other}) std::ofstream(p) << std::string(1 << 20, 'x');
   MakeOld(dead);
   MakeOld(live);
@@ -187,6 +190,7 @@ TEST(HostileFolder, TheNextWriterRemovesTempFilesAKilledWriterLeft) {
   ASSERT_TRUE(c->Wait(30, nullptr).ok());
   struct stat st;
   EXPECT_NE(stat(dead.c_str(), &st), 0) << "the dead writer's temp file is still there";
+  EXPECT_NE(stat(dead_latest.c_str(), &st), 0) << "the dead writer's temp file of latest is still there";
   EXPECT_EQ(stat(live.c_str(), &st), 0) << "a live writer's temp file was removed";
   EXPECT_EQ(stat(fresh.c_str(), &st), 0) << "a temp file created a moment ago was removed";
   EXPECT_EQ(stat(other.c_str(), &st), 0) << "a file that is not ours was removed";
