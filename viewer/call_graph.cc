@@ -74,7 +74,7 @@ void WriteCallGraphDot(const TreeView& v, const CallGraphOptions& o, ByteSink& o
     std::string text = Shorten(CleanFrameText(f.Name()), 70) + "\n" + Shorten(CleanFrameText(f.Source()), 70) +
                        "\nranks " + ranks.Fold(8) + " (" + std::to_string(ranks.size()) + ")";
     std::string_view fill = v.split[n] ? "#ffb74d" : FrameKindColor(f.kind);
-    out << "  n" << n << " [label=" << Quote(text) << ", tooltip=" << Quote(v.label[n]) << ", fillcolor=\"" << fill
+    out << "  n" << n << " [label=" << Quote(text) << ", tooltip=" << Quote(v.Label(n)) << ", fillcolor=\"" << fill
         << (v.split[n] ? "\"" : "80\"");
     if (splits_here[n]) out << ", penwidth=3, color=\"#c62828\"";
     out << "];\n";

@@ -225,13 +225,14 @@ void WriteFlameSvg(const TreeView& v, const FlameOptions& o, ByteSink& out) {
     const FrameInfo& f = v.merged->frames[node.frame];
     double y = base - node.depth * fh;
     out << (v.split[n] ? "<g class=\"f split\"><title>" : "<g class=\"f\"><title>");
-    WriteXmlEscaped(out, v.label[n]);
+    const std::string label = v.Label(n);
+    WriteXmlEscaped(out, label);
     out << " (" << node.ranks.size() << (node.ranks.size() == 1 ? " rank, " : " ranks, ") << node.threads
         << (node.threads == 1 ? " thread)" : " threads)");
     out << "</title><rect x=\"" << Num(x[n]) << "\" y=\"" << Num(y) << "\" width=\"" << Num(w[n]) << "\" height=\""
         << Num(fh - 1) << "\" rx=\"2\" fill=\"" << FrameColor(f.kind, f.function) << "\"/><text x=\"" << Num(x[n] + 3)
         << "\" y=\"" << Num(y + fh - 4.5) << "\">";
-    WriteXmlEscaped(out, FitText(v.label[n], w[n]));
+    WriteXmlEscaped(out, FitText(label, w[n]));
     out << "</text></g>\n";
   }
   out << "</g>\n";

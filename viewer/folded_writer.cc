@@ -18,7 +18,7 @@ void WriteFolded(const TreeView& v, ByteSink& out) {
     if (v.total[item.node] == 0) continue;
     prefix.resize(item.prefix_len);
     if (!prefix.empty()) prefix += ';';
-    prefix += v.label[item.node];
+    prefix += v.Label(item.node);
     if (v.self[item.node] > 0) {
       out << prefix << ' ' << v.self[item.node] << '\n';
     }

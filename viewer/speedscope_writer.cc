@@ -69,23 +69,43 @@ void WriteJsonString(ByteSink& out, std::string_view s) {
 
 }  // namespace
 
-void WriteSpeedscope(const TreeView& v, std::string_view name, ByteSink& out) {
+void WriteSpeedscope(const TreeView& v, std::string_view name, ByteSink& out,
+                     uint64_t (*label_hash)(std::string_view)) {
   // Two passes over the nodes: the first writes the shared frame table (one entry per distinct
   // label, in order of first use) and numbers each node's frame; the second writes one sample
   // (the path from the root, as frame numbers) per node where stacks end, then the weights.
   out << "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"shared\":{\"frames\":[";
-  std::unordered_map<std::string_view, uint32_t> frame_index;
+  // Labels are made on demand (TreeView::Label), so the distinct ones are found by their hash;
+  // a hash seen before is confirmed by comparing with the label of the node it was first seen
+  // at, and the rare different label with the same hash is numbered through `collided`.
+  std::unordered_map<uint64_t, uint32_t> by_hash;  // label hash -> frame number
+  std::unordered_map<std::string, uint32_t> collided;
+  std::vector<uint32_t> first_node;  // frame number -> the node it was first seen at
   std::vector<uint32_t> index(v.tree->size(), 0);
+  auto new_frame = [&](uint32_t node, const std::string& label) {
+    out << (first_node.empty() ? "{\"name\":" : ",{\"name\":");
+    WriteJsonString(out, label);
+    out << '}';
+    first_node.push_back(node);
+    return static_cast<uint32_t>(first_node.size() - 1);
+  };
   for (uint32_t i = 1; i < v.tree->size(); ++i) {
-    auto [it, fresh] = frame_index.try_emplace(v.label[i], static_cast<uint32_t>(frame_index.size()));
+    std::string label = v.Label(i);
+    auto [it, fresh] = by_hash.try_emplace(label_hash ? label_hash(label) : std::hash<std::string>()(label), 0);
     if (fresh) {
-      out << (it->second == 0 ? "{\"name\":" : ",{\"name\":");
-      WriteJsonString(out, v.label[i]);
-      out << '}';
+      it->second = new_frame(i, label);
+      index[i] = it->second;
+    } else if (v.Label(first_node[it->second]) == label) {
+      index[i] = it->second;
+    } else {  // a different label had this hash first
+      auto [c, c_fresh] = collided.try_emplace(label, 0);
+      if (c_fresh) c->second = new_frame(i, label);
+      index[i] = c->second;
     }
-    index[i] = it->second;
   }
-  frame_index = {};
+  by_hash = {};
+  collided = {};
+  first_node = {};
   uint64_t total = 0;
   for (uint32_t i = 1; i < v.tree->size(); ++i) total += v.self[i];
   out << "]},\"profiles\":[{\"type\":\"sampled\",\"name\":";

@@ -39,13 +39,15 @@ MergedStacks Merge(const std::vector<StackFile>& files) {
 std::string SpeedscopeDocument(const TreeView& v, std::string_view name) {
   using J = nlohmann::ordered_json;
   J frames = J::array(), samples = J::array(), weights = J::array();
+  std::vector<std::string> label(v.tree->size());
+  for (uint32_t i = 1; i < v.tree->size(); ++i) label[i] = v.Label(i);
   std::unordered_map<std::string_view, size_t> frame_index;
   std::vector<size_t> index(v.tree->size(), 0);
   uint64_t total = 0;
   std::vector<size_t> path;
   for (uint32_t i = 1; i < v.tree->size(); ++i) {
-    auto [it, fresh] = frame_index.try_emplace(v.label[i], frames.size());
-    if (fresh) frames.push_back({{"name", v.label[i]}});
+    auto [it, fresh] = frame_index.try_emplace(label[i], frames.size());
+    if (fresh) frames.push_back({{"name", label[i]}});
     index[i] = it->second;
     if (v.self[i] == 0) continue;
     path.clear();
@@ -72,9 +74,9 @@ std::string SpeedscopeDocument(const TreeView& v, std::string_view name) {
   return j.dump(-1, ' ', false, J::error_handler_t::replace) + "\n";
 }
 
-std::string Speedscope(const TreeView& v, std::string_view name) {
+std::string Speedscope(const TreeView& v, std::string_view name, uint64_t (*label_hash)(std::string_view) = nullptr) {
   StringSink out;
-  WriteSpeedscope(v, name, out);
+  WriteSpeedscope(v, name, out, label_hash);
   return out.Take();
 }
 
@@ -98,6 +100,18 @@ TEST(Speedscope, SameBytesAsTheJsonDocument) {
         EXPECT_EQ(Speedscope(view, "py_stack"), SpeedscopeDocument(view, "py_stack"));
       }
     }
+  }
+}
+
+// The distinct labels are found by hash: different labels with one hash still get their own
+// frame, the same label twice one frame.
+TEST(Speedscope, LabelsWhoseHashesCollideStayApart) {
+  MergedStacks m = Merge(HostileHang());
+  for (const StackTree* tree : {&m.python, &m.native}) {
+    TreeView view = MakeTreeView(m, *tree, {});
+    std::string expected = SpeedscopeDocument(view, "x");
+    EXPECT_EQ(Speedscope(view, "x", [](std::string_view) -> uint64_t { return 7; }), expected);
+    EXPECT_EQ(Speedscope(view, "x", [](std::string_view s) -> uint64_t { return s.size() % 3; }), expected);
   }
 }
 
