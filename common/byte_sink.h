@@ -4,8 +4,8 @@
 // outputs); WriteFileAtomically (common/atomic_file.h) streams into a temp file.
 //
 // After a failed Drain (full disk) the sink drops what is written next: a writer need not check
-// after every piece, its caller asks failed() at the end. Header only and libc-only, like the
-// rest of xtimer_common_lite.
+// after every piece, its caller asks failed() at the end. Header only, libc and libstdc++ only,
+// like the rest of xtimer_common_lite.
 #pragma once
 
 #include <charconv>
