@@ -15,9 +15,42 @@ bool Fail(std::string* error, const std::string& what, const std::string& path, 
   return false;
 }
 
+// Writes through to an open file; remembers the first error.
+class FileSink final : public ByteSink {
+ public:
+  explicit FileSink(int fd) : ByteSink(kAtomicWriteBlock), fd_(fd) {}
+  int error() const { return error_; }
+
+ private:
+  bool Drain(std::string_view bytes) override {
+    const char* p = bytes.data();
+    size_t left = bytes.size();
+    while (left > 0) {
+      ssize_t n = write(fd_, p, left);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        error_ = n < 0 ? errno : ENOSPC;
+        return false;
+      }
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+  int fd_;
+  int error_ = 0;
+};
+
 }  // namespace
 
 bool WriteFileAtomically(const std::string& path, std::string_view content, std::string* error,
+                         const AtomicWrite& how) {
+  return WriteFileAtomically(
+      path, [content](ByteSink& out) { out << content; }, error, how);
+}
+
+bool WriteFileAtomically(const std::string& path, const std::function<void(ByteSink&)>& produce, std::string* error,
                          const AtomicWrite& how) {
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   // O_EXCL|O_NOFOLLOW: a symlink planted at the temp name cannot redirect the write elsewhere.
@@ -26,19 +59,19 @@ bool WriteFileAtomically(const std::string& path, std::string_view content, std:
   int fd = open(tmp.c_str(), flags, 0644);
   if (fd < 0 && errno == EEXIST && unlink(tmp.c_str()) == 0) fd = open(tmp.c_str(), flags, 0644);
   if (fd < 0) return Fail(error, "cannot create", tmp, errno);
-  const char* p = content.data();
-  size_t left = content.size();
-  while (left > 0) {
-    ssize_t n = write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = n < 0 ? errno : ENOSPC;
-      close(fd);
-      unlink(tmp.c_str());
-      return Fail(error, "cannot write", tmp, err);
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
+  FileSink sink(fd);
+  try {
+    produce(sink);
+  } catch (...) {  // std::bad_alloc while rendering: no temp file left behind
+    close(fd);
+    unlink(tmp.c_str());
+    throw;
+  }
+  sink.Flush();
+  if (sink.failed()) {
+    close(fd);
+    unlink(tmp.c_str());
+    return Fail(error, "cannot write", tmp, sink.error());
   }
   if (how.sync && fsync(fd) != 0 && errno != EINVAL) {
     int err = errno;

@@ -34,7 +34,7 @@ std::string Shorten(const std::string& s, size_t n) {
 
 }  // namespace
 
-std::string WriteCallGraphDot(const TreeView& v, const CallGraphOptions& o, size_t* shown) {
+void WriteCallGraphDot(const TreeView& v, const CallGraphOptions& o, ByteSink& out, size_t* shown) {
   const StackTree& tree = *v.tree;
   const MergedStacks& m = *v.merged;
   std::vector<uint32_t> order;
@@ -58,33 +58,32 @@ std::string WriteCallGraphDot(const TreeView& v, const CallGraphOptions& o, size
   std::string title = o.title;
   if (all > order.size())
     title += " (the " + std::to_string(order.size()) + " widest of " + std::to_string(all) + " frames)";
-  std::string out = "digraph stacks {\n";
-  out += "  graph [rankdir=TB, fontname=\"Helvetica\", fontsize=14, labelloc=t, label=" + Quote(title) + "];\n";
-  out += "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10, fillcolor=\"#ffffff\"];\n";
-  out += "  edge [color=\"#777777\"];\n";
+  out << "digraph stacks {\n";
+  out << "  graph [rankdir=TB, fontname=\"Helvetica\", fontsize=14, labelloc=t, label=" << Quote(title) << "];\n";
+  out << "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10, fillcolor=\"#ffffff\"];\n";
+  out << "  edge [color=\"#777777\"];\n";
   const TreeNode& root = tree.node(StackTree::kRoot);
-  out += "  n0 [label=" +
-         Quote("all ranks\n" + RankSet(root.ranks).Fold(kLabelMaxRanges) + " (" + std::to_string(root.ranks.size()) +
-               " of " + std::to_string(m.world_size) + ")") +
-         (splits_here[0] ? ", penwidth=3, color=\"#c62828\"" : "") + "];\n";
+  out << "  n0 [label="
+      << Quote("all ranks\n" + RankSet(root.ranks).Fold(kLabelMaxRanges) + " (" + std::to_string(root.ranks.size()) +
+               " of " + std::to_string(m.world_size) + ")")
+      << (splits_here[0] ? ", penwidth=3, color=\"#c62828\"" : "") << "];\n";
   for (uint32_t n : order) {
     const TreeNode& node = tree.node(n);
     const FrameInfo& f = m.frames[node.frame];
     RankSet ranks(node.ranks);
     std::string text = Shorten(CleanFrameText(f.Name()), 70) + "\n" + Shorten(CleanFrameText(f.Source()), 70) +
                        "\nranks " + ranks.Fold(8) + " (" + std::to_string(ranks.size()) + ")";
-    std::string fill = v.split[n] ? "#ffb74d" : FrameKindColor(f.kind);
-    out += "  n" + std::to_string(n) + " [label=" + Quote(text) + ", tooltip=" + Quote(v.label[n]) + ", fillcolor=\"" +
-           fill + (v.split[n] ? "\"" : "80\"");
-    if (splits_here[n]) out += ", penwidth=3, color=\"#c62828\"";
-    out += "];\n";
-    out += "  n" + std::to_string(node.parent) + " -> n" + std::to_string(n);
-    if (v.split[n]) out += " [color=\"#e65100\", penwidth=2]";
-    out += ";\n";
+    std::string_view fill = v.split[n] ? "#ffb74d" : FrameKindColor(f.kind);
+    out << "  n" << n << " [label=" << Quote(text) << ", tooltip=" << Quote(v.Label(n)) << ", fillcolor=\"" << fill
+        << (v.split[n] ? "\"" : "80\"");
+    if (splits_here[n]) out << ", penwidth=3, color=\"#c62828\"";
+    out << "];\n";
+    out << "  n" << node.parent << " -> n" << n;
+    if (v.split[n]) out << " [color=\"#e65100\", penwidth=2]";
+    out << ";\n";
   }
-  out += "}\n";
+  out << "}\n";
   if (shown != nullptr) *shown = order.size();
-  return out;
 }
 
 bool RenderDotToSvg(const std::string& dot, std::string* svg, std::string* error) {

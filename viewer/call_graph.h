@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "common/byte_sink.h"
 #include "viewer/tree_view.h"
 
 namespace xtimer {
@@ -16,7 +17,7 @@ struct CallGraphOptions {
 };
 
 // DOT text. *shown is set to the number of frames drawn (the rest are summarised in the title).
-std::string WriteCallGraphDot(const TreeView& view, const CallGraphOptions& options, size_t* shown = nullptr);
+void WriteCallGraphDot(const TreeView& view, const CallGraphOptions& options, ByteSink& out, size_t* shown = nullptr);
 
 // Lays the DOT text out with libgvc (dot engine) and renders SVG. false and *error on failure.
 bool RenderDotToSvg(const std::string& dot, std::string* svg, std::string* error);

@@ -9,8 +9,6 @@
 namespace xtimer {
 namespace {
 
-void AppendEscaped(std::string& out, std::string_view s) { AppendXmlEscaped(out, s); }
-
 std::string Num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", v);
@@ -158,7 +156,7 @@ window.addEventListener("load", init);
 
 }  // namespace
 
-std::string WriteFlameSvg(const TreeView& v, const FlameOptions& o) {
+void WriteFlameSvg(const TreeView& v, const FlameOptions& o, ByteSink& out) {
   const StackTree& tree = *v.tree;
   const double pad = 10, header = 72, footer = 30, fh = o.frame_height;
   const double usable = o.width - 2 * pad;
@@ -191,63 +189,57 @@ std::string WriteFlameSvg(const TreeView& v, const FlameOptions& o) {
   }
   const double height = header + (max_depth + 1) * fh + footer;
 
-  std::string out;
-  out.reserve(256 + drawn.size() * 220);
-  out += "<?xml version=\"1.0\" standalone=\"no\"?>\n";
-  out += "<svg version=\"1.1\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(o.width) +
-         "\" height=\"" + Num(height) + "\" viewBox=\"0 0 " + std::to_string(o.width) + " " + Num(height) +
-         "\" data-width=\"" + std::to_string(o.width) + "\" data-pad=\"" + Num(pad) + "\">\n";
-  out += "<style>";
-  out += kStyle;
-  out += "</style>\n<script type=\"text/ecmascript\"><![CDATA[";
-  out += kScript;
-  out += "]]></script>\n";
-  out += "<rect id=\"background\" x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"#f4f4f0\"/>\n";
-  out += "<text id=\"title\" x=\"" + Num(o.width / 2.0) + "\" y=\"22\" text-anchor=\"middle\">";
-  AppendEscaped(out, PrintableName(o.title));
-  out += "</text>\n<text id=\"subtitle\" x=\"" + Num(o.width / 2.0) + "\" y=\"40\" text-anchor=\"middle\">";
-  AppendEscaped(out, PrintableName(o.subtitle, 400));
-  out += "</text>\n";
-  out += "<text id=\"unzoom\" class=\"button off\" x=\"" + Num(pad) + "\" y=\"22\">Reset zoom</text>\n";
-  out += "<foreignObject id=\"searchbox\" x=\"" + Num(o.width - pad - 240) +
-         "\" y=\"6\" width=\"240\" height=\"26\"><input xmlns=\"http://www.w3.org/1999/xhtml\" id=\"search\" "
+  out << "<?xml version=\"1.0\" standalone=\"no\"?>\n";
+  out << "<svg version=\"1.1\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << o.width << "\" height=\""
+      << Num(height) << "\" viewBox=\"0 0 " << o.width << " " << Num(height) << "\" data-width=\"" << o.width
+      << "\" data-pad=\"" << Num(pad) << "\">\n";
+  out << "<style>" << kStyle << "</style>\n<script type=\"text/ecmascript\"><![CDATA[" << kScript << "]]></script>\n";
+  out << "<rect id=\"background\" x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"#f4f4f0\"/>\n";
+  out << "<text id=\"title\" x=\"" << Num(o.width / 2.0) << "\" y=\"22\" text-anchor=\"middle\">";
+  WriteXmlEscaped(out, PrintableName(o.title));
+  out << "</text>\n<text id=\"subtitle\" x=\"" << Num(o.width / 2.0) << "\" y=\"40\" text-anchor=\"middle\">";
+  WriteXmlEscaped(out, PrintableName(o.subtitle, 400));
+  out << "</text>\n";
+  out << "<text id=\"unzoom\" class=\"button off\" x=\"" << Num(pad) << "\" y=\"22\">Reset zoom</text>\n";
+  out << "<foreignObject id=\"searchbox\" x=\"" << Num(o.width - pad - 240)
+      << "\" y=\"6\" width=\"240\" height=\"26\"><input xmlns=\"http://www.w3.org/1999/xhtml\" id=\"search\" "
          "type=\"search\" placeholder=\"search (regular expression)\"/></foreignObject>\n";
-  out += "<text id=\"matched\" x=\"" + Num(o.width - pad) + "\" y=\"50\" text-anchor=\"end\"> </text>\n";
+  out << "<text id=\"matched\" x=\"" << Num(o.width - pad) << "\" y=\"50\" text-anchor=\"end\"> </text>\n";
   // Legend: one swatch per kind.
   double lx = pad;
   for (int k = 0; k < kFrameKindCount; ++k) {
     FrameKind kind = static_cast<FrameKind>(k);
-    out += "<rect x=\"" + Num(lx) + "\" y=\"48\" width=\"12\" height=\"12\" fill=\"" + FrameKindColor(kind) + "\"/>";
-    out += "<text x=\"" + Num(lx + 16) + "\" y=\"58\">" + FrameKindName(kind) + "</text>\n";
+    out << "<rect x=\"" << Num(lx) << "\" y=\"48\" width=\"12\" height=\"12\" fill=\"" << FrameKindColor(kind)
+        << "\"/>";
+    out << "<text x=\"" << Num(lx + 16) << "\" y=\"58\">" << FrameKindName(kind) << "</text>\n";
     lx += 78;
   }
   if (total == 0) {
-    out += "<text x=\"" + Num(o.width / 2.0) + "\" y=\"" + Num(header + 20) +
-           "\" text-anchor=\"middle\">no stacks of this kind</text>\n";
+    out << "<text x=\"" << Num(o.width / 2.0) << "\" y=\"" << Num(header + 20)
+        << "\" text-anchor=\"middle\">no stacks of this kind</text>\n";
   }
-  out += "<g id=\"frames\">\n";
+  out << "<g id=\"frames\">\n";
   const double base = height - footer;  // bottom edge of the root row
   for (uint32_t n : drawn) {
     const TreeNode& node = tree.node(n);
     const FrameInfo& f = v.merged->frames[node.frame];
     double y = base - node.depth * fh;
-    out += v.split[n] ? "<g class=\"f split\"><title>" : "<g class=\"f\"><title>";
-    AppendEscaped(out, v.label[n]);
-    out += " (" + std::to_string(node.ranks.size()) + (node.ranks.size() == 1 ? " rank, " : " ranks, ") +
-           std::to_string(node.threads) + (node.threads == 1 ? " thread)" : " threads)");
-    out += "</title><rect x=\"" + Num(x[n]) + "\" y=\"" + Num(y) + "\" width=\"" + Num(w[n]) + "\" height=\"" +
-           Num(fh - 1) + "\" rx=\"2\" fill=\"" + FrameColor(f.kind, f.function) + "\"/><text x=\"" + Num(x[n] + 3) +
-           "\" y=\"" + Num(y + fh - 4.5) + "\">";
-    AppendEscaped(out, FitText(v.label[n], w[n]));
-    out += "</text></g>\n";
+    out << (v.split[n] ? "<g class=\"f split\"><title>" : "<g class=\"f\"><title>");
+    const std::string label = v.Label(n);
+    WriteXmlEscaped(out, label);
+    out << " (" << node.ranks.size() << (node.ranks.size() == 1 ? " rank, " : " ranks, ") << node.threads
+        << (node.threads == 1 ? " thread)" : " threads)");
+    out << "</title><rect x=\"" << Num(x[n]) << "\" y=\"" << Num(y) << "\" width=\"" << Num(w[n]) << "\" height=\""
+        << Num(fh - 1) << "\" rx=\"2\" fill=\"" << FrameColor(f.kind, f.function) << "\"/><text x=\"" << Num(x[n] + 3)
+        << "\" y=\"" << Num(y + fh - 4.5) << "\">";
+    WriteXmlEscaped(out, FitText(label, w[n]));
+    out << "</text></g>\n";
   }
-  out += "</g>\n";
-  out += "<text id=\"details\" x=\"" + Num(pad) + "\" y=\"" + Num(height - 10) + "\"> </text>\n";
-  out +=
-      "<g id=\"tooltip\" visibility=\"hidden\" pointer-events=\"none\"><rect x=\"0\" y=\"0\" width=\"10\" "
-      "height=\"20\" rx=\"3\"/><text x=\"0\" y=\"0\"> </text></g>\n";
-  out += "</svg>\n";
-  return out;
+  out << "</g>\n";
+  out << "<text id=\"details\" x=\"" << Num(pad) << "\" y=\"" << Num(height - 10) << "\"> </text>\n";
+  out << "<g id=\"tooltip\" visibility=\"hidden\" pointer-events=\"none\"><rect x=\"0\" y=\"0\" width=\"10\" "
+         "height=\"20\" rx=\"3\"/><text x=\"0\" y=\"0\"> </text></g>\n";
+  out << "</svg>\n";
 }
 
 }  // namespace xtimer

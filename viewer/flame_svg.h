@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/byte_sink.h"
 #include "viewer/tree_view.h"
 
 namespace xtimer {
@@ -22,6 +23,6 @@ struct FlameOptions {
   int max_depth = 1024;  // deeper frames are not drawn (hostile input)
 };
 
-std::string WriteFlameSvg(const TreeView& view, const FlameOptions& options);
+void WriteFlameSvg(const TreeView& view, const FlameOptions& options, ByteSink& out);
 
 }  // namespace xtimer

@@ -2,8 +2,7 @@
 
 namespace xtimer {
 
-std::string WriteFolded(const TreeView& v) {
-  std::string out;
+void WriteFolded(const TreeView& v, ByteSink& out) {
   std::string prefix;
   // Depth-first with an explicit stack: hostile input may nest thousands of frames deep.
   struct Item {
@@ -19,17 +18,13 @@ std::string WriteFolded(const TreeView& v) {
     if (v.total[item.node] == 0) continue;
     prefix.resize(item.prefix_len);
     if (!prefix.empty()) prefix += ';';
-    prefix += v.label[item.node];
+    prefix += v.Label(item.node);
     if (v.self[item.node] > 0) {
-      out += prefix;
-      out += ' ';
-      out += std::to_string(v.self[item.node]);
-      out += '\n';
+      out << prefix << ' ' << v.self[item.node] << '\n';
     }
     const auto& children = v.tree->node(item.node).children;
     for (auto it = children.rbegin(); it != children.rend(); ++it) stack.push_back({*it, prefix.size()});
   }
-  return out;
 }
 
 }  // namespace xtimer

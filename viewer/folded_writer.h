@@ -3,12 +3,11 @@
 // unchanged: labels hold no ';' and no line break, the count is the last blank-separated field.
 #pragma once
 
-#include <string>
-
+#include "common/byte_sink.h"
 #include "viewer/tree_view.h"
 
 namespace xtimer {
 
-std::string WriteFolded(const TreeView& view);
+void WriteFolded(const TreeView& view, ByteSink& out);
 
 }  // namespace xtimer

@@ -30,10 +30,15 @@ bool ParseOutputFormats(std::string_view list, unsigned* formats, std::string* e
 bool WriteMergeOutputs(const MergedStacks& m, const Verdict& verdict, const OutputOptions& o,
                        const std::string& out_dir, OutputResult* result, std::string* error) {
   if (!MakeDirs(out_dir, error)) return false;
-  auto write = [&](const std::string& name, std::string_view content) {
-    if (!WriteFileAtomically(out_dir + "/" + name, content, error)) return false;
+  // Each file is streamed into its temp file as it is rendered: a flame graph or speedscope file
+  // of a million frames is hundreds of MB, which never has to be held whole.
+  auto write = [&](const std::string& name, const std::function<void(ByteSink&)>& produce) {
+    if (!WriteFileAtomically(out_dir + "/" + name, produce, error)) return false;
     result->written.push_back(name);
     return true;
+  };
+  auto write_text = [&](const std::string& name, std::string_view content) {
+    return write(name, [content](ByteSink& out) { out << content; });
   };
   std::string where = verdict.reported.size() == 1 ? "1 rank" : std::to_string(verdict.reported.size()) + " ranks";
   where += " of " + std::to_string(m.world_size);
@@ -49,28 +54,30 @@ bool WriteMergeOutputs(const MergedStacks& m, const Verdict& verdict, const Outp
     std::string subtitle = where + "; frame: func@source@ranks_in|ranks_not_in; width: ranks";
     if (view.collapsed_stacks > 0)
       subtitle += "; " + std::to_string(view.collapsed_stacks) + " idle stacks every rank shares are hidden";
-    if ((o.formats & kFormatFolded) && !write(stem + ".folded", WriteFolded(view))) return false;
-    if ((o.formats & kFormatSvg) &&
-        !write(stem + ".svg", WriteFlameSvg(view, {.title = k.title, .subtitle = subtitle})))
+    if ((o.formats & kFormatFolded) && !write(stem + ".folded", [&](ByteSink& out) { WriteFolded(view, out); }))
       return false;
-    if (o.formats & kFormatSpeedscope) {
-      if (!write(stem + ".speedscope.json", WriteSpeedscope(view, stem))) return false;
-    }
+    FlameOptions flame{.title = k.title, .subtitle = subtitle};
+    if ((o.formats & kFormatSvg) && !write(stem + ".svg", [&](ByteSink& out) { WriteFlameSvg(view, flame, out); }))
+      return false;
+    if ((o.formats & kFormatSpeedscope) &&
+        !write(stem + ".speedscope.json", [&](ByteSink& out) { WriteSpeedscope(view, stem, out); }))
+      return false;
     if (o.formats & kFormatDot) {
-      std::string dot =
-          WriteCallGraphDot(view, {.max_nodes = o.dot_max_nodes, .title = std::string(k.title) + ", " + where});
-      if (!write(stem + ".dot", dot)) return false;
+      // Small (at most dot_max_nodes frames), and Graphviz needs it whole to lay it out.
+      StringSink dot;
+      WriteCallGraphDot(view, {.max_nodes = o.dot_max_nodes, .title = std::string(k.title) + ", " + where}, dot);
+      if (!write_text(stem + ".dot", dot.str())) return false;
       if (o.render_dot) {
         std::string svg, why;
-        if (RenderDotToSvg(dot, &svg, &why)) {
-          if (!write(stem + ".graph.svg", svg)) return false;
+        if (RenderDotToSvg(dot.str(), &svg, &why)) {
+          if (!write_text(stem + ".graph.svg", svg)) return false;
         } else {
           result->warnings.push_back(stem + ".graph.svg not written: " + why);
         }
       }
     }
   }
-  return write("verdict.json", VerdictToJson(verdict));
+  return write_text("verdict.json", VerdictToJson(verdict));
 }
 
 }  // namespace xtimer

@@ -39,19 +39,23 @@ bool IsIdleWaitFrame(const FrameInfo& f) {
   return name.find("::wait") != std::string_view::npos && name.find("condition_variable") != std::string_view::npos;
 }
 
+std::string TreeView::Label(uint32_t n) const {
+  if (n == StackTree::kRoot) return "";
+  const TreeNode& node = tree->node(n);
+  return FrameLabel(merged->frames[node.frame], RankSet(node.ranks), merged->world_size);
+}
+
 TreeView MakeTreeView(const MergedStacks& m, const StackTree& tree, const ViewOptions& options) {
   TreeView v;
   v.merged = &m;
   v.tree = &tree;
   size_t n = tree.size();
-  v.label.resize(n);
   v.self.resize(n);
   v.total.assign(n, 0);
   v.split.assign(n, 0);
   const size_t reported = m.ranks.size();
   for (uint32_t i = 1; i < n; ++i) {
     const TreeNode& node = tree.node(i);
-    v.label[i] = FrameLabel(m.frames[node.frame], RankSet(node.ranks), m.world_size);
     v.self[i] = static_cast<uint32_t>(node.end_ranks.size());
     v.split[i] = node.ranks.size() < tree.node(node.parent).ranks.size() ? 1 : 0;
     if (options.collapse_idle && v.self[i] == reported && reported > 0 && !node.main_ends) {

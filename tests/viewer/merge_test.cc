@@ -24,6 +24,18 @@ MergedStacks Merge(const std::vector<StackFile>& files, int32_t world = 0) {
   return std::move(m).Finish();
 }
 
+// The renderers write into a sink; these tests compare their text.
+std::string WriteFolded(const TreeView& v) {
+  StringSink out;
+  xtimer::WriteFolded(v, out);
+  return out.Take();
+}
+std::string WriteCallGraphDot(const TreeView& v, const CallGraphOptions& o) {
+  StringSink out;
+  xtimer::WriteCallGraphDot(v, o, out);
+  return out.Take();
+}
+
 bool Has(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }

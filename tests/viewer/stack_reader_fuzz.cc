@@ -90,10 +90,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const xtimer::StackTree* tree : {&merged.python, &merged.native}) {
     for (bool collapse : {false, true}) {
       xtimer::TreeView view = xtimer::MakeTreeView(merged, *tree, {.collapse_idle = collapse});
-      (void)xtimer::WriteFolded(view);
-      (void)xtimer::WriteFlameSvg(view, {});
-      (void)xtimer::WriteSpeedscope(view, "fuzz");
-      (void)xtimer::WriteCallGraphDot(view, {});
+      xtimer::StringSink out;
+      xtimer::WriteFolded(view, out);
+      xtimer::WriteFlameSvg(view, {}, out);
+      xtimer::WriteSpeedscope(view, "fuzz", out);
+      xtimer::WriteCallGraphDot(view, {}, out);
     }
   }
   return 0;
