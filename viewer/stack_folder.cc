@@ -91,10 +91,10 @@ bool MergeStackFolder(const std::string& dir, const MergeOptions& merge, const F
         if (duplicate) {
           merger.Skip(name, why);
         } else if (merger.BeginRank(header, name, &why)) {
-          bool whole = file.ForEach([&](const StackThread& t, size_t index) { merger.AddThread(t, index); }, &why);
+          bool read_all = file.ForEach([&](const StackThread& t, size_t index) { merger.AddThread(t, index); }, &why);
           merger.EndRank();
           // Rewritten in place between the two reads: what was merged stays, and the file is named.
-          if (!whole) merger.Skip(name, why);
+          if (!read_all) merger.Skip(name, why);
         }
       }
       // Large files leave large buffers behind: give them back before the merge grows.

@@ -109,23 +109,25 @@ void StackMerger::AddThread(const StackThread& t, size_t ti) {
   // At most one new node per frame (and one per thread for the GIL and state frames).
   out_.python.Reserve(t.python.size() + 1);
   out_.native.Reserve(t.native.size() + 1);
-  bool memo = ti < last_python_.size();
+  const bool has_memo = ti < last_python_.size();
 
   path_.clear();
-  for (const PythonFrame& f : t.python) path_.push_back(intern(f, memo ? &last_python_[ti] : nullptr, path_.size()));
+  for (const PythonFrame& f : t.python)
+    path_.push_back(intern(f, has_memo ? &last_python_[ti] : nullptr, path_.size()));
   if (main != nullptr) main->python = path_;
   // Which thread holds the GIL matters when one rank is stuck in a C call holding it.
   if (!path_.empty() && t.holds_gil.value_or(false)) path_.push_back(frames.InternSynthetic("[holds GIL]", "python"));
-  uint32_t python_leaf = out_.python.AddPath(path_, rank, memo ? &nodes_python_[ti] : nullptr);
+  uint32_t python_leaf = out_.python.AddPath(path_, rank, has_memo ? &nodes_python_[ti] : nullptr);
 
   path_.clear();
-  for (const NativeFrame& f : t.native) path_.push_back(intern(f, memo ? &last_native_[ti] : nullptr, path_.size()));
+  for (const NativeFrame& f : t.native)
+    path_.push_back(intern(f, has_memo ? &last_native_[ti] : nullptr, path_.size()));
   if (main != nullptr) main->native = path_;
   // The thread state ends the native stack: R (spinning) and D (stuck in the kernel) stand out.
   if (!path_.empty() && !t.state.empty())
     path_.push_back(
         frames.InternSynthetic("[" + t.state.substr(0, 8) + ": " + StateName(t.state) + "]", "thread state"));
-  uint32_t native_leaf = out_.native.AddPath(path_, rank, memo ? &nodes_native_[ti] : nullptr);
+  uint32_t native_leaf = out_.native.AddPath(path_, rank, has_memo ? &nodes_native_[ti] : nullptr);
 
   if (main != nullptr) {
     main->set = true;
