@@ -3,6 +3,8 @@
 // prints its wall time and peak RSS (getrusage), apart from the generation.
 //
 //   viewer_merge_bench [--ranks 4096] [--threads 64] [--frames 48] [--dir DIR] [--keep]
+//   viewer_merge_bench --parse-whole FILE   (reads FILE whole with ReadStackFile and exits: the
+//                                            baseline of tests/viewer/large_file_bench.py)
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -126,6 +128,17 @@ int main(int argc, char** argv) {
     else if (a == "--jobs") jobs = std::stoi(next());
     else if (a == "--keep") keep = true;
     else if (a == "--merge-only") merge_only = true;  // the child
+    else if (a == "--parse-whole") {
+      // The reader as it was before large files were read thread by thread: the whole file and
+      // its parse in memory at once.
+      xtimer::StackFile file;
+      xtimer::StackReadBuffer buffer;
+      std::string error, path = next();
+      if (!xtimer::ReadStackFile(path, &file, &buffer, &error))
+        return std::fprintf(stderr, "%s: %s\n", path.c_str(), error.c_str()), 2;
+      std::printf("%zu threads\n", file.threads.size());
+      return 0;
+    }
     else return std::fprintf(stderr, "unknown argument %s\n", a.c_str()), 1;
   }
   if (dir.empty()) dir = std::filesystem::temp_directory_path() / ("xtimer_merge_bench." + std::to_string(getpid()));
