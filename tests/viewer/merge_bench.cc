@@ -138,8 +138,7 @@ int main(int argc, char** argv) {
         return std::fprintf(stderr, "%s: %s\n", path.c_str(), error.c_str()), 2;
       std::printf("%zu threads\n", file.threads.size());
       return 0;
-    }
-    else return std::fprintf(stderr, "unknown argument %s\n", a.c_str()), 1;
+    } else return std::fprintf(stderr, "unknown argument %s\n", a.c_str()), 1;
   }
   if (dir.empty()) dir = std::filesystem::temp_directory_path() / ("xtimer_merge_bench." + std::to_string(getpid()));
 
