@@ -128,16 +128,23 @@ bool StaleTemp(const std::string& path) {
   return stale;
 }
 
+// The names in dir that match; none when it cannot be listed.
+std::vector<std::string> NamesIn(const std::string& dir, bool (*match)(const char* name)) {
+  std::vector<std::string> names;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (dirent* e = readdir(d))
+    if (match(e->d_name)) names.push_back(e->d_name);
+  closedir(d);
+  return names;
+}
+
+bool IsLatestTemp(const char* name) { return std::strncmp(name, "latest.tmp.", 11) == 0; }
+
 // `latest` is written (WriteFileAtomically: latest.tmp.<pid>, then rename) only under the folder's
 // lock, so a temp file of it found while holding that lock was left by a writer killed mid-write.
 void RemoveDeadLatestTemps(const std::string& ckpt_dir) {
-  DIR* d = opendir(ckpt_dir.c_str());
-  if (d == nullptr) return;
-  std::vector<std::string> dead;
-  while (dirent* e = readdir(d))
-    if (std::strncmp(e->d_name, "latest.tmp.", 11) == 0) dead.push_back(e->d_name);
-  closedir(d);
-  for (const std::string& name : dead) {
+  for (const std::string& name : NamesIn(ckpt_dir, IsLatestTemp)) {
     std::string path = ckpt_dir + "/" + name;
     struct stat st;
     if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || unlink(path.c_str()) != 0) continue;
@@ -304,21 +311,9 @@ Status ScanDisk(const std::string& ckpt_dir, std::vector<DiskStep>* steps) {
 
 int RemoveStaleTemps(const std::string& ckpt_dir) {
   int removed = 0;
-  DIR* d = opendir(ckpt_dir.c_str());
-  if (d == nullptr) return 0;
-  std::vector<std::string> steps;
-  while (dirent* e = readdir(d))
-    if (AllDigits(e->d_name)) steps.push_back(e->d_name);
-  closedir(d);
-  for (const std::string& step : steps) {
+  for (const std::string& step : NamesIn(ckpt_dir, AllDigits)) {
     std::string dir = ckpt_dir + "/" + step;
-    DIR* sd = opendir(dir.c_str());
-    if (sd == nullptr) continue;
-    std::vector<std::string> temps;
-    while (dirent* e = readdir(sd))
-      if (IsTempOf(e->d_name)) temps.push_back(e->d_name);
-    closedir(sd);
-    for (const std::string& name : temps) {
+    for (const std::string& name : NamesIn(dir, IsTempOf)) {
       std::string path = dir + "/" + name;
       if (!StaleTemp(path) || unlink(path.c_str()) != 0) continue;
       Log(LogLevel::kInfo, "removed %s: a temp file its writer left behind (killed mid-write)", path.c_str());

@@ -69,42 +69,43 @@ bool StackFileThreads::ForEach(const OnThread& on_thread, std::string* error) {
 bool StackFileThreads::Pass(const OnThread* on_thread, std::string* error) {
   const bool first = on_thread == nullptr;
   StackThreadsSplitter splitter(/*keep_header=*/first);
-  uint64_t window_start = 0;  // file offset of window_[0]
+
+  // Parses each element the splitter finds, out of the window, and hands it on.
+  struct ThreadParser final : StackThreadsSplitter::Events {
+    StackFileThreads& f;
+    const OnThread* on_thread;
+    uint64_t window_start = 0;  // file offset of window_[0]
+    bool in_element = false;
+    uint64_t element_begin = 0;
+    size_t index = 0;
+    std::string error;
+
+    ThreadParser(StackFileThreads& file, const OnThread* on) : f(file), on_thread(on) {}
+    void ElementBegin(uint64_t offset) override {
+      in_element = true;
+      element_begin = offset;
+    }
+    bool ElementEnd(uint64_t end) override {
+      in_element = false;
+      size_t len = static_cast<size_t>(end - element_begin);
+      char* data = f.padded_.Reserve(len);
+      std::memcpy(data, f.window_.data() + (element_begin - window_start), len);
+      std::memset(data + len, 0, stack_reader::kPadding);
+      if (!stack_reader::ParseThreadWithSimdjson(data, len, &f.thread_, &error)) return false;
+      if (on_thread != nullptr) (*on_thread)(f.thread_, index);
+      ++index;
+      return true;
+    }
+  } parser(*this, on_thread);
+
   size_t window_len = 0;
-  bool in_element = false;
-  uint64_t element_begin = 0;
-  size_t index = 0;
-  std::string thread_error;
-
-  struct Events : StackThreadsSplitter::Events {
-    std::function<void(uint64_t)> begin;
-    std::function<bool(uint64_t)> end;
-    void ElementBegin(uint64_t offset) override { begin(offset); }
-    bool ElementEnd(uint64_t end_offset) override { return end(end_offset); }
-  } events;
-  events.begin = [&](uint64_t offset) {
-    in_element = true;
-    element_begin = offset;
-  };
-  events.end = [&](uint64_t end) {
-    in_element = false;
-    size_t len = static_cast<size_t>(end - element_begin);
-    char* data = padded_.Reserve(len);
-    std::memcpy(data, window_.data() + (element_begin - window_start), len);
-    std::memset(data + len, 0, stack_reader::kPadding);
-    if (!stack_reader::ParseThreadWithSimdjson(data, len, &thread_, &thread_error)) return false;
-    if (!first) (*on_thread)(thread_, index);
-    ++index;
-    return true;
-  };
-
   uint64_t read_to = 0;
   while (read_to < size_) {
     // Keep only the bytes of the thread being read; make room for the next piece after them.
-    uint64_t keep = in_element ? element_begin : read_to;
-    size_t drop = static_cast<size_t>(keep - window_start);
+    uint64_t keep = parser.in_element ? parser.element_begin : read_to;
+    size_t drop = static_cast<size_t>(keep - parser.window_start);
     if (drop > 0) std::memmove(window_.data(), window_.data() + drop, window_len - drop);
-    window_start = keep;
+    parser.window_start = keep;
     window_len -= drop;
     size_t want = static_cast<size_t>(std::min<uint64_t>(kPieceBytes, size_ - read_to));
     if (window_.size() < window_len + want) window_.resize(window_len + want);
@@ -112,19 +113,15 @@ bool StackFileThreads::Pass(const OnThread* on_thread, std::string* error) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return *error = std::string("cannot read: ") + std::strerror(errno), false;
     if (n == 0) break;  // shrank while we read
-    bool go_on = splitter.Scan(window_.data() + window_len, static_cast<size_t>(n), events);
+    bool go_on = splitter.Scan(window_.data() + window_len, static_cast<size_t>(n), parser);
     window_len += static_cast<size_t>(n);
     read_to += static_cast<uint64_t>(n);
-    if (!go_on) return *error = thread_error.empty() ? splitter.unusual() : thread_error, false;
+    if (!go_on) return *error = parser.error.empty() ? splitter.unusual() : parser.error, false;
   }
   if (!splitter.Complete()) return *error = "the file ended early", false;
   if (first) {
     // The header: the file with "threads" emptied, parsed as a file of its own.
-    const std::string& h = splitter.header();
-    char* data = padded_.Reserve(h.size());
-    std::memcpy(data, h.data(), h.size());
-    std::memset(data + h.size(), 0, stack_reader::kPadding);
-    if (!stack_reader::ParseWithSimdjson(data, h.size(), &file_, error)) return false;
+    if (!ParseStackFile(splitter.header(), &file_, error)) return false;
   }
   return true;
 }

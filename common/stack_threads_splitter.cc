@@ -95,8 +95,7 @@ bool StackThreadsSplitter::Scan(const char* data, size_t size, Events& events) {
           break;
         }
         if (c != '{') return Unusual("an element of \"threads\" is not an object");
-        element_begin_ = offset_ + i;
-        events.ElementBegin(element_begin_);
+        events.ElementBegin(offset_ + i);
         state_ = State::kElement;
         depth_ = 1;
         in_string_ = escaped_ = false;

@@ -77,7 +77,6 @@ class StackThreadsSplitter {
   uint32_t key_len_ = 0;         // bytes of the current root key
   bool key_is_threads_ = false;  // the current root key so far equals a prefix of "threads"
   int threads_keys_ = 0;
-  uint64_t element_begin_ = 0;
   std::string header_;
   const char* unusual_ = "";
 };

@@ -239,6 +239,20 @@ void Flush(bool force) {
   }
 }
 
+namespace {
+
+// The fields every timed record has, under the same names in Kernel10, Memcpy6 and Memset4.
+template <typename Record>
+void TakeTimes(const Record& r, CuptiOp* op, uint32_t* correlation, uint64_t* start, uint64_t* end) {
+  op->device = r.deviceId;
+  op->stream = r.streamId;
+  *correlation = r.correlationId;
+  *start = r.start;
+  *end = r.end;
+}
+
+}  // namespace
+
 void Drain(void (*sink)(void* ctx, const CuptiOp& op), void* ctx) {
   if (!Active()) return;
   State& st = *g_state;
@@ -268,11 +282,7 @@ void Drain(void (*sink)(void* ctx, const CuptiOp& op), void* ctx) {
           auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
           op.what = CuptiOp::What::kKernel;
           op.name = k->name;
-          op.device = k->deviceId;
-          op.stream = k->streamId;
-          correlation = k->correlationId;
-          start = k->start;
-          end = k->end;
+          TakeTimes(*k, &op, &correlation, &start, &end);
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
@@ -281,11 +291,7 @@ void Drain(void (*sink)(void* ctx, const CuptiOp& op), void* ctx) {
           op.memcpy_kind = MemcpyKind(m->copyKind);
           op.async = (m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) != 0;
           op.bytes = m->bytes;
-          op.device = m->deviceId;
-          op.stream = m->streamId;
-          correlation = m->correlationId;
-          start = m->start;
-          end = m->end;
+          TakeTimes(*m, &op, &correlation, &start, &end);
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMSET: {
@@ -293,11 +299,7 @@ void Drain(void (*sink)(void* ctx, const CuptiOp& op), void* ctx) {
           op.what = CuptiOp::What::kMemset;
           op.async = (m->flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) != 0;
           op.bytes = m->bytes;
-          op.device = m->deviceId;
-          op.stream = m->streamId;
-          correlation = m->correlationId;
-          start = m->start;
-          end = m->end;
+          TakeTimes(*m, &op, &correlation, &start, &end);
           break;
         }
         default: continue;

@@ -21,14 +21,7 @@
 #include <cstdlib>
 #include <string>
 
-#define CHECK(call)                                                                       \
-  do {                                                                                    \
-    int status_ = static_cast<int>(call);                                                 \
-    if (status_ != 0) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #call, status_); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
+#include "check_call.h"
 
 extern "C" {
 __attribute__((visibility("default"))) void cupti_runtime_kernel(void**) { simgpu_sleep_ns(4000000); }

@@ -27,14 +27,7 @@
 #include <string>
 #include <vector>
 
-#define CHECK(call)                                                                       \
-  do {                                                                                    \
-    int status_ = static_cast<int>(call);                                                 \
-    if (status_ != 0) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #call, status_); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
+#include "check_call.h"
 
 namespace {
 

@@ -115,6 +115,19 @@ void Append(State& st, const Rec& r) {
   }
 }
 
+// The fields the kernel, memcpy and memset records share, under the same names, from the
+// simulated device's record of the operation.
+template <typename Rec>
+void FillCommon(const ActivityRecord& a, Rec* r) {
+  r->start = uint64_t(a.start_ns);
+  r->end = uint64_t(a.end_ns);
+  r->deviceId = a.device;
+  r->contextId = a.context;
+  r->streamId = a.stream;
+  r->correlationId = a.correlation;
+  r->graphId = a.graph_id;
+}
+
 void Deliver(State& st, const Buffer& b) {
   if (st.complete) st.complete(nullptr, 0, b.data, b.size, b.used);
 }
@@ -167,15 +180,9 @@ void Completed(const ActivityRecord& a) {
       CUpti_ActivityKernel10 r{};
       r.kind = st.enabled[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL] ? CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
                                                                  : CUPTI_ACTIVITY_KIND_KERNEL;
-      r.start = uint64_t(a.start_ns);
-      r.end = uint64_t(a.end_ns);
+      FillCommon(a, &r);
       r.completed = r.end;
-      r.deviceId = a.device;
-      r.contextId = a.context;
-      r.streamId = a.stream;
       r.gridX = r.gridY = r.gridZ = r.blockX = r.blockY = r.blockZ = 1;
-      r.correlationId = a.correlation;
-      r.graphId = a.graph_id;
       std::lock_guard lk(st.mu);
       r.name = KernelName(st, a.func);
       Append(st, r);
@@ -188,13 +195,7 @@ void Completed(const ActivityRecord& a) {
       r.copyKind = a.copy_kind;
       r.flags = a.async ? CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC : 0;
       r.bytes = a.bytes;
-      r.start = uint64_t(a.start_ns);
-      r.end = uint64_t(a.end_ns);
-      r.deviceId = a.device;
-      r.contextId = a.context;
-      r.streamId = a.stream;
-      r.correlationId = a.correlation;
-      r.graphId = a.graph_id;
+      FillCommon(a, &r);
       std::lock_guard lk(st.mu);
       Append(st, r);
       return;
@@ -205,14 +206,8 @@ void Completed(const ActivityRecord& a) {
       r.kind = CUPTI_ACTIVITY_KIND_MEMSET;
       r.value = a.value;
       r.bytes = a.bytes;
-      r.start = uint64_t(a.start_ns);
-      r.end = uint64_t(a.end_ns);
-      r.deviceId = a.device;
-      r.contextId = a.context;
-      r.streamId = a.stream;
-      r.correlationId = a.correlation;
       r.flags = a.async ? CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC : 0;
-      r.graphId = a.graph_id;
+      FillCommon(a, &r);
       std::lock_guard lk(st.mu);
       Append(st, r);
       return;
