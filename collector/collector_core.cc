@@ -27,8 +27,8 @@
 #include "common/atomic_file.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "common/stack_file.h"
-#include "common/stack_reader.h"
+#include "common/stacks/stack_file.h"
+#include "common/stacks/stack_reader.h"
 
 namespace xtimer::collector {
 namespace {

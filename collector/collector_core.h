@@ -1,6 +1,6 @@
 // The collector core: what xtimer_collector does for a whole job, without sockets. The gRPC
 // service (collector_server.h) is a thin adapter over it, and the node agent embeds one for a
-// single node (launcher/embedded_collector_link.cc). collector/README.md, "The core", has the
+// single node (launcher/agent/embedded_collector_link.cc). collector/README.md, "The core", has the
 // behaviour in full; in short:
 //
 //   - agents register (a session each) with a way to reach them (SendCommand), and report ranks;

@@ -7,7 +7,7 @@
 
 #include "common/clock.h"
 #include "common/rank_metrics.h"
-#include "common/rank_set.h"
+#include "common/stacks/rank_set.h"
 
 namespace xtimer::collector {
 namespace {

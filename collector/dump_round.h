@@ -25,7 +25,7 @@
 #include "collector/collector_core.h"
 #include "collector/stack_file_writer.h"
 #include "collector/upload_pacing.h"
-#include "common/stack_file.h"
+#include "common/stacks/stack_file.h"
 #include "viewer/stack_merger.h"
 
 namespace xtimer::collector {

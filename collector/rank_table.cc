@@ -2,7 +2,7 @@
 
 #include "collector/agent_strings.h"
 #include "common/log.h"
-#include "common/stack_file.h"
+#include "common/stacks/stack_file.h"
 
 namespace xtimer::collector {
 namespace {

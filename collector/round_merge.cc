@@ -1,7 +1,7 @@
 #include "collector/round_merge.h"
 
 #include "common/log.h"
-#include "common/rank_set.h"
+#include "common/stacks/rank_set.h"
 #include "viewer/merge_output.h"
 #include "viewer/verdict.h"
 

@@ -1,6 +1,6 @@
 // xtimer_symbolize FILE...: fills in function, source file and line (with inlined frames) in
 // stack files written by the preloaded library, in place. The preload starts it after each dump;
-// the node agent will call the same library (common/stack_symbolize.h) directly.
+// the node agent will call the same library (common/stacks/stack_symbolize.h) directly.
 #include <sys/resource.h>
 
 #include <cstdio>
@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "common/stack_symbolize.h"
-#include "common/symbolizer.h"
+#include "common/stacks/stack_symbolize.h"
+#include "common/stacks/symbolizer.h"
 
 namespace {
 

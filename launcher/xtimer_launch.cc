@@ -1,6 +1,6 @@
 // xtimer_launch COMMAND [ARGS...]: runs COMMAND with libxtimer_preload.so preloaded, so every
 // process it starts (python, torchrun and its ranks, deepspeed) is timed. xtimer_launch stays
-// as COMMAND's parent and runs the node agent (launcher/node_agent.h) beside it; exit status and
+// as COMMAND's parent and runs the node agent (launcher/agent/node_agent.h) beside it; exit status and
 // signals are passed through. Below another xtimer_launch (XTIMER_AGENT_SOCKET already set) it
 // just runs COMMAND, which reports to the agent above.
 #include <limits.h>
@@ -18,8 +18,8 @@
 #include "common/log.h"
 #include "launcher/preload_env.h"
 #ifdef XTIMER_WITH_AGENT
-#include "launcher/child_process.h"
-#include "launcher/node_agent.h"
+#include "launcher/agent/child_process.h"
+#include "launcher/agent/node_agent.h"
 #endif
 
 namespace {

@@ -7,9 +7,9 @@
 
 #include "common/env.h"
 #include "common/log.h"
-#include "launcher/child_process.h"
-#include "launcher/elastic_agent.h"
-#include "launcher/node_agent.h"
+#include "launcher/agent/child_process.h"
+#include "launcher/run/elastic_agent.h"
+#include "launcher/agent/node_agent.h"
 #include "launcher/preload_env.h"
 
 int main(int argc, char** argv) {

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "netprobe/gpu_api.h"
+#include "netprobe/probe_gpu_api.h"
 #include "netprobe/subprocess.h"
 #include "netprobe/wire.h"
 

@@ -12,7 +12,7 @@
 #include "common/log.h"
 #include "netprobe/gpu_probe.h"
 #include "netprobe/net.h"
-#include "netprobe/rendezvous.h"
+#include "netprobe/probe_rendezvous.h"
 #include "netprobe/report.h"
 #include "netprobe/tcp_probe.h"
 #include "netprobe/wire.h"

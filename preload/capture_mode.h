@@ -5,7 +5,7 @@
 
 #include <atomic>
 
-#include "preload/gpu_api.h"
+#include "preload/own_gpu_calls.h"
 
 namespace xtimer {
 

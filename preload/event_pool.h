@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "preload/gpu_api.h"
+#include "preload/own_gpu_calls.h"
 #include "preload/mpmc_queue.h"
 
 namespace xtimer {

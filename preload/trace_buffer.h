@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "preload/gpu_api.h"
+#include "preload/own_gpu_calls.h"
 
 namespace xtimer {
 

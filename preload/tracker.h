@@ -10,7 +10,7 @@
 #include "preload/comm_table.h"
 #include "preload/config.h"
 #include "preload/event_pool.h"
-#include "preload/gpu_api.h"
+#include "preload/own_gpu_calls.h"
 #include "preload/inflight_op.h"
 #include "preload/mpmc_queue.h"
 #include "preload/op_class.h"

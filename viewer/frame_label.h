@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/rank_set.h"
+#include "common/stacks/rank_set.h"
 #include "viewer/frame_table.h"
 
 namespace xtimer {

@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/stack_file.h"
+#include "common/stacks/stack_file.h"
 #include "viewer/frame_kind.h"
 #include "viewer/string_pool.h"
 

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <string>
 
-#include "common/stack_file.h"
+#include "common/stacks/stack_file.h"
 #include "viewer/frame_label.h"
 #include "viewer/merge_output.h"
 #include "viewer/stack_folder.h"

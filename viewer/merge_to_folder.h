@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/stack_file.h"
+#include "common/stacks/stack_file.h"
 #include "viewer/merge_output.h"
 #include "viewer/stack_merger.h"
 #include "viewer/verdict.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/rank_set.h"
+#include "common/stacks/rank_set.h"
 #include "viewer/frame_table.h"
 #include "viewer/stack_tree.h"
 

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "common/stack_file_threads.h"
+#include "common/stacks/stack_file_threads.h"
 
 namespace xtimer {
 namespace {

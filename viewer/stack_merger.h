@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/stack_file.h"
+#include "common/stacks/stack_file.h"
 #include "viewer/merged_stacks.h"
 
 namespace xtimer {
@@ -31,7 +31,7 @@ class StackMerger {
   // Adds one rank. On false (duplicate rank, world size disagrees) nothing of it was merged,
   // *error says why and the file is recorded in MergedStacks::skipped under source.
   bool Add(const StackFile& file, std::string_view source, std::string* error);
-  // The same for a file read thread by thread (common/stack_file_threads.h), so that it is never
+  // The same for a file read thread by thread (common/stacks/stack_file_threads.h), so that it is never
   // held whole: BeginRank with its header (its threads are not looked at), AddThread for each
   // thread in file order, then EndRank. BeginRank's false is Add's (nothing merged, recorded as
   // skipped, no EndRank). Add is these three.

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "common/rank_set.h"
+#include "common/stacks/rank_set.h"
 #include "viewer/merged_stacks.h"
 
 namespace xtimer {

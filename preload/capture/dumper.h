@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string>
 
-#include "preload/capture/stack_file.h"
+#include "preload/capture/stack_dump.h"
 #include "preload/inflight_op.h"
 
 namespace xtimer::capture {

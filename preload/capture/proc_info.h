@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "preload/capture/stack_file.h"
+#include "preload/capture/stack_dump.h"
 
 namespace xtimer::capture {
 

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "preload/capture/stack_file.h"
+#include "preload/capture/stack_dump.h"
 
 namespace xtimer::capture {
 

@@ -10,13 +10,13 @@
 
 #include <gtest/gtest.h>
 
-#include "common/stack_symbolize.h"
-#include "common/symbolizer.h"
+#include "common/stacks/stack_symbolize.h"
+#include "common/stacks/symbolizer.h"
 #include "preload/capture/elf_symtab.h"
 #include "preload/capture/proc_info.h"
 #include "preload/capture/python_capture.h"
 #include "preload/capture/signal_spec.h"
-#include "preload/capture/stack_file.h"
+#include "preload/capture/stack_dump.h"
 #include "test_util.h"
 
 namespace xtimer::capture {

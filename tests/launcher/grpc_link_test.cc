@@ -1,4 +1,4 @@
-// The node agent's gRPC link (launcher/grpc_collector_link.cc) against an in-process collector
+// The node agent's gRPC link (launcher/agent/grpc_collector_link.cc) against an in-process collector
 // with an upload window of 1: a round's stacks are held until the collector's UPLOAD. Another
 // agent, driven by hand, reports the hang first and keeps the window until it uploads, so the
 // order is fixed (agent_two-agents, with real timing, may not need to hold anything).
@@ -15,7 +15,7 @@
 #include "collector.grpc.pb.h"
 #include "collector/collector_core.h"
 #include "collector/collector_server.h"
-#include "launcher/collector_link.h"
+#include "launcher/agent/collector_link.h"
 #include "tests/viewer/stack_json.h"
 
 namespace xtimer {

@@ -1,10 +1,10 @@
 // xtimer_run --network-check: the verdict a round's nodes act on, from the probe's report
-// (launcher/network_check.h). Reports here are shaped like docs/formats.md's.
+// (launcher/run/network_check.h). Reports here are shaped like docs/formats.md's.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/network_check.h"
+#include "launcher/run/network_check.h"
 
 namespace xtimer::run {
 namespace {

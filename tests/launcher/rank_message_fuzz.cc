@@ -14,8 +14,8 @@
 
 #include "common/prometheus_text.h"
 #include "common/rank_metrics.h"
-#include "launcher/rank_channel.h"
-#include "launcher/rank_registry.h"
+#include "launcher/agent/rank_channel.h"
+#include "launcher/agent/rank_registry.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > xtimer::RankChannel::kMaxMessage) return 0;  // dropped by size before parsing

@@ -1,9 +1,9 @@
-// ParseRankMessage (launcher/rank_channel.h): what the agent accepts from a rank. A fraction where
+// ParseRankMessage (launcher/agent/rank_channel.h): what the agent accepts from a rank. A fraction where
 // the agent reads an integer is refused before any handler converts it (the fuzz target found
 // {"pid": 1e300} reaching an int conversion: undefined behaviour, caught by UBSan only).
 #include <gtest/gtest.h>
 
-#include "launcher/rank_channel.h"
+#include "launcher/agent/rank_channel.h"
 
 namespace xtimer {
 namespace {

@@ -3,8 +3,8 @@
 
 #include <map>
 
-#include "launcher/elastic_agent.h"
-#include "launcher/run_options.h"
+#include "launcher/run/elastic_agent.h"
+#include "launcher/run/run_options.h"
 
 namespace xtimer::run {
 namespace {

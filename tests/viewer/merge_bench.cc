@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "common/stack_reader.h"
+#include "common/stacks/stack_reader.h"
 #include "tests/viewer/reference_stack_reader.h"
 #include "viewer/merge_output.h"
 #include "viewer/stack_folder.h"

@@ -1,4 +1,4 @@
-#include "common/rank_set.h"
+#include "common/stacks/rank_set.h"
 
 #include <gtest/gtest.h>
 

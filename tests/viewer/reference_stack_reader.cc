@@ -7,7 +7,7 @@
 
 #include "tests/viewer/reference_stack_reader.h"
 
-#include "common/stack_reader_impl.h"
+#include "common/stacks/stack_reader_impl.h"
 
 namespace xtimer::stack_reader {
 namespace {

@@ -1,12 +1,12 @@
 // The tests' reference stack-file reader (nlohmann-json), independent of the product's simdjson
-// reader (common/stack_reader.h): the reader tests run every case through both, the fuzz target
+// reader (common/stacks/stack_reader.h): the reader tests run every case through both, the fuzz target
 // compares them on every input, and the merge benchmark prints both parse rates.
 #pragma once
 
 #include <string>
 #include <string_view>
 
-#include "common/stack_file.h"
+#include "common/stacks/stack_file.h"
 
 namespace xtimer::stack_reader {
 

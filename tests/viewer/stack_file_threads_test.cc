@@ -1,7 +1,7 @@
-// Reading a stack file thread by thread (common/stack_file_threads.h, stack_threads_splitter.h)
+// Reading a stack file thread by thread (common/stacks/stack_file_threads.h, stack_threads_splitter.h)
 // must give exactly what the whole-file parse gives: the same fields, the same threads in the same
 // order, the same refusals with the same reasons.
-#include "common/stack_file_threads.h"
+#include "common/stacks/stack_file_threads.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 #include <fstream>
 #include <set>
 
-#include "common/stack_threads_splitter.h"
+#include "common/stacks/stack_threads_splitter.h"
 #include "tests/viewer/stack_json.h"
 #include "viewer/stack_folder.h"
 #include "viewer/stack_merger.h"

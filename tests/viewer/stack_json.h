@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "common/stack_file.h"
+#include "common/stacks/stack_file.h"
 
 namespace xtimer::testing {
 

@@ -16,8 +16,8 @@
 #include <fstream>
 #include <string>
 
-#include "common/stack_file_threads.h"
-#include "common/stack_reader.h"
+#include "common/stacks/stack_file_threads.h"
+#include "common/stacks/stack_reader.h"
 #include "tests/viewer/reference_stack_reader.h"
 #include "tests/viewer/stack_json.h"
 #include "viewer/call_graph.h"
@@ -44,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   {
-    // The same bytes read thread by thread (common/stack_file_threads.h, forced even for small
+    // The same bytes read thread by thread (common/stacks/stack_file_threads.h, forced even for small
     // inputs) must be accepted or refused as the whole parse does, with the same content and reason.
     static const std::string path = "/tmp/xtimer_stack_fuzz." + std::to_string(getpid()) + ".stacktrace";
     std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(size));

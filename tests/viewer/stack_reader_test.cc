@@ -1,6 +1,6 @@
 // The reader's tests run against the product's reader (simdjson) and the tests' reference reader
 // (nlohmann-json, reference_stack_reader.h), which must agree.
-#include "common/stack_reader.h"
+#include "common/stacks/stack_reader.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "common/stack_reader_impl.h"
+#include "common/stacks/stack_reader_impl.h"
 #include "tests/viewer/reference_stack_reader.h"
 #include "tests/viewer/stack_json.h"
 

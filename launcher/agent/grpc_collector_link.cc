@@ -1,0 +1,458 @@
+// CollectorLink over gRPC (common/proto/collector.proto).
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "collector.grpc.pb.h"
+#include "common/grpc_defaults.h"
+#include "common/log.h"
+#include "common/regular_file.h"
+#include "launcher/agent/collector_link.h"
+
+namespace xtimer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kReportPeriod = std::chrono::seconds(10);
+constexpr auto kCallDeadline = std::chrono::seconds(5);
+constexpr auto kUploadDeadline = std::chrono::seconds(30);
+// At exit, how long a link that has not reached its collector yet waits for it (Stop()).
+constexpr auto kFirstContactWait = std::chrono::milliseconds(1000);
+constexpr size_t kMaxQueuedUploads = 256;
+// A rank's own dump waits this long before it goes: if the collector asks for a dump round
+// meanwhile (or did shortly before), the rank answers the round with this same dump, and the
+// own copy is not sent (in a storm every rank would otherwise send its stacks twice, unpaced).
+constexpr auto kOwnDumpHold = std::chrono::seconds(2);
+constexpr auto kRoundCoversOwnDump = std::chrono::seconds(10);
+// Stacks held for a round whose UPLOAD never came (the round finished first) are dropped.
+constexpr auto kHeldUploadMax = std::chrono::seconds(120);
+
+std::string RandomId() {
+  std::random_device rd;
+  std::ostringstream s;
+  s << std::hex << rd() << rd();
+  return s.str();
+}
+
+struct QueuedUpload {
+  v1::StackUpload upload;
+  Clock::time_point queued;
+};
+
+class GrpcCollectorLink : public CollectorLink {
+ public:
+  GrpcCollectorLink(std::string address, std::string token, std::shared_ptr<grpc::ChannelCredentials> creds)
+      : address_(std::move(address)), token_(std::move(token)), agent_id_(RandomId()) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(16 << 20);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 500);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);  // our own backoff (Loop) paces the retries
+    stub_ = v1::Collector::NewStub(grpc::CreateCustomChannel(address_, creds, args));
+  }
+
+  ~GrpcCollectorLink() override { Stop(0); }
+
+  void Start(OnDump on_dump) override {
+    on_dump_ = std::move(on_dump);
+    worker_ = std::thread([this] { Loop(); });
+  }
+
+  void Report(std::vector<v1::RankReport> reports, bool urgent) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    reports_ = std::move(reports);
+    have_reports_ = true;
+    urgent_ |= urgent;
+    cv_.notify_all();
+  }
+
+  void Upload(int rank, const std::string& dump_id, std::string stack_json) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (uploads_.size() >= kMaxQueuedUploads) {
+      Log(LogLevel::kWarn, "agent: %zu stack uploads waiting for the collector; dropping the oldest", uploads_.size());
+      uploads_.pop_front();
+    }
+    QueuedUpload q;
+    q.upload.set_rank(rank);
+    q.upload.set_dump_id(dump_id);
+    q.upload.set_stack_json(std::move(stack_json));
+    q.queued = Clock::now();
+    uploads_.push_back(std::move(q));
+    cv_.notify_all();
+  }
+
+  void Stop(int ms) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (stopping_) return;
+      // Let the worker send what is queued, up to `ms`; nothing is held back any more. A
+      // collector that refused us or cannot be reached gets no wait at all (its last call
+      // failed), one we have not reached yet (a first registration under way) at most
+      // kFirstContactWait: a job's exit is not held for a collector that is not there.
+      draining_ = true;
+      if (last_state_only_) have_reports_ = true;  // the last words carry the op statistics
+      cv_.notify_all();
+      auto budget = std::chrono::milliseconds(ms);
+      if (!registered_) budget = std::min(budget, kFirstContactWait);
+      cv_.wait_for(lock, budget, [this] { return (uploads_.empty() && !have_reports_) || failing_; });
+      if (failing_ && (!uploads_.empty() || have_reports_))
+        Log(LogLevel::kWarn,
+            "agent: the collector at %s cannot be reached; %zu stack upload(s) and the last report not sent",
+            address_.c_str(), uploads_.size());
+      stopping_ = true;
+      if (call_ctx_ != nullptr) call_ctx_->TryCancel();  // a call under way ends now
+      cv_.notify_all();
+    }
+    CancelCommands();
+    if (worker_.joinable()) worker_.join();
+    if (reader_.joinable()) reader_.join();
+  }
+
+  bool connected() const override { return registered_.load(); }
+
+ private:
+  void AddToken(grpc::ClientContext* ctx) {
+    if (!token_.empty()) ctx->AddMetadata("authorization", "Bearer " + token_);
+  }
+
+  bool Register() {
+    v1::RegisterRequest req;
+    req.set_protocol_version(1);
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    req.set_node(host);
+    req.set_agent_id(agent_id_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& r : reports_) *req.add_ranks() = r.rank();
+    }
+    grpc::ClientContext ctx;
+    AddToken(&ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + kCallDeadline);
+    v1::RegisterReply reply;
+    grpc::Status st;
+    {
+      CallScope scope(this, &ctx);
+      st = stub_->Register(&ctx, req, &reply);
+    }
+    if (!st.ok()) {
+      LogFailure("register with", st);
+      return false;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      session_ = reply.session();
+      if (reply.max_message_bytes() > 0) max_message_bytes_ = reply.max_message_bytes();
+      have_reports_ = have_reports_ || !reports_.empty();  // a new collector needs our state now
+      urgent_ = true;
+      ops_sent_.clear();
+    }
+    Log(LogLevel::kInfo, "agent: connected to the collector at %s", address_.c_str());
+    failures_logged_ = 0;
+    failing_ = false;
+    registered_ = true;
+    StartCommands();
+    return true;
+  }
+
+  // The call being made (under mu_), so that Stop() can cancel it: a call to a collector that
+  // does not answer would otherwise hold the agent's exit for its whole deadline.
+  class CallScope {
+   public:
+    CallScope(GrpcCollectorLink* link, grpc::ClientContext* ctx) : link_(link) {
+      std::lock_guard<std::mutex> lock(link_->mu_);
+      link_->call_ctx_ = ctx;
+      if (link_->stopping_) ctx->TryCancel();
+    }
+    ~CallScope() {
+      std::lock_guard<std::mutex> lock(link_->mu_);
+      link_->call_ctx_ = nullptr;
+    }
+
+   private:
+    GrpcCollectorLink* link_;
+  };
+
+  // One line per kind of trouble, not one per retry.
+  void LogFailure(const char* what, const grpc::Status& st) {
+    failing_ = true;
+    cv_.notify_all();  // Stop() may be waiting for this collector
+    if (stopping_) return;
+    if (failures_logged_++ == 0 || st.error_code() == grpc::StatusCode::UNAUTHENTICATED)
+      Log(LogLevel::kWarn, "agent: cannot %s the collector at %s: %s (the job goes on; retrying)", what,
+          address_.c_str(), st.error_message().c_str());
+  }
+
+  void StartCommands() {
+    CancelCommands();
+    if (reader_.joinable()) reader_.join();
+    std::lock_guard<std::mutex> lock(mu_);
+    commands_ctx_ = std::make_unique<grpc::ClientContext>();
+    AddToken(commands_ctx_.get());
+    v1::CommandsRequest req;
+    req.set_session(session_);
+    grpc::ClientContext* ctx = commands_ctx_.get();
+    reader_ = std::thread([this, ctx, req] {
+      auto stream = stub_->Commands(ctx, req);
+      v1::Command cmd;
+      while (stream->Read(&cmd)) OnCommand(cmd);
+      grpc::Status st = stream->Finish();
+      if (!stopping_) {
+        LogFailure("keep the command stream with", st);
+        registered_ = false;  // the collector went away: register again
+        cv_.notify_all();
+      }
+    });
+  }
+
+  void OnCommand(const v1::Command& cmd) {
+    if (cmd.kind() == v1::Command::DUMP) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        const Clock::time_point now = Clock::now();
+        last_dump_command_ = now;
+        // Rounds long over (their held stacks were dropped at kHeldUploadMax) are forgotten.
+        std::erase_if(held_, [&](const auto& h) { return now - h.second > 2 * kHeldUploadMax; });
+        if (cmd.wait_for_upload()) held_.emplace(cmd.dump_id(), now);
+      }
+      if (on_dump_) on_dump_(cmd.dump_id());
+    } else if (cmd.kind() == v1::Command::UPLOAD) {
+      std::lock_guard<std::mutex> lock(mu_);
+      held_.erase(cmd.dump_id());
+      cv_.notify_all();
+    }
+  }
+
+  // Under mu_. The first upload that may go now (uploads_.end() if none); drops own dumps a
+  // round covers and stacks held too long; *wake: when a held own dump may go.
+  std::deque<QueuedUpload>::iterator NextUpload(Clock::time_point now, Clock::time_point* wake) {
+    for (auto it = uploads_.begin(); it != uploads_.end();) {
+      const std::string& id = it->upload.dump_id();
+      if (id.empty()) {
+        if (last_dump_command_ && *last_dump_command_ + kRoundCoversOwnDump >= it->queued) {
+          it = uploads_.erase(it);  // the round has (or will get) this rank's stacks
+          continue;
+        }
+        if (draining_ || now >= it->queued + kOwnDumpHold) return it;
+        *wake = std::min(*wake, it->queued + kOwnDumpHold);
+      } else {
+        auto h = held_.find(id);
+        if (h == held_.end() || draining_) return it;
+        if (now >= h->second + kHeldUploadMax) {
+          Log(LogLevel::kWarn, "agent: the collector never asked for rank %d's stacks of dump round %s; dropped",
+              it->upload.rank(), id.c_str());
+          it = uploads_.erase(it);
+          continue;
+        }
+        *wake = std::min(*wake, h->second + kHeldUploadMax);
+      }
+      ++it;
+    }
+    return uploads_.end();
+  }
+
+  void CancelCommands() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (commands_ctx_) commands_ctx_->TryCancel();
+  }
+
+  // A report sent for urgency (a hang found) between periodic ones carries the state of the
+  // ranks whose op statistics the collector already has (it keeps them from the last full
+  // report). When every rank of a job hangs at once, the collector then takes a burst of small
+  // messages, not of big ones.
+  void SendReports(bool periodic) {
+    v1::ReportRequest req;
+    bool state_only;
+    std::vector<int32_t> with_ops;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      state_only = !periodic && !draining_;
+      req.set_session(session_);
+      for (const auto& r : reports_) {
+        v1::RankReport* out = req.add_reports();
+        *out = r;
+        if (state_only && ops_sent_.contains(r.rank().rank())) out->clear_ops();
+        if (out->ops_size() > 0) with_ops.push_back(r.rank().rank());
+      }
+      have_reports_ = false;
+      urgent_ = false;
+    }
+    grpc::ClientContext ctx;
+    AddToken(&ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + kCallDeadline);
+    v1::ReportReply reply;
+    grpc::Status st;
+    {
+      CallScope scope(this, &ctx);
+      st = stub_->Report(&ctx, req, &reply);
+    }
+    if (st.ok() && reply.known()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ops_sent_.insert(with_ops.begin(), with_ops.end());
+        last_state_only_ = state_only;
+      }
+      if (reply.has_command()) OnCommand(reply.command());  // a DUMP that came with the reply
+    }
+    if (!st.ok() || !reply.known()) {
+      if (!st.ok()) LogFailure("report to", st);
+      if (st.ok()) Log(LogLevel::kInfo, "agent: the collector does not know us (restarted?); registering again");
+      registered_ = false;
+      std::lock_guard<std::mutex> lock(mu_);
+      have_reports_ = true;  // resend after registering
+    }
+  }
+
+  // The upload taken from the queue is put back at the front when it must be retried.
+  void SendOneUpload() {
+    v1::StackUpload u;
+    Clock::time_point queued;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      Clock::time_point wake = Clock::time_point::max();
+      auto it = NextUpload(Clock::now(), &wake);
+      if (it == uploads_.end()) return;
+      u = std::move(it->upload);
+      queued = it->queued;
+      uploads_.erase(it);
+      u.set_session(session_);
+      if (u.ByteSizeLong() + 1024 > max_message_bytes_) {
+        Log(LogLevel::kWarn, "agent: rank %d's stack file (%zu bytes) is over the collector's limit of %u; not sent",
+            u.rank(), u.stack_json().size(), max_message_bytes_);
+        return;
+      }
+    }
+    auto keep = [&] {
+      std::lock_guard<std::mutex> lock(mu_);
+      uploads_.push_front(QueuedUpload{std::move(u), queued});
+    };
+    grpc::ClientContext ctx;
+    AddToken(&ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + kUploadDeadline);
+    v1::UploadReply reply;
+    grpc::Status st;
+    {
+      CallScope scope(this, &ctx);
+      st = stub_->UploadStacks(&ctx, u, &reply);
+    }
+    if (st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      // The collector is busy (a storm of uploads): keep it, retry shortly, same session.
+      keep();
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_.load(); });
+      return;
+    }
+    if (!st.ok()) {
+      LogFailure("upload stacks to", st);
+      registered_ = false;
+      keep();  // retried after registering again
+      return;
+    }
+    if (!reply.accepted())
+      Log(LogLevel::kWarn, "agent: the collector refused rank %d's stacks: %s", u.rank(), reply.reason().c_str());
+  }
+
+  void Loop() {
+    auto backoff = std::chrono::milliseconds(500);
+    auto next_report = Clock::now();
+    while (!stopping_) {
+      if (!registered_) {
+        if (!Register()) {
+          std::unique_lock<std::mutex> lock(mu_);
+          cv_.wait_for(lock, backoff, [this] { return stopping_.load(); });
+          backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+          continue;
+        }
+        backoff = std::chrono::milliseconds(500);
+      }
+      bool send_reports, send_upload;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        // Until the next report, or a held upload is due; any change (notify) looks again.
+        Clock::time_point wake = next_report;
+        bool upload_ready = NextUpload(Clock::now(), &wake) != uploads_.end();
+        if (!(stopping_ || !registered_ || urgent_ || upload_ready)) cv_.wait_until(lock, wake);
+        send_reports = have_reports_ && (urgent_ || Clock::now() >= next_report || stopping_);
+        send_upload = !uploads_.empty();  // SendOneUpload sends the first that may go, if any
+      }
+      if (send_reports && registered_) {
+        SendReports(/*periodic=*/Clock::now() >= next_report || stopping_);
+        next_report = Clock::now() + kReportPeriod;
+      } else if (Clock::now() >= next_report) {
+        next_report = Clock::now() + kReportPeriod;
+      }
+      if (send_upload && registered_) SendOneUpload();
+      cv_.notify_all();  // Stop() waits for the queues to drain
+    }
+  }
+
+  std::string address_, token_, agent_id_;
+  std::unique_ptr<v1::Collector::Stub> stub_;
+  OnDump on_dump_;
+  std::thread worker_, reader_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> registered_{false};
+  std::atomic<int> failures_logged_{0};
+  std::atomic<bool> failing_{false};  // the last call failed (unreachable, refused, bad token)
+
+  std::mutex mu_;  // guards what follows
+  std::condition_variable cv_;
+  std::string session_;
+  uint32_t max_message_bytes_ = 4 << 20;  // gRPC's default until the collector says
+  std::vector<v1::RankReport> reports_;
+  bool have_reports_ = false;
+  bool urgent_ = false;
+  std::deque<QueuedUpload> uploads_;
+  std::map<std::string, Clock::time_point> held_;  // dump rounds whose stacks wait for UPLOAD
+  std::optional<Clock::time_point> last_dump_command_;
+  bool draining_ = false;         // Stop() was called: send everything queued
+  std::set<int32_t> ops_sent_;    // ranks whose op statistics reached this registration
+  bool last_state_only_ = false;  // the last report sent had no op statistics
+  std::unique_ptr<grpc::ClientContext> commands_ctx_;
+  grpc::ClientContext* call_ctx_ = nullptr;  // the unary call under way (CallScope)
+};
+
+// A token or CA file by the common rule (common/regular_file.h): a FIFO or a device named there
+// must not block or grow the agent. *why: the reason, without the path.
+bool ReadFile(const std::string& path, size_t max, std::string* out, std::string* why) {
+  return ReadRegularFile(path, FileRule{.what = "token or PEM file", .max_bytes = max}, out, why);
+}
+
+}  // namespace
+
+std::unique_ptr<CollectorLink> ConnectToCollector(const std::string& address, const std::string& token_file,
+                                                  const std::string& ca_file, std::string* error) {
+  UseGrpcDefaults();
+  std::string token;
+  if (!token_file.empty()) {
+    std::string why;
+    if (!ReadFile(token_file, 4096, &token, &why)) {
+      *error = "the collector token file " + token_file + " (XTIMER_COLLECTOR_TOKEN_FILE) " + why;
+      return nullptr;
+    }
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) token.pop_back();
+  }
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (!ca_file.empty()) {
+    grpc::SslCredentialsOptions opts;
+    std::string why;
+    if (!ReadFile(ca_file, 1 << 20, &opts.pem_root_certs, &why)) {
+      *error = "the collector CA file " + ca_file + " (XTIMER_COLLECTOR_CA) " + why;
+      return nullptr;
+    }
+    creds = grpc::SslCredentials(opts);
+  }
+  return std::make_unique<GrpcCollectorLink>(address, token, creds);
+}
+
+}  // namespace xtimer

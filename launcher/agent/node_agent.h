@@ -1,0 +1,95 @@
+// The node agent: what xtimer_launch runs beside the command. It serves the local channel the
+// ranks below it connect to, symbolises their stack dumps (elfutils, outside the training
+// processes), serves their metrics for Prometheus, relays everything to a collector (or to a
+// collector core embedded here, for a single node), and is the node's flash-checkpoint saver
+// (ckpt/saver.h) unless another one already runs. Nothing it does can stop the job: every
+// failure is one log line and the command runs on.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "ckpt/saver.h"
+#include "launcher/agent/collector_link.h"
+#include "launcher/agent/rank_channel.h"
+#include "launcher/agent/rank_registry.h"
+
+namespace xtimer {
+
+class GuardedHttpServer;
+class Symbolizer;
+
+struct AgentConfig {
+  std::string timeline_path;  // XTIMER_TIMELINE_PATH: also where an embedded collector writes
+  int metrics_port = 18889;   // XTIMER_METRICS_PORT, 0 = off
+  std::string collector;      // XTIMER_COLLECTOR, "" = embedded
+  std::string token_file;     // XTIMER_COLLECTOR_TOKEN_FILE
+  std::string ca_file;        // XTIMER_COLLECTOR_CA
+  double dump_wait_s = 30;    // XTIMER_DUMP_WAIT
+  static AgentConfig FromEnv();
+};
+
+class NodeAgent {
+ public:
+  explicit NodeAgent(AgentConfig config);
+  ~NodeAgent();
+  // Creates the socket and sets XTIMER_AGENT_SOCKET for the command; starts the threads.
+  // False only if the local channel cannot exist (the command then runs without an agent).
+  bool Start(std::string* error);
+  // Called by the main thread every ~200 ms while the command runs.
+  void Tick();
+  // The command ended: last reports, then everything stops.
+  void Stop();
+
+  // For xtimer_run, between rounds of workers:
+  // A rank reports a hang (its rank and trigger).
+  bool FindHung(int* rank, std::string* trigger) const { return registry_.FindHung(rank, trigger); }
+  // The stacks asked for since `since_ms` (unix ms) are symbolised and handed to the collector,
+  // and the embedded collector's round is merged. False while one is still under way.
+  bool DumpsSettled(int64_t since_ms);
+  // A new round of workers starts: the old round's ranks are forgotten.
+  void BeginRound() { registry_.ForgetExited(); }
+  // Waits (at most `timeout_s`) until the checkpoint saver has written what it must: the
+  // newest memory snapshots of workers that died. True if done (or no saver runs here).
+  bool WaitCheckpointsPersisted(double timeout_s);
+
+ private:
+  void OnRankMessage(int conn, const nlohmann::json& msg);
+  void OnDumpRequest(const std::string& dump_id);
+  void StartMetrics();
+  std::string MetricsText();
+  void SymbolizeLoop();
+  void StartSaver();
+  void FinishSaver();
+
+  struct Dump {
+    std::string path;
+    int rank;
+    std::string request_id;
+  };
+  void HandOn(Symbolizer& symbolizer, const Dump& d);  // symbolise one dump, upload it
+
+  AgentConfig config_;
+  std::string socket_dir_;
+  RankChannel channel_;
+  RankRegistry registry_;
+  std::unique_ptr<CollectorLink> link_;
+  std::unique_ptr<GuardedHttpServer> http_;  // /metrics
+  std::thread symbolize_thread_, saver_thread_;
+  std::unique_ptr<ckpt::Saver> saver_;
+  std::atomic<bool> saver_stop_{false};
+
+  std::mutex mu_;  // guards the dump queue
+  std::condition_variable cv_;
+  std::deque<Dump> dumps_;
+  int symbolizing_ = 0;  // dumps taken from the queue and not yet handed on
+  bool stopping_ = false;
+  std::atomic<int64_t> last_dump_request_ms_{0};
+};
+
+}  // namespace xtimer
