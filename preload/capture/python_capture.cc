@@ -16,6 +16,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_map>
 
 #include "common/log.h"
 #include "preload/capture/elf_symtab.h"
@@ -248,6 +249,8 @@ bool PythonCapture::Init() {
               " (stripped build); no Python frames";
     return false;
   }
+  if (!names_.Init(minor, [&](const char* name) { return FindSymbol(name, handles); }))
+    Log(LogLevel::kInfo, "Python thread names not read: %s", names_.status().c_str());
   memfd_ = memfd_create("xtimer-pystack", MFD_CLOEXEC);
   if (memfd_ < 0) {
     status_ = std::string("Python ") + version + ": memfd_create failed: " + std::strerror(errno);
@@ -282,6 +285,7 @@ void PythonCapture::ResetAfterFork() {
 
 bool PythonCapture::Dump(std::vector<PyThreadStack>* out, std::string* error) {
   out->clear();
+  names_status_.clear();
   if (dump_ == nullptr) return (*error = status_), false;
   if (is_initialized_() == 0) return (*error = "Python is not initialised"), false;
   if (is_finalizing_ != nullptr && is_finalizing_() != 0) return (*error = "Python is shutting down"), false;
@@ -302,6 +306,14 @@ bool PythonCapture::Dump(std::vector<PyThreadStack>* out, std::string* error) {
   bool more = false;
   *out = ParseFaulthandlerText(text, &more);
   if (more) *error = "CPython lists at most 100 threads; the rest have no Python frames";
+  std::unordered_map<uint64_t, std::string> names;
+  if (names_.Read(&names, &names_status_)) {
+    names_status_ = "ok";
+    for (PyThreadStack& t : *out) {
+      auto it = names.find(t.thread_id);
+      if (it != names.end()) t.name = std::move(it->second);
+    }
+  }
   return true;
 }
 
