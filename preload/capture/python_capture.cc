@@ -20,6 +20,7 @@
 
 #include "common/log.h"
 #include "preload/capture/elf_symtab.h"
+#include "preload/capture/fault_guard.h"
 
 // Why PyGILState_Check() may run inside the capture handler (3.10 - 3.13):
 //  - 3.10/3.11: it reads _PyRuntime.gilstate.check_enabled, the TSS key's "created" flag, the
@@ -35,46 +36,6 @@
 
 namespace xtimer::capture {
 namespace {
-
-// ---- fault guard: the dumper reads live interpreter structures other threads may be changing.
-// faulthandler's watchdog does the same; a torn read is rare, but a crash would kill the job, so
-// SIGSEGV/SIGBUS on the dumper thread during the call jump back out. A fault on any other thread
-// meanwhile puts the previous action back and returns, so the fault repeats under it.
-std::atomic<pid_t> g_guard_tid{0};
-sigjmp_buf g_guard_jmp;
-struct sigaction g_prev_segv, g_prev_bus;
-
-void GuardHandler(int sig, siginfo_t*, void*) {
-  if (g_guard_tid.load(std::memory_order_acquire) == gettid()) siglongjmp(g_guard_jmp, sig);
-  sigaction(sig, sig == SIGSEGV ? &g_prev_segv : &g_prev_bus, nullptr);
-}
-
-// Runs fn() with the guard; false if it faulted.
-template <typename Fn>
-bool Guarded(Fn&& fn) {
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = GuardHandler;
-  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
-  sigemptyset(&sa.sa_mask);
-  if (sigaction(SIGSEGV, &sa, &g_prev_segv) != 0) return fn(), true;
-  sigaction(SIGBUS, &sa, &g_prev_bus);
-  bool ok = true;
-  g_guard_tid.store(gettid(), std::memory_order_release);
-  if (sigsetjmp(g_guard_jmp, 1) == 0) {
-    fn();
-  } else {
-    ok = false;
-  }
-  g_guard_tid.store(0, std::memory_order_release);
-  // Put the previous actions back unless someone replaced ours meanwhile.
-  for (int sig : {SIGSEGV, SIGBUS}) {
-    struct sigaction cur;
-    if (sigaction(sig, nullptr, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == GuardHandler)
-      sigaction(sig, sig == SIGSEGV ? &g_prev_segv : &g_prev_bus, nullptr);
-  }
-  return ok;
-}
 
 struct Libpython {
   std::string path;
@@ -292,8 +253,12 @@ bool PythonCapture::Dump(std::vector<PyThreadStack>* out, std::string* error) {
   if (ftruncate(memfd_, 0) != 0 || lseek(memfd_, 0, SEEK_SET) != 0) {
     return (*error = std::string("memfd: ") + std::strerror(errno)), false;
   }
+  // The dumper reads live interpreter structures other threads may be changing (faulthandler's
+  // watchdog does the same); a torn read is rare, but a crash would kill the job.
+  FaultGuard guard;
   const char* result = nullptr;
-  const bool ok = Guarded([&] { result = dump_(memfd_, nullptr, nullptr); });
+  const bool ok = guard.installed() ? guard.Run([&] { result = dump_(memfd_, nullptr, nullptr); })
+                                    : (result = dump_(memfd_, nullptr, nullptr), true);
   if (!ok) return (*error = "the interpreter changed under the Python dumper (fault caught); no Python frames"), false;
   if (result != nullptr) return (*error = std::string("CPython: ") + result), false;
   off_t size = lseek(memfd_, 0, SEEK_CUR);
@@ -307,7 +272,7 @@ bool PythonCapture::Dump(std::vector<PyThreadStack>* out, std::string* error) {
   *out = ParseFaulthandlerText(text, &more);
   if (more) *error = "CPython lists at most 100 threads; the rest have no Python frames";
   std::unordered_map<uint64_t, std::string> names;
-  if (names_.Read(&names, &names_status_)) {
+  if (names_.Read(&guard, &names, &names_status_)) {
     names_status_ = "ok";
     for (PyThreadStack& t : *out) {
       auto it = names.find(t.thread_id);

@@ -1,10 +1,10 @@
 #include "preload/capture/python_thread_names.h"
 
-#include <sys/uio.h>
+#include "preload/capture/fault_guard.h"
+
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <string_view>
 #include <vector>
@@ -78,25 +78,17 @@ T Load(const unsigned char* p) {
 
 }  // namespace
 
-// One read of the names: the process's memory, read through process_vm_readv.
+// One read of the names, every read of the process's memory through the fault guard.
 class NameReader {
  public:
-  NameReader(PythonThreadNames* n) : n_(*n), l_(n->layout_), pid_(getpid()) {}
+  NameReader(PythonThreadNames* n, FaultGuard* guard) : n_(*n), l_(n->layout_), guard_(*guard) {}
 
-  bool Read(void* out, uintptr_t addr, size_t size) {
-    if (addr == 0) return false;
-    iovec local{out, size};
-    iovec remote{reinterpret_cast<void*>(addr), size};
-    ssize_t got = process_vm_readv(pid_, &local, 1, &remote, 1, 0);
-    if (got < 0 && errno != EFAULT && errno != ESRCH) syscall_error_ = errno;
-    return got == static_cast<ssize_t>(size);
-  }
+  bool Read(void* out, uintptr_t addr, size_t size) { return guard_.Copy(out, addr, size); }
   bool Word(uintptr_t addr, uintptr_t* out) { return Read(out, addr, sizeof *out); }
   bool TypeIs(uintptr_t obj, uintptr_t type) {
     uintptr_t t = 0;
     return Word(obj + kObType, &t) && t == type;
   }
-  int syscall_error() const { return syscall_error_; }
 
   // A str object's text as UTF-8, at most `max_chars` characters (more: cut, "..." appended).
   bool Str(uintptr_t obj, size_t max_chars, std::string* out) {
@@ -307,8 +299,7 @@ class NameReader {
  private:
   PythonThreadNames& n_;
   const PythonThreadNames::Layout& l_;
-  pid_t pid_;
-  int syscall_error_ = 0;
+  FaultGuard& guard_;
 };
 
 bool PythonThreadNames::Init(int minor, const std::function<void*(const char*)>& find) {
@@ -340,7 +331,8 @@ bool PythonThreadNames::Init(int minor, const std::function<void*(const char*)>&
   auto none = reinterpret_cast<uintptr_t>(find("_Py_NoneStruct"));
   auto none_type = reinterpret_cast<uintptr_t>(find("_PyNone_Type"));
   cache_ = Cache{};
-  NameReader r(this);
+  FaultGuard guard;
+  NameReader r(this, &guard);
   if (none == 0 || none_type == 0 || !r.TypeIs(none, none_type))
     return (status_ = "unknown object header (free-threaded build?)"), false;
   ready_ = true;
@@ -348,17 +340,14 @@ bool PythonThreadNames::Init(int minor, const std::function<void*(const char*)>&
   return true;
 }
 
-bool PythonThreadNames::Read(std::unordered_map<uint64_t, std::string>* out, std::string* error) {
+bool PythonThreadNames::Read(FaultGuard* guard, std::unordered_map<uint64_t, std::string>* out, std::string* error) {
   out->clear();
   if (!ready_) return (*error = status_), false;
+  if (!guard->installed()) return (*error = "no fault guard (sigaction failed)"), false;
   if (cache_.pid != getpid()) cache_ = Cache{getpid()};  // after fork: look again
-  NameReader r(this);
+  NameReader r(this, guard);
   auto fail = [&](const char* what) {
-    if (r.syscall_error() != 0) {
-      *error = std::string("process_vm_readv: ") + std::strerror(r.syscall_error());
-    } else {
-      *error = what;
-    }
+    *error = what;
     out->clear();
     return false;
   };

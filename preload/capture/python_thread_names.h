@@ -5,10 +5,10 @@
 // the Thread object, whose name is its `_name` attribute. We walk sys.modules -> "threading" ->
 // `_active` -> each Thread's `_name` through CPython's object layouts (PyObject, dict, str, int,
 // module, instance attributes), known for CPython 3.7 to 3.13 (GIL builds). Every read goes through
-// process_vm_readv on our own process: a pointer that another thread freed or changed meanwhile
-// gives an error, never a fault, and every object is checked against its type object (found by
-// name with dlsym) before its fields are trusted. A name can still come out stale or missing when
-// threads start or end during the read; it is never a crash.
+// a FaultGuard (fault_guard.h), as faulthandler's walk of the frames does: a pointer that another
+// thread freed meanwhile faults into an error, not a crash; and every object is checked against
+// its type object (found by name with dlsym) before its fields are trusted. A name can still come
+// out stale or missing when threads start or end during the read.
 //
 // Runs on the dumper thread only (allocates; never in a signal handler).
 #pragma once
@@ -20,14 +20,17 @@
 
 namespace xtimer::capture {
 
+class FaultGuard;
+
 class PythonThreadNames {
  public:
   // `minor`: CPython 3.minor. `find`: a symbol lookup in the Python runtime (dlsym-like).
   // False when this version's layout is unknown or a type object is missing (status() says why).
   bool Init(int minor, const std::function<void*(const char*)>& find);
-  // thread ident -> name for every thread in threading._active. False with *error when the names
-  // could not be read (out is then empty); true with an empty map when threading is not imported.
-  bool Read(std::unordered_map<uint64_t, std::string>* out, std::string* error);
+  // thread ident -> name for every thread in threading._active, read through `guard` (held by
+  // the caller, on this thread). False with *error when the names could not be read (out is
+  // then empty); true with an empty map when threading is not imported.
+  bool Read(FaultGuard* guard, std::unordered_map<uint64_t, std::string>* out, std::string* error);
   const std::string& status() const { return status_; }
 
   // Longest name kept, in characters; a longer one is cut and ends with "...".
