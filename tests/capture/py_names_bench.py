@@ -11,7 +11,7 @@ import sys
 import threading
 
 lib_path = sys.argv[1]
-reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else 200
+reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else 50
 try:
     import torch  # noqa: F401
 except ImportError:
