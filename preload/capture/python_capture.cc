@@ -3,13 +3,10 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
-#include <setjmp.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <cerrno>
