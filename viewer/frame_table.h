@@ -40,6 +40,9 @@ struct FrameInfo {
   std::string Short() const;
 };
 
+// The source of the frame "[thread: NAME]" that ends the stacks of a thread Python named.
+inline constexpr std::string_view kThreadNameSource = "thread name";
+
 class FrameTable {
  public:
   FrameTable();
@@ -50,7 +53,7 @@ class FrameTable {
 
   uint32_t Intern(const PythonFrame& f);
   uint32_t Intern(const NativeFrame& f);
-  // A frame the viewer adds (thread state, GIL holder): shown as name@source.
+  // A frame the viewer adds (thread state, GIL holder, thread name): shown as name@source.
   uint32_t InternSynthetic(std::string_view name, std::string_view source);
   // Adds a copy of a frame of another table; returns its id here.
   uint32_t InternCopy(const FrameInfo& f);

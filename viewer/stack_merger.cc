@@ -117,6 +117,10 @@ void StackMerger::AddThread(const StackThread& t, size_t ti) {
   if (main != nullptr) main->python = path_;
   // Which thread holds the GIL matters when one rank is stuck in a C call holding it.
   if (!path_.empty() && t.holds_gil.value_or(false)) path_.push_back(frames.InternSynthetic("[holds GIL]", "python"));
+  // The name Python gave the thread ends both of its stacks (where py-spy names a thread).
+  uint32_t name_frame = 0;
+  if (!t.python_name.empty()) name_frame = frames.InternSynthetic("[thread: " + t.python_name + "]", kThreadNameSource);
+  if (!path_.empty() && !t.python_name.empty()) path_.push_back(name_frame);
   uint32_t python_leaf = out_.python.AddPath(path_, rank, has_memo ? &nodes_python_[ti] : nullptr);
 
   path_.clear();
@@ -127,6 +131,7 @@ void StackMerger::AddThread(const StackThread& t, size_t ti) {
   if (!path_.empty() && !t.state.empty())
     path_.push_back(
         frames.InternSynthetic("[" + t.state.substr(0, 8) + ": " + StateName(t.state) + "]", "thread state"));
+  if (!path_.empty() && !t.python_name.empty()) path_.push_back(name_frame);
   uint32_t native_leaf = out_.native.AddPath(path_, rank, has_memo ? &nodes_native_[ti] : nullptr);
 
   if (main != nullptr) {

@@ -59,12 +59,16 @@ TreeView MakeTreeView(const MergedStacks& m, const StackTree& tree, const ViewOp
     v.self[i] = static_cast<uint32_t>(node.end_ranks.size());
     v.split[i] = node.ranks.size() < tree.node(node.parent).ranks.size() ? 1 : 0;
     if (options.collapse_idle && v.self[i] == reported && reported > 0 && !node.main_ends) {
-      // The deepest real frame (below any state / GIL marker) must be an idle wait.
+      // The deepest real frame (below any state / GIL / thread name marker) must be an idle wait,
+      // and the thread must be sleeping (no state marker other than S).
       uint32_t at = i;
-      while (at != StackTree::kRoot && m.frames[tree.node(at).frame].origin == FrameInfo::Origin::kSynthetic)
-        at = tree.node(at).parent;
-      const FrameInfo* state = at != i ? &m.frames[tree.node(i).frame] : nullptr;
-      bool sleeping = state == nullptr || state->function.rfind("[S:", 0) == 0 || state->function == "[holds GIL]";
+      bool sleeping = true;
+      for (; at != StackTree::kRoot && m.frames[tree.node(at).frame].origin == FrameInfo::Origin::kSynthetic;
+           at = tree.node(at).parent) {
+        const FrameInfo& f = m.frames[tree.node(at).frame];
+        if (f.file != kThreadNameSource && f.function.rfind("[S:", 0) != 0 && f.function != "[holds GIL]")
+          sleeping = false;
+      }
       if (at != StackTree::kRoot && sleeping && IsIdleWaitFrame(m.frames[tree.node(at).frame])) {
         v.self[i] = 0;
         ++v.collapsed_stacks;

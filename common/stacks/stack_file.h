@@ -39,7 +39,8 @@ struct PythonFrame {
 
 struct StackThread {
   int64_t tid = 0;
-  std::string name;
+  std::string name;         // the OS name
+  std::string python_name;  // the name Python's threading gave it; "" when none
   bool main = false;
   std::optional<bool> holds_gil;  // nullopt: unknown / no Python
   std::string state;              // "S", "R", "D", ... ("" when absent)

@@ -37,6 +37,7 @@ void ResetHeader(StackFile* out) {
 void ResetThread(StackThread& t) {
   t.tid = 0;
   t.name.clear();
+  t.python_name.clear();
   t.main = false;
   t.holds_gil.reset();
   t.state.clear();

@@ -429,6 +429,7 @@ class Reader {
     bool ok = Fields(v, [&](std::string_view k, Value& fv) {
       if (Is(k, "tid")) return Int(fv, k, &th.tid);
       if (Is(k, "name")) return Str(fv, k, &th.name);
+      if (Is(k, "python_name")) return Str(fv, k, &th.python_name);
       if (Is(k, "state")) return Str(fv, k, &th.state);
       if (Is(k, "main")) return Bool(fv, k, &th.main);
       if (Is(k, "holds_gil")) {

@@ -280,6 +280,7 @@ DumpStats DoDump(Dumper::State* s, Reason reason) {
   bool py_ok = s->python.Dump(&py, &py_error);
   d.python = py_ok ? s->python.status() : py_error;
   if (py_ok && !py_error.empty()) d.python += " (" + py_error + ")";
+  if (py_ok) d.python_thread_names = s->python.names_status();
   const uint64_t t_captured = MonotonicNs();
   d.capture_ms = Ms(t_captured - t0);
 
@@ -331,13 +332,15 @@ DumpStats DoDump(Dumper::State* s, Reason reason) {
       if (it != py_by_thread.end()) {
         t.python = std::move(py[it->second].frames);
         t.python_truncated = py[it->second].truncated;
+        t.python_name = std::move(py[it->second].name);
         py_used[it->second] = true;
         ++st.python_threads;
       }
     }
   }
   for (size_t i = 0; i < py.size(); ++i) {
-    if (!py_used[i]) d.python_unmatched.push_back({py[i].thread_id, std::move(py[i].frames), py[i].truncated});
+    if (!py_used[i])
+      d.python_unmatched.push_back({py[i].thread_id, std::move(py[i].frames), py[i].truncated, std::move(py[i].name)});
   }
   // holds_gil: only meaningful with Python, and only if at most one thread claims it (the check
   // answers 1 everywhere when CPython disabled it, e.g. with sub-interpreters).

@@ -3,22 +3,21 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
-#include <setjmp.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_map>
 
 #include "common/log.h"
 #include "preload/capture/elf_symtab.h"
+#include "preload/capture/fault_guard.h"
 
 // Why PyGILState_Check() may run inside the capture handler (3.10 - 3.13):
 //  - 3.10/3.11: it reads _PyRuntime.gilstate.check_enabled, the TSS key's "created" flag, the
@@ -34,46 +33,6 @@
 
 namespace xtimer::capture {
 namespace {
-
-// ---- fault guard: the dumper reads live interpreter structures other threads may be changing.
-// faulthandler's watchdog does the same; a torn read is rare, but a crash would kill the job, so
-// SIGSEGV/SIGBUS on the dumper thread during the call jump back out. A fault on any other thread
-// meanwhile puts the previous action back and returns, so the fault repeats under it.
-std::atomic<pid_t> g_guard_tid{0};
-sigjmp_buf g_guard_jmp;
-struct sigaction g_prev_segv, g_prev_bus;
-
-void GuardHandler(int sig, siginfo_t*, void*) {
-  if (g_guard_tid.load(std::memory_order_acquire) == gettid()) siglongjmp(g_guard_jmp, sig);
-  sigaction(sig, sig == SIGSEGV ? &g_prev_segv : &g_prev_bus, nullptr);
-}
-
-// Runs fn() with the guard; false if it faulted.
-template <typename Fn>
-bool Guarded(Fn&& fn) {
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = GuardHandler;
-  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
-  sigemptyset(&sa.sa_mask);
-  if (sigaction(SIGSEGV, &sa, &g_prev_segv) != 0) return fn(), true;
-  sigaction(SIGBUS, &sa, &g_prev_bus);
-  bool ok = true;
-  g_guard_tid.store(gettid(), std::memory_order_release);
-  if (sigsetjmp(g_guard_jmp, 1) == 0) {
-    fn();
-  } else {
-    ok = false;
-  }
-  g_guard_tid.store(0, std::memory_order_release);
-  // Put the previous actions back unless someone replaced ours meanwhile.
-  for (int sig : {SIGSEGV, SIGBUS}) {
-    struct sigaction cur;
-    if (sigaction(sig, nullptr, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == GuardHandler)
-      sigaction(sig, sig == SIGSEGV ? &g_prev_segv : &g_prev_bus, nullptr);
-  }
-  return ok;
-}
 
 struct Libpython {
   std::string path;
@@ -248,6 +207,8 @@ bool PythonCapture::Init() {
               " (stripped build); no Python frames";
     return false;
   }
+  if (!names_.Init(minor, [&](const char* name) { return FindSymbol(name, handles); }))
+    Log(LogLevel::kInfo, "Python thread names not read: %s", names_.status().c_str());
   memfd_ = memfd_create("xtimer-pystack", MFD_CLOEXEC);
   if (memfd_ < 0) {
     status_ = std::string("Python ") + version + ": memfd_create failed: " + std::strerror(errno);
@@ -282,14 +243,19 @@ void PythonCapture::ResetAfterFork() {
 
 bool PythonCapture::Dump(std::vector<PyThreadStack>* out, std::string* error) {
   out->clear();
+  names_status_.clear();
   if (dump_ == nullptr) return (*error = status_), false;
   if (is_initialized_() == 0) return (*error = "Python is not initialised"), false;
   if (is_finalizing_ != nullptr && is_finalizing_() != 0) return (*error = "Python is shutting down"), false;
   if (ftruncate(memfd_, 0) != 0 || lseek(memfd_, 0, SEEK_SET) != 0) {
     return (*error = std::string("memfd: ") + std::strerror(errno)), false;
   }
+  // The dumper reads live interpreter structures other threads may be changing (faulthandler's
+  // watchdog does the same); a torn read is rare, but a crash would kill the job.
+  FaultGuard guard;
   const char* result = nullptr;
-  const bool ok = Guarded([&] { result = dump_(memfd_, nullptr, nullptr); });
+  const bool ok = guard.installed() ? guard.Run([&] { result = dump_(memfd_, nullptr, nullptr); })
+                                    : (result = dump_(memfd_, nullptr, nullptr), true);
   if (!ok) return (*error = "the interpreter changed under the Python dumper (fault caught); no Python frames"), false;
   if (result != nullptr) return (*error = std::string("CPython: ") + result), false;
   off_t size = lseek(memfd_, 0, SEEK_CUR);
@@ -302,6 +268,14 @@ bool PythonCapture::Dump(std::vector<PyThreadStack>* out, std::string* error) {
   bool more = false;
   *out = ParseFaulthandlerText(text, &more);
   if (more) *error = "CPython lists at most 100 threads; the rest have no Python frames";
+  std::unordered_map<uint64_t, std::string> names;
+  if (names_.Read(&guard, &names, &names_status_)) {
+    names_status_ = "ok";
+    for (PyThreadStack& t : *out) {
+      auto it = names.find(t.thread_id);
+      if (it != names.end()) t.name = std::move(it->second);
+    }
+  }
   return true;
 }
 

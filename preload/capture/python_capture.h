@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "preload/capture/python_thread_names.h"
 #include "preload/capture/stack_dump.h"
 
 namespace xtimer::capture {
@@ -24,6 +25,7 @@ struct PyThreadStack {
   uint64_t thread_id = 0;           // pthread_t of the thread, as CPython prints it
   std::vector<PythonFrame> frames;  // root first
   bool truncated = false;           // CPython stops at 100 frames (the outermost are lost)
+  std::string name;                 // threading's name for it ("MainThread"); "" if none
 };
 
 // Parses faulthandler's all-threads text ("Thread 0x... (most recent call first):" then
@@ -43,9 +45,11 @@ class PythonCapture {
   // "3.11.2", or why Python frames are not available.
   const std::string& status() const { return status_; }
 
-  // Dumps every Python thread. False (with *error) when Python is absent, not running, or the
-  // dumper failed; out is then empty.
+  // Dumps every Python thread, with the names threading gave them (python_thread_names.h). False
+  // (with *error) when Python is absent, not running, or the dumper failed; out is then empty.
   bool Dump(std::vector<PyThreadStack>* out, std::string* error);
+  // After Dump: "ok" when thread names were read, else why not.
+  const std::string& names_status() const { return names_status_; }
 
   // A libpython has been loaded since Init (so Init may be worth running again).
   bool LibpythonAppeared() const;
@@ -63,6 +67,8 @@ class PythonCapture {
   std::string status_ = "no Python in this process";
   int memfd_ = -1;
   bool searched_libpython_ = false;
+  PythonThreadNames names_;
+  std::string names_status_;
 };
 
 }  // namespace xtimer::capture

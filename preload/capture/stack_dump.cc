@@ -102,8 +102,9 @@ std::string StackDumpToJson(const StackDump& d) {
       .BeginObject()
       .Field("duration_ms", d.capture_ms)
       .Field("max_thread_stop_us", d.max_stop_us)
-      .Field("python", d.python)
-      .EndObject();
+      .Field("python", d.python);
+  if (!d.python_thread_names.empty()) w.Field("python_thread_names", d.python_thread_names);
+  w.EndObject();
 
   w.Key("inflight_ops").BeginArray();
   for (const InflightOp& op : d.inflight) WriteOp(w, op);
@@ -120,11 +121,9 @@ std::string StackDumpToJson(const StackDump& d) {
   w.Key("threads").BeginArray();
   for (const ThreadDump& t : d.threads) {
     const char state[2] = {t.state, '\0'};
-    w.BeginObject()
-        .Field("tid", static_cast<int>(t.tid))
-        .Field("name", t.name)
-        .Field("main", t.tid == d.pid)
-        .Key("holds_gil");
+    w.BeginObject().Field("tid", static_cast<int>(t.tid)).Field("name", t.name);
+    if (!t.python_name.empty()) w.Field("python_name", t.python_name);
+    w.Field("main", t.tid == d.pid).Key("holds_gil");
     if (t.holds_gil < 0) {
       w.Null();
     } else {
@@ -154,6 +153,7 @@ std::string StackDumpToJson(const StackDump& d) {
     w.Key("python_unmatched").BeginArray();
     for (const UnmatchedPython& u : d.python_unmatched) {
       w.BeginObject().Field("thread_id", Hex(u.thread_id));
+      if (!u.python_name.empty()) w.Field("python_name", u.python_name);
       if (u.truncated) w.Field("python_truncated", true);
       w.Key("python");
       WritePythonFrames(w, u.frames);

@@ -28,7 +28,8 @@ struct PythonFrame {
 
 struct ThreadDump {
   pid_t tid = 0;
-  std::string name;
+  std::string name;         // the OS name (comm)
+  std::string python_name;  // the name threading gave it; "" if none
   char state = '?';
   int holds_gil = -1;     // 1, 0, or -1 for unknown (written as null)
   bool captured = false;  // native frames were recorded
@@ -46,6 +47,7 @@ struct UnmatchedPython {
   uint64_t thread_id = 0;           // pthread_t as CPython prints it
   std::vector<PythonFrame> frames;  // root first
   bool truncated = false;
+  std::string python_name;
 };
 
 struct ModuleInfo {
@@ -66,7 +68,8 @@ struct StackDump {
   std::vector<UnmatchedPython> python_unmatched;
   std::vector<ModuleInfo> modules;
   // How the capture went (the "capture" object).
-  std::string python;  // "3.11.2" when Python frames were read, else why not
+  std::string python;               // "3.11.2" when Python frames were read, else why not
+  std::string python_thread_names;  // "ok" when read, else why not; "" without Python frames
   double capture_ms = 0;
   double max_stop_us = 0;
 };

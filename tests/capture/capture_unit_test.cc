@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include "common/stacks/stack_symbolize.h"
 #include "common/stacks/symbolizer.h"
 #include "preload/capture/elf_symtab.h"
+#include "preload/capture/fault_guard.h"
 #include "preload/capture/proc_info.h"
 #include "preload/capture/python_capture.h"
 #include "preload/capture/signal_spec.h"
@@ -115,6 +117,7 @@ StackDump SampleDump() {
   ThreadDump t;
   t.tid = 4242;
   t.name = "python3";
+  t.python_name = "MainThread";
   t.state = 'S';
   t.holds_gil = 1;
   t.captured = true;
@@ -126,7 +129,9 @@ StackDump SampleDump() {
   lost.name = "weird\"name\n";
   lost.error = "thread exited";
   d.threads.push_back(lost);
-  d.python_unmatched.push_back({0x7f00, {{"f", "x.py", 1}}, true});
+  d.python_unmatched.push_back({0x7f00, {{"f", "x.py", 1}}, true, "pool \"1\""});
+  d.python = "3.11.2";
+  d.python_thread_names = "ok";
   return d;
 }
 
@@ -155,6 +160,9 @@ TEST(StackFile, JsonFollowsTheDocumentedFormat) {
   EXPECT_EQ(t["tid"], 4242);
   EXPECT_EQ(t["main"], true);
   EXPECT_EQ(t["holds_gil"], true);
+  EXPECT_EQ(t["name"], "python3");
+  EXPECT_EQ(t["python_name"], "MainThread");
+  EXPECT_EQ(j["capture"]["python_thread_names"], "ok");
   EXPECT_EQ(t["native"][0]["module"], "/usr/bin/python3.11");
   EXPECT_EQ(t["native"][0]["offset"], "0x1a2b0");
   EXPECT_EQ(t["native"][1]["module"], "[unknown]");
@@ -166,9 +174,48 @@ TEST(StackFile, JsonFollowsTheDocumentedFormat) {
   EXPECT_EQ(lost["captured"], false);
   EXPECT_EQ(lost["error"], "thread exited");
   EXPECT_EQ(lost["name"], "weird\"name\n");
+  EXPECT_FALSE(lost.contains("python_name"));  // none: omitted
   EXPECT_EQ(j["modules"][0]["build_id"], "abcd");
   EXPECT_EQ(j["python_unmatched"][0]["thread_id"], "0x7f00");
+  EXPECT_EQ(j["python_unmatched"][0]["python_name"], "pool \"1\"");
   EXPECT_EQ(StackFileName({2, 4, -1}), "00002-00004.stacktrace");
+}
+
+// The guard the Python readers read through: mapped memory is read, an unmapped or inaccessible
+// address is a failed read (not a crash), and the process's own fault handler is back afterwards.
+void CountingSegv(int) {}
+
+TEST(FaultGuard, ReadsWhatIsMappedAndFailsOnWhatIsNot) {
+  struct sigaction mine {
+  }, before{}, after{};
+  mine.sa_handler = CountingSegv;
+  sigemptyset(&mine.sa_mask);
+  ASSERT_EQ(sigaction(SIGSEGV, &mine, &before), 0);
+  const long page = sysconf(_SC_PAGESIZE);
+  void* none = mmap(nullptr, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* gone = mmap(nullptr, page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(none, MAP_FAILED);
+  ASSERT_NE(gone, MAP_FAILED);
+  munmap(gone, page);
+  const uint64_t value = 0x1122334455667788u;
+  {
+    FaultGuard guard;
+    ASSERT_TRUE(guard.installed());
+    uint64_t got = 0;
+    EXPECT_TRUE(guard.Copy(&got, reinterpret_cast<uintptr_t>(&value), sizeof got));
+    EXPECT_EQ(got, value);
+    EXPECT_FALSE(guard.Copy(&got, reinterpret_cast<uintptr_t>(none), sizeof got));
+    EXPECT_FALSE(guard.Copy(&got, reinterpret_cast<uintptr_t>(gone), sizeof got));
+    EXPECT_FALSE(guard.Copy(&got, 0, sizeof got));
+    // Reads keep working after faults, and Run reports a fault inside its function.
+    for (int i = 0; i < 3; ++i) EXPECT_FALSE(guard.Copy(&got, reinterpret_cast<uintptr_t>(none), 1));
+    EXPECT_TRUE(guard.Copy(&got, reinterpret_cast<uintptr_t>(&value), sizeof got));
+    EXPECT_FALSE(guard.Run([&] { got = *static_cast<volatile uint64_t*>(none); }));
+    EXPECT_TRUE(guard.Run([&] { got = 1; }));
+  }
+  ASSERT_EQ(sigaction(SIGSEGV, &before, &after), 0);
+  EXPECT_EQ(after.sa_handler, CountingSegv);
+  munmap(none, page);
 }
 
 // A function defined in this binary, hidden from the dynamic table, found in .symtab.

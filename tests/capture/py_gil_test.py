@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A Python process whose main thread is stuck in a C call that holds the GIL is dumped on the
 dump signal: its Python stack is captured all the same, the main thread is marked as the GIL
-holder, the blocked read() is not failed, and the process finishes normally afterwards.
+holder, the blocked read() is not failed, and the process finishes normally afterwards. Each
+thread carries the name threading gave it (read without the GIL while the main thread holds it).
 
 usage: py_gil_test.py INTERPRETER LIBRARY [--symbolized]"""
 import atexit
@@ -81,6 +82,14 @@ if workers[0]["holds_gil"] is not False:
     fail("worker thread marked as holding the GIL")
 if sum(1 for t in dump["threads"] if t["holds_gil"]) != 1:
     fail("more than one GIL holder")
+# The names threading gave the threads, read without the GIL (non-ASCII ones included).
+print("python names:", [t.get("python_name") for t in dump["threads"]], dump["capture"].get("python_thread_names"))
+if dump["capture"].get("python_thread_names") != "ok":
+    fail("thread names not read: %s" % dump["capture"].get("python_thread_names"))
+if main.get("python_name") != "MainThread":
+    fail("main thread's Python name is %r, not MainThread" % main.get("python_name"))
+if workers[0].get("python_name") != "py-worker \u00e9\u5de5\U0001f9f5":
+    fail("worker thread's Python name is %r" % workers[0].get("python_name"))
 if want_symbols:
     names = [f.get("function", "") for f in main["native"]]
     if not any("xtc_read_byte_holding_gil" in n for n in names):

@@ -26,7 +26,7 @@ def stuck_with_gil():
     return gil_holding.xtc_read_byte_holding_gil(0)
 
 
-worker = threading.Thread(target=worker_sleeping, name="py-worker")
+worker = threading.Thread(target=worker_sleeping, name="py-worker \u00e9\u5de5\U0001f9f5")  # a str of 4-byte characters
 worker.start()
 got = stuck_with_gil()
 stop = True

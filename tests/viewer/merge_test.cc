@@ -269,6 +269,33 @@ TEST(Merge, CollapsesIdleThreadsOnlyWhenAsked) {
             std::string::npos);
 }
 
+TEST(Merge, ThreadsPythonNamedEndWithTheirName) {
+  std::vector<StackFile> files = HangOf4();
+  for (StackFile& f : files) {
+    f.threads[0].python_name = "MainThread";
+    f.threads[1].python_name = "pin;memory";  // ';' would split a folded frame
+  }
+  MergedStacks m = Merge(files);
+  std::string py = WriteFolded(MakeTreeView(m, m.python, {}));
+  EXPECT_NE(py.find("all_reduce@torch/distributed/distributed_c10d.py:2050@0-1/3|2;"
+                    "[thread: MainThread]@thread name@0-1/3|2 3\n"),
+            std::string::npos)
+      << py;
+  std::string cpp = WriteFolded(MakeTreeView(m, m.native, {}));
+  EXPECT_NE(cpp.find("pthread_cond_wait@/usr/lib/x86_64-linux-gnu/libc.so.6@0-3|;[S: sleeping]@thread state@0-3|;"
+                     "[thread: pin:memory]@thread name@0-3| 4\n"),
+            std::string::npos)
+      << cpp;
+  // The verdict reads the stacks without the name.
+  EXPECT_EQ(ComputeVerdict(m).groups[0].leaf_frames[0], ComputeVerdict(Merge(HangOf4())).groups[0].leaf_frames[0]);
+  // A named idle thread still collapses; a thread named but running does not.
+  TreeView collapsed = MakeTreeView(m, m.native, {.collapse_idle = true});
+  EXPECT_EQ(collapsed.collapsed_stacks, 1u);
+  for (StackFile& f : files) f.threads[1].state = "R";
+  MergedStacks running = Merge(files);
+  EXPECT_EQ(MakeTreeView(running, running.native, {.collapse_idle = true}).collapsed_stacks, 0u);
+}
+
 TEST(Verdict, AllRanksIdenticalHasNoSuspect) {
   MergedStacks m = Merge(AllIn(8, 500));
   Verdict v = ComputeVerdict(m);

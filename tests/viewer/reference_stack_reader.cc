@@ -280,6 +280,7 @@ class Handler {
     StackThread& t = *thread_;
     if (key_ == "tid") return Int(k, i, &t.tid);
     if (key_ == "name") return Str(k, s, &t.name);
+    if (key_ == "python_name") return Str(k, s, &t.python_name);
     if (key_ == "state") return Str(k, s, &t.state);
     if (key_ == "main") return Bool(k, b, &t.main);
     if (key_ == "holds_gil") {

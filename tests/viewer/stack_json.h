@@ -39,6 +39,7 @@ inline std::string StackFileToJson(const StackFile& f, int indent = -1) {
   j["threads"] = J::array();
   for (const StackThread& t : f.threads) {
     J jt = {{"tid", t.tid}, {"name", t.name}, {"main", t.main}};
+    if (!t.python_name.empty()) jt["python_name"] = t.python_name;
     jt["holds_gil"] = t.holds_gil ? J(*t.holds_gil) : J(nullptr);
     jt["state"] = t.state;
     jt["native"] = J::array();

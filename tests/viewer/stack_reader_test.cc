@@ -58,7 +58,7 @@ TEST_P(StackReader, ReadsTheDocumentedExample) {
      "bytes": 67108864, "state": "running", "in_flight_s": 302.1}
   ],
   "threads": [
-    {"tid": 4242, "name": "python3", "main": true, "holds_gil": false, "state": "S",
+    {"tid": 4242, "name": "python3", "python_name": "MainThread", "main": true, "holds_gil": false, "state": "S",
      "native": [
        {"module": "/usr/bin/python3.11", "offset": "0x1a2b0", "function": "main",
         "file": "Programs/python.c", "line": 15, "inlined": false},
@@ -83,6 +83,8 @@ TEST_P(StackReader, ReadsTheDocumentedExample) {
   ASSERT_EQ(f.threads.size(), 1u);
   const StackThread& t = f.threads[0];
   EXPECT_TRUE(t.main);
+  EXPECT_EQ(t.name, "python3");
+  EXPECT_EQ(t.python_name, "MainThread");
   EXPECT_EQ(t.holds_gil, std::optional<bool>(false));
   ASSERT_EQ(t.native.size(), 2u);
   EXPECT_EQ(t.native[0].function, "main");
@@ -117,7 +119,7 @@ TEST_P(StackReader, ReusedFramesKeepNothingOfThePreviousFile) {
   // Same threads and frame counts, but the second file's frames lack fields the first one's have,
   // or hold strings of other lengths: each frame must read as its own file says.
   const char* full = R"({"format":"xtimer-stacktrace","version":1,"rank":0,"world_size":2,"threads":[
-    {"tid":1,"name":"main","state":"S","main":true,"holds_gil":true,
+    {"tid":1,"name":"main","python_name":"MainThread","state":"S","main":true,"holds_gil":true,
      "native":[{"module":"/lib/a.so","offset":"0x10","function":"f","file":"a.c","line":3,"inlined":true},
                {"module":"/lib/b.so","offset":"0x20","function":"g","file":"b.c","line":4,"inlined":true}],
      "python":[{"function":"p","file":"p.py","line":5},{"function":"q","file":"q.py","line":6}]}]})";
@@ -132,6 +134,7 @@ TEST_P(StackReader, ReusedFramesKeepNothingOfThePreviousFile) {
   ASSERT_EQ(f.threads.size(), 1u);
   const StackThread& t = f.threads[0];
   EXPECT_EQ(t.name, "");
+  EXPECT_EQ(t.python_name, "");
   EXPECT_EQ(t.state, "");
   EXPECT_FALSE(t.main);
   EXPECT_FALSE(t.holds_gil.has_value());
