@@ -8,12 +8,13 @@
 namespace xtimer::collector {
 
 SlowdownWatch::SlowdownWatch(const slowdown::JudgeOptions& options, std::string out_dir, bool write_file, bool log)
-    : options_(options), path_(write_file && !out_dir.empty() ? out_dir + "/slowdown.json" : ""), log_(log),
+    : options_(options),
+      path_(write_file && !out_dir.empty() ? out_dir + "/slowdown.json" : ""),
+      log_(log),
       judge_(options) {}
 
-size_t SlowdownWatch::Add(const std::string& session,
-                          const google::protobuf::RepeatedPtrField<v1::StepRecord>& records, double now,
-                          std::string* first_error) {
+size_t SlowdownWatch::Add(const std::string& session, const google::protobuf::RepeatedPtrField<v1::StepRecord>& records,
+                          double now, std::string* first_error) {
   size_t bad = 0;
   std::string why;
   std::lock_guard<std::mutex> lock(mu_);
@@ -68,7 +69,8 @@ std::vector<SlowdownWatch::Sample> SlowdownWatch::Tick(double now) {
     }
   }
   if (log_)
-    for (const slowdown::SlowEvent& e : v.events) Log(e.started ? LogLevel::kWarn : LogLevel::kInfo, "%s", e.line.c_str());
+    for (const slowdown::SlowEvent& e : v.events)
+      Log(e.started ? LogLevel::kWarn : LogLevel::kInfo, "%s", e.line.c_str());
   if (!path_.empty()) {
     std::string error;
     AtomicWrite how;

@@ -30,8 +30,8 @@ class SlowdownWatch {
 
   // One agent's records, at `now` (unix s). Returns how many were refused (*first_error: why
   // the first was).
-  size_t Add(const std::string& session, const google::protobuf::RepeatedPtrField<v1::StepRecord>& records,
-             double now, std::string* first_error);
+  size_t Add(const std::string& session, const google::protobuf::RepeatedPtrField<v1::StepRecord>& records, double now,
+             std::string* first_error);
 
   struct Sample {
     std::string session;  // the agent of the rank
@@ -56,7 +56,7 @@ class SlowdownWatch {
   mutable std::mutex mu_;  // guards what follows
   slowdown::Judge judge_;
   slowdown::Verdict latest_;
-  v1::Slowdown latest_findings_;               // latest_ without its ranks
+  v1::Slowdown latest_findings_;  // latest_ without its ranks
   std::map<int32_t, v1::RankStep> latest_ranks_;
   std::map<int32_t, std::string> session_of_;  // the session that last sent a rank's records
   std::map<std::string, std::set<int32_t>> ranks_of_;
