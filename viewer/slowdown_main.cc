@@ -96,9 +96,8 @@ int main(int argc, char** argv) {
 
   const xtimer::slowdown::JudgeOptions judge = xtimer::slowdown::JudgeOptions::FromEnv();
   const size_t records = input.records.size();
-  xtimer::SlowdownReplay replay = xtimer::ReplaySlowdown(std::move(input.records), judge, [&](size_t done, size_t all) {
-    show("judging step records", done, all);
-  });
+  xtimer::SlowdownReplay replay = xtimer::ReplaySlowdown(
+      std::move(input.records), judge, [&](size_t done, size_t all) { show("judging step records", done, all); });
   if (!quiet)
     for (const std::string& line : replay.lines) std::printf("%s\n", line.c_str());
 

@@ -66,8 +66,8 @@ SlowdownReplay ReplaySlowdown(std::vector<StepRecord> records, const slowdown::J
   }
 
   slowdown::Judge judge(options);
-  std::map<std::string, size_t> open;          // key -> its episode
-  std::map<std::string, double> cost_so_far;   // of open episodes, integrated here
+  std::map<std::string, size_t> open;         // key -> its episode
+  std::map<std::string, double> cost_so_far;  // of open episodes, integrated here
   double last_t = std::numeric_limits<double>::quiet_NaN();
   auto evaluate = [&](double now) {
     slowdown::Verdict v = judge.Evaluate(now);

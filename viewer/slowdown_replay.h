@@ -18,7 +18,7 @@
 namespace xtimer {
 
 struct SlowdownEpisode {
-  slowdown::Finding finding;  // as last seen
+  slowdown::Finding finding;    // as last seen
   double since = 0, until = 0;  // the job's clock; `until`: its end, or the last evaluation
   double cost_s = 0;            // seconds of the job's time it cost
   bool ended = false;

@@ -14,8 +14,8 @@ namespace {
 
 constexpr double kWidth = 1100, kLeft = 70, kRight = 30, kTop = 50;
 constexpr double kStepHeight = 300, kGap = 50, kScoreHeight = 200;
-constexpr const char* kColors[] = {"#d62728", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2",
-                                   "#17becf"};
+constexpr const char* kColors[] = {"#d62728", "#1f77b4", "#ff7f0e", "#2ca02c",
+                                   "#9467bd", "#8c564b", "#e377c2", "#17becf"};
 
 std::string F(double v, int digits = 1) {
   char buf[48];
@@ -116,9 +116,9 @@ std::string SlowdownSvg(const SlowdownReplay& r, double threshold, const std::st
   axes(steps, "step time (s)", steps.hi < 0.1 ? 3 : 2);
   axes(scores, "score (rate / peers')", 1);
   s += "<line x1=\"" + F(kLeft) + "\" x2=\"" + F(kLeft + plot_w) + "\" y1=\"" + F(scores.Y(threshold)) + "\" y2=\"" +
-       F(scores.Y(threshold)) + "\" stroke=\"#d62728\" stroke-dasharray=\"6 4\"/>\n<text x=\"" +
-       F(kLeft + plot_w - 4) + "\" y=\"" + F(scores.Y(threshold) - 4) +
-       "\" text-anchor=\"end\" fill=\"#d62728\">threshold " + F(threshold, 2) + "</text>\n";
+       F(scores.Y(threshold)) + "\" stroke=\"#d62728\" stroke-dasharray=\"6 4\"/>\n<text x=\"" + F(kLeft + plot_w - 4) +
+       "\" y=\"" + F(scores.Y(threshold) - 4) + "\" text-anchor=\"end\" fill=\"#d62728\">threshold " + F(threshold, 2) +
+       "</text>\n";
 
   // The others' band (lowest to highest) in a panel, and a polyline per series.
   auto band = [&](const Panel& p, bool score) {
@@ -172,13 +172,13 @@ std::string SlowdownSvg(const SlowdownReplay& r, double threshold, const std::st
   for (const SlowdownEpisode& e : r.episodes) {
     y += 18;
     const slowdown::Finding& f = e.finding;
-    std::string text = (f.scope == slowdown::Scope::kRank ? "rank " + std::to_string(f.rank) + " (" + f.node + ")"
-                        : f.scope == slowdown::Scope::kJob ? std::string("the job")
-                                                           : std::string(slowdown::ScopeName(f.scope)) + " " + f.node +
-                                                                 (f.peer.empty() ? "" : " - " + f.peer)) +
-                       ": " + slowdown::CauseName(f.cause) + " from " + F(e.since - t0) + " s for " +
-                       F(e.until - e.since, 0) + " s" + (e.ended ? "" : " (still at the end)") + ", cost about " +
-                       F(e.cost_s) + " s of the job's time";
+    std::string text =
+        (f.scope == slowdown::Scope::kRank ? "rank " + std::to_string(f.rank) + " (" + f.node + ")"
+         : f.scope == slowdown::Scope::kJob
+             ? std::string("the job")
+             : std::string(slowdown::ScopeName(f.scope)) + " " + f.node + (f.peer.empty() ? "" : " - " + f.peer)) +
+        ": " + slowdown::CauseName(f.cause) + " from " + F(e.since - t0) + " s for " + F(e.until - e.since, 0) + " s" +
+        (e.ended ? "" : " (still at the end)") + ", cost about " + F(e.cost_s) + " s of the job's time";
     const char* color = f.ranks.empty() || !named.contains(f.ranks.front()) ? "#d62728" : named[f.ranks.front()];
     s += "<text x=\"" + F(kLeft) + "\" y=\"" + F(y) + "\" fill=\"" + color + "\">" + XmlEscaped(text) + "</text>\n";
     y += 16;

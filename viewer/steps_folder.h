@@ -20,8 +20,8 @@ struct StepsInput {
   std::vector<std::string> problems;          // one line each: "FILE:LINE: reason"
   size_t files = 0;                           // *.steps.jsonl found
   size_t bad_lines = 0;
-  int32_t world = 0;                      // the largest world size of the records
-  std::vector<int32_t> ranks_missing;     // of [0, world), no record at all
+  int32_t world = 0;                   // the largest world size of the records
+  std::vector<int32_t> ranks_missing;  // of [0, world), no record at all
 };
 
 struct StepsFolderOptions {
