@@ -488,8 +488,8 @@ namespace {
 
 // The fields every timed record has, under the same names in Kernel10, Memcpy6 and Memset4.
 template <typename Record>
-void TakeTimes(const Record& r, CuptiOp* op, uint32_t* context, uint32_t* correlation, uint64_t* start, uint64_t* end) {
-  *context = op->context = r.contextId;
+void TakeTimes(const Record& r, CuptiOp* op, uint32_t* correlation, uint64_t* start, uint64_t* end) {
+  op->context = r.contextId;
   op->device = r.deviceId;
   op->stream = r.streamId;
   *correlation = r.correlationId;
@@ -520,7 +520,7 @@ void Drain(void (*sink)(void* ctx, const CuptiOp& op), void* ctx) {
     CUpti_Activity* rec = nullptr;
     while (st.api.next_record(buf, valid, &rec) == CUPTI_SUCCESS) {
       CuptiOp op;
-      uint32_t context = 0, correlation = 0;
+      uint32_t correlation = 0;
       uint64_t start = 0, end = 0;
       switch (rec->kind) {
         case CUPTI_ACTIVITY_KIND_KERNEL:
@@ -528,7 +528,7 @@ void Drain(void (*sink)(void* ctx, const CuptiOp& op), void* ctx) {
           auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
           op.what = CuptiOp::What::kKernel;
           op.name = k->name;
-          TakeTimes(*k, &op, &context, &correlation, &start, &end);
+          TakeTimes(*k, &op, &correlation, &start, &end);
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
@@ -537,7 +537,7 @@ void Drain(void (*sink)(void* ctx, const CuptiOp& op), void* ctx) {
           op.memcpy_kind = MemcpyKind(m->copyKind);
           op.async = (m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) != 0;
           op.bytes = m->bytes;
-          TakeTimes(*m, &op, &context, &correlation, &start, &end);
+          TakeTimes(*m, &op, &correlation, &start, &end);
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMSET: {
@@ -545,13 +545,13 @@ void Drain(void (*sink)(void* ctx, const CuptiOp& op), void* ctx) {
           op.what = CuptiOp::What::kMemset;
           op.async = (m->flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) != 0;
           op.bytes = m->bytes;
-          TakeTimes(*m, &op, &context, &correlation, &start, &end);
+          TakeTimes(*m, &op, &correlation, &start, &end);
           break;
         }
         default: continue;
       }
       // Progress on its stream, whoever owns the op (an end of 0: no time was collected).
-      if (end != 0 && end >= start) st.watch.OnRecord(context, op.stream, correlation, HostNs(st, end));
+      if (end != 0 && end >= start) st.watch.OnRecord(op.context, op.stream, correlation, HostNs(st, end));
       if (st.owned.count(correlation) != 0 || end < start) continue;
       op.start_ns = HostNs(st, start);
       op.dur_ns = end - start;

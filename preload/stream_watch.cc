@@ -85,8 +85,6 @@ void StreamWatch::OnLaunch(const StreamLaunch& l) {
   while ((cur == 0 || After(l.correlation, cur)) &&
          !s->launched.compare_exchange_weak(cur, l.correlation, std::memory_order_release, std::memory_order_relaxed)) {
   }
-  ring_[l.correlation & (kRing - 1)].store((static_cast<uint64_t>(l.correlation) << 32) | (s - slots_ + 1),
-                                           std::memory_order_relaxed);
 }
 
 void StreamWatch::OnDestroy(void* stream, bool per_thread, void* context) {

@@ -66,7 +66,8 @@ class StreamWatch {
 
   // Launch path (CUPTI's callbacks, on the launching thread). At the call's entry: its
   // correlation id is noted for its stream, so that a record that comes back before the exit
-  // (a kernel that ends at once) still finds it. At its exit, if it succeeded: the launch.
+  // (a kernel that ends at once) still finds it. At its exit, if it succeeded: the launch (after
+  // its OnLaunchEntry).
   void OnLaunchEntry(const StreamLaunch& launch);
   void OnLaunch(const StreamLaunch& launch);
   // A stream is being destroyed: it can no longer be queried.
