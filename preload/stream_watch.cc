@@ -1,7 +1,5 @@
 #include "preload/stream_watch.h"
 
-#include <algorithm>
-
 #include "common/clock.h"
 
 namespace xtimer {
@@ -80,7 +78,6 @@ void StreamWatch::OnLaunch(const StreamLaunch& l) {
   s->func.store(l.func, std::memory_order_relaxed);
   s->api.store(l.api, std::memory_order_relaxed);
   s->kind.store(static_cast<uint8_t>(l.kind), std::memory_order_relaxed);
-  s->launch_ns.store(MonotonicNs(), std::memory_order_relaxed);
   uint32_t cur = s->launched.load(std::memory_order_relaxed);
   while ((cur == 0 || After(l.correlation, cur)) &&
          !s->launched.compare_exchange_weak(cur, l.correlation, std::memory_order_release, std::memory_order_relaxed)) {
@@ -148,7 +145,11 @@ void StreamWatch::AfterFlush(uint64_t flush_ns, double confirm_after_s) {
     uint32_t launched = 0;
     const bool pending = Pending(s, &launched);
     if (launched == 0) continue;
-    if (s.progress_ns == 0) s.progress_ns = std::min(s.launch_ns.load(std::memory_order_relaxed), flush_ns);
+    if (launched != s.seen) {
+      s.seen = launched;
+      s.seen_ns = flush_ns;
+    }
+    if (s.progress_ns == 0) s.progress_ns = flush_ns;  // first seen: launched since the previous flush
     if (!pending) {
       s.progress_ns = flush_ns;
       continue;
@@ -185,8 +186,7 @@ void StreamWatch::AppendInflight(InflightOps* out) {
     op.running = true;
     op.last_on_stream = true;
     op.in_flight_s = last_flush_ns_ > s.progress_ns ? (last_flush_ns_ - s.progress_ns) / 1e9 : 0;
-    const uint64_t at = s.launch_ns.load(std::memory_order_relaxed);
-    op.since_launch_s = now > at ? (now - at) / 1e9 : 0;
+    op.since_launch_s = now > s.seen_ns ? (now - s.seen_ns) / 1e9 : 0;
     out->push_back(std::move(op));
   }
 }

@@ -4,13 +4,13 @@
 // kernels from activity records, which exist only once a kernel has ended, so a kernel that never
 // ends would leave no trace. Here:
 //  - launches: CUPTI's API callback for every kernel and graph launch (cupti_backend.cc) notes,
-//    per stream, the highest correlation id launched, when, and what (OnLaunchEntry/OnLaunch:
-//    lock-free, a handful of atomic stores, no allocation);
+//    per stream, the highest correlation id launched and what (OnLaunchEntry/OnLaunch: lock-free,
+//    a handful of atomic stores, no allocation, no clock read);
 //  - completions: every kernel, copy and memset record the poller drains (OnRecord) names its
 //    stream and correlation id; a stream whose highest launched id has completed is caught up;
 //  - judging, after each CUPTI flush (AfterFlush): a stream that is not caught up has made no
-//    progress since its last completion (or since it was last seen caught up, or since its
-//    launch). One that has looked so for half the hang timeout is asked directly
+//    progress since its last completion (or since it was last seen caught up, or since the flush
+//    that first saw its launch). One that has looked so for half the hang timeout is asked directly
 //    (cuStreamQuery, never while a capture is in progress): idle means records were lost and it
 //    is caught up; busy confirms it.
 // Stalled streams reach the watchdog and the stack file as in-flight ops (AppendInflight).
@@ -97,7 +97,6 @@ class StreamWatch {
     std::atomic<uint64_t> key{0};  // 0: free; claimed once, never released
     // Written by launching threads.
     std::atomic<uint32_t> launched{0};  // highest correlation id launched (serial order)
-    std::atomic<uint64_t> launch_ns{0};
     std::atomic<const void*> func{nullptr};
     std::atomic<const char*> api{nullptr};
     std::atomic<uint8_t> kind{0};
@@ -108,6 +107,8 @@ class StreamWatch {
     // Poller (under its lock).
     uint32_t done = 0;         // highest correlation id seen completed
     uint64_t progress_ns = 0;  // last completion, or last time seen caught up; 0 = never seen
+    uint32_t seen = 0;         // `launched` at the latest flush
+    uint64_t seen_ns = 0;      // the flush that first saw it (the launch is at most a flush older)
     bool confirmed = false;    // the latest query (this flush) said busy, or none is possible
     const void* named_func = nullptr;
     std::string name;

@@ -74,13 +74,14 @@ class Watch : public ::testing::Test {
 TEST_F(Watch, AStreamWhoseLastLaunchHasNoRecordIsStalledSinceItsLaunch) {
   const uint64_t t0 = MonotonicNs();
   Launch(kStreamA, 10, 42);
+  watch_->AfterFlush(t0, 100);  // the flush that first sees the launch
   watch_->AfterFlush(t0 + 3 * kSecond, 100);
   InflightOps ops = Inflight();
   ASSERT_EQ(ops.size(), 1u);
   EXPECT_EQ(ops[0].name, "kernel42/1") << "named by the probe, as a driver CUfunction";
   EXPECT_EQ(ops[0].stream, 0x1000u);
   EXPECT_TRUE(ops[0].running && ops[0].last_on_stream);
-  EXPECT_NEAR(ops[0].in_flight_s, 3.0, 0.1) << "no progress since the launch, as of the flush";
+  EXPECT_NEAR(ops[0].in_flight_s, 3.0, 0.1) << "no progress since the launch was seen, as of the latest flush";
   EXPECT_EQ(g_queries, 0) << "not asked before it looks stalled for confirm_after_s";
 }
 
@@ -141,6 +142,8 @@ TEST_F(Watch, AStalledStreamIsAskedAndAnIdleAnswerMeansItsRecordsWereLost) {
   const uint64_t t0 = MonotonicNs();
   Launch(kStreamA, 10);
   g_idle = 1;
+  watch_->AfterFlush(t0, 1.0);
+  EXPECT_EQ(g_queries, 0) << "just launched";
   watch_->AfterFlush(t0 + 2 * kSecond, 1.0);
   EXPECT_EQ(g_queries, 1);
   EXPECT_EQ(g_asked_stream.load(), kStreamA);
@@ -149,14 +152,17 @@ TEST_F(Watch, AStalledStreamIsAskedAndAnIdleAnswerMeansItsRecordsWereLost) {
 
   Launch(kStreamA, 11);
   g_idle = 0;
-  watch_->AfterFlush(t0 + 4 * kSecond, 1.0);
-  EXPECT_EQ(g_queries, 2);
-  EXPECT_EQ(Inflight().size(), 1u) << "busy: confirmed";
+  watch_->AfterFlush(t0 + 3 * kSecond, 1.0);
+  watch_->AfterFlush(t0 + 5 * kSecond, 1.0);
+  EXPECT_EQ(g_queries, 3) << "asked at each flush while it looks stalled";
+  ASSERT_EQ(Inflight().size(), 1u) << "busy: confirmed";
+  EXPECT_NEAR(Inflight()[0].in_flight_s, 3.0, 0.01) << "since it was last found caught up";
 }
 
 TEST_F(Watch, TheLegacyStreamIsAskedThroughItsContext) {
   const uint64_t t0 = MonotonicNs();
   Launch(nullptr, 10);
+  watch_->AfterFlush(t0, 1.0);
   watch_->AfterFlush(t0 + 2 * kSecond, 1.0);
   EXPECT_EQ(g_queries, 1);
   EXPECT_EQ(g_asked_stream.load(), nullptr);
@@ -165,9 +171,10 @@ TEST_F(Watch, TheLegacyStreamIsAskedThroughItsContext) {
 
 TEST_F(Watch, NoQueryDuringACaptureNorOfAPerThreadStreamNorOfADestroyedOne) {
   const uint64_t t0 = MonotonicNs();
-  g_idle = 1;
+  g_idle = 0;
   g_capturing = true;
   Launch(kStreamA, 10);
+  watch_->AfterFlush(t0, 1.0);
   watch_->AfterFlush(t0 + 2 * kSecond, 1.0);
   EXPECT_EQ(g_queries, 0) << "a query would invalidate a capture";
   EXPECT_EQ(Inflight().size(), 1u) << "the records are trusted";
@@ -177,8 +184,11 @@ TEST_F(Watch, NoQueryDuringACaptureNorOfAPerThreadStreamNorOfADestroyedOne) {
   Launch(kStreamB, 12);
   watch_->OnDestroy(kStreamB, false, kContext);
   watch_->AfterFlush(t0 + 3 * kSecond, 1.0);
+  g_queries = 0;
+  watch_->AfterFlush(t0 + 5 * kSecond, 1.0);
   EXPECT_EQ(g_queries, 1) << "only stream A, not the per-thread stream nor the destroyed one";
-  EXPECT_EQ(Inflight().size(), 2u);
+  EXPECT_EQ(g_asked_stream.load(), kStreamA);
+  EXPECT_EQ(Inflight().size(), 3u);
 }
 
 TEST_F(Watch, GraphLaunchesAreNamedByTheirApi) {
