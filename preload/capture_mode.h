@@ -9,7 +9,9 @@
 
 namespace xtimer {
 
-// Number of captures begun and not ended in the process (maintained by the capture hooks).
+// Captures begun and not ended in the process: counted by the capture hooks, and in CUPTI mode
+// also by CUPTI's callbacks (which see the driver's and a static runtime's captures too; a
+// hooked capture then counts twice). Only whether it is 0 matters.
 inline std::atomic<int> g_active_captures{0};
 
 // Cheap when no capture is active (one relaxed load); otherwise asks the runtime.

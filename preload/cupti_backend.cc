@@ -13,6 +13,12 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "preload/capture_mode.h"
+#include "preload/hook_guard.h"
+#include "preload/op_names.h"
+#include "preload/own_gpu_calls.h"
+#include "preload/stream_watch.h"
+#include "preload/tracker.h"
 
 namespace xtimer::cupti {
 namespace {
@@ -39,6 +45,17 @@ struct Api {
   decltype(&::cuptiGetResultString) result_string;
   decltype(&::cuptiActivityEnableDriverApi) enable_driver_api;
   decltype(&::cuptiActivityEnableRuntimeApi) enable_runtime_api;
+  decltype(&::cuptiEnableCallback) enable_callback;
+};
+
+// What StreamWatch asks of CUDA.
+const StreamWatch::Probe kWatchProbe = {
+    [](void* stream, void* context) {
+      gpu::Query q = gpu::QueryStream(stream, context);
+      return q == gpu::Query::kDone ? 1 : q == gpu::Query::kNotReady ? 0 : -1;
+    },
+    KernelNameOf,
+    [] { return g_active_captures.load(std::memory_order_relaxed) != 0; },
 };
 
 // Process-lifetime state, never destroyed: CUPTI may call back while the process exits.
@@ -49,6 +66,7 @@ struct State {
   std::mutex done_mu;           // CUPTI's thread or the flusher vs. the poller
   std::vector<std::pair<uint8_t*, size_t>> done;
   std::atomic<uint64_t> dropped{0};
+  StreamWatch watch{kWatchProbe};  // streams with unfinished work (stream_watch.h)
   // Poller only.
   uint64_t last_flush_ns = 0;
   std::unordered_set<uint32_t> owned;
@@ -121,6 +139,77 @@ constexpr CUpti_CallbackId kRuntimeLaunches[] = {CUPTI_RUNTIME_TRACE_CBID_cudaLa
                                                  CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
                                                  CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000};
 
+// API callbacks (on the launching thread): every kernel and graph launch, and the calls that
+// destroy a stream, for StreamWatch. The runtime's own driver calls are nested inside its
+// callback and skipped, so a launch counts once, with the id its kernels' records carry.
+struct Callback {
+  CUpti_CallbackDomain domain;
+  CUpti_CallbackId cbid;
+};
+constexpr Callback kCallbacks[] = {
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamDestroy_v5050},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy_v2},
+    // Captures, also those the capture hooks do not see (the driver's, a static runtime's).
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_v10000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_ptsz_v10000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCaptureToGraph_v12030},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCaptureToGraph_ptsz_v12030},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_v10000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_ptsz_v10000},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz},
+};
+
+// +1 for a call that begins a stream capture, -1 for one that ends it, else 0.
+int CaptureStep(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    switch (cbid) {
+      case CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_v10000:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_ptsz_v10000:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCaptureToGraph_v12030:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCaptureToGraph_ptsz_v12030: return 1;
+      case CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_v10000:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_ptsz_v10000: return -1;
+      default: return 0;
+    }
+  }
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz: return 1;
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz: return -1;
+    default: return 0;
+  }
+}
+
 int MemcpyKind(uint8_t cupti_kind) {
   switch (cupti_kind) {
     case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return 1;  // cudaMemcpyHostToDevice
@@ -140,8 +229,155 @@ void RememberOwned(State& st, uint32_t correlation) {
   }
 }
 
-// The subscriber's callback: no callback domain is enabled, so it is never called.
-void CUPTIAPI NoCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+// The launch a callback reports, from the call's parameters (CUPTI's generated *_params
+// structs). False for a call that launches nothing (a stream destroy).
+bool DecodeLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* params, StreamLaunch* l) {
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    switch (cbid) {
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000: l->per_thread = true; [[fallthrough]];
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000: {
+        // The cooperative form has the same parameters.
+        auto* p = static_cast<const cudaLaunchKernel_v7000_params*>(params);
+        l->func = p->func;
+        l->stream = p->stream;
+        return true;
+      }
+      case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000: l->per_thread = true; [[fallthrough]];
+      case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000: {
+        // __cudaLaunchKernel(cudaKernel_t, grid, block, args, shmem, stream): cudaLaunchKernel's
+        // parameters with the kernel as a cudaKernel_t (nvcc 13's launch stubs call it).
+        auto* p = static_cast<const cudaLaunchKernel_v7000_params*>(params);
+        l->func = p->func;
+        l->stream = p->stream;
+        l->kind = LaunchKind::kLibraryKernel;
+        return true;
+      }
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060: l->per_thread = true; [[fallthrough]];
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060: {
+        auto* p = static_cast<const cudaLaunchKernelExC_v11060_params*>(params);
+        l->func = p->func;
+        l->stream = p->config != nullptr ? p->config->stream : nullptr;
+        return true;
+      }
+      case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000: l->per_thread = true; [[fallthrough]];
+      case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000: {
+        auto* p = static_cast<const cudaGraphLaunch_v10000_params*>(params);
+        l->func = p->graphExec;
+        l->stream = p->stream;
+        l->kind = LaunchKind::kGraph;
+        l->api = "cudaGraphLaunch";
+        return true;
+      }
+      default: return false;
+    }
+  }
+  l->kind = LaunchKind::kDriverKernel;
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz: l->per_thread = true; [[fallthrough]];
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel: {
+      // The cooperative form's parameters are a prefix of cuLaunchKernel's.
+      auto* p = static_cast<const cuLaunchKernel_params*>(params);
+      l->func = p->f;
+      l->stream = p->hStream;
+      return true;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: l->per_thread = true; [[fallthrough]];
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
+      auto* p = static_cast<const cuLaunchKernelEx_params*>(params);
+      l->func = p->f;
+      l->stream = p->config != nullptr ? p->config->hStream : nullptr;
+      return true;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz: l->per_thread = true; [[fallthrough]];
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch: {
+      auto* p = static_cast<const cuGraphLaunch_params*>(params);
+      l->func = p->hGraph;
+      l->stream = p->hStream;
+      l->kind = LaunchKind::kGraph;
+      l->api = "cuGraphLaunch";
+      return true;
+    }
+    default: return false;
+  }
+}
+
+// The stream a destroy call names.
+void* DestroyedStream(CUpti_CallbackDomain domain, const void* params) {
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) return static_cast<const cudaStreamDestroy_v5050_params*>(params)->stream;
+  return static_cast<const cuStreamDestroy_v2_params*>(params)->hStream;
+}
+
+bool IsDestroy(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  return domain == CUPTI_CB_DOMAIN_RUNTIME_API ? cbid == CUPTI_RUNTIME_TRACE_CBID_cudaStreamDestroy_v5050
+                                               : cbid == CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy_v2;
+}
+
+// Tracked calls entered and not left on this thread: the runtime's own driver calls run inside
+// its launch (depth 2) and are not counted again.
+thread_local int t_callback_depth __attribute__((tls_model("initial-exec"))) = 0;
+// A graph launch that no hook times (a dlsym'd cuGraphLaunch, a statically linked runtime): timed
+// here with an event pair around it, so a graph that never finishes is in flight as in a hook.
+thread_local OpTicket t_graph_ticket;
+thread_local bool t_graph_timed __attribute__((tls_model("initial-exec"))) = false;
+
+void BeginUnhookedGraph(const StreamLaunch& l) {
+  Tracker* t = Tracker::Current();
+  if (t == nullptr || StreamIsCapturing(l.stream, gpu::Path::kDriver, l.per_thread)) return;
+  OpKey key;
+  key.kind = OpKind::kKernel;
+  key.api = l.api;
+  key.func = l.func;
+  t->Begin(t->Intern(key), l.stream, gpu::Path::kDriver, l.per_thread, -1, &t_graph_ticket);
+  t_graph_timed = true;
+}
+
+void CUPTIAPI OnApi(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+  const auto* cb = static_cast<const CUpti_CallbackData*>(data);
+  const int capture = CaptureStep(domain, cbid);
+  if (cb->callbackSite == CUPTI_API_ENTER) {
+    if (++t_callback_depth != 1) return;
+    // Counted before the capture begins, like the capture hooks (a hooked one counts twice:
+    // only "none" matters); see capture_mode.h.
+    if (capture > 0) g_active_captures.fetch_add(1, std::memory_order_relaxed);
+    if (IsDestroy(domain, cbid)) {
+      g_state->watch.OnDestroy(DestroyedStream(domain, cb->functionParams), false, cb->context);
+      return;
+    }
+    StreamLaunch l;
+    if (!DecodeLaunch(domain, cbid, cb->functionParams, &l)) return;
+    l.context = cb->context;
+    l.correlation = cb->correlationId;
+    g_state->watch.OnLaunchEntry(l);
+    if (l.kind == LaunchKind::kGraph && !InsideHook()) BeginUnhookedGraph(l);
+    return;
+  }
+  // An exit whose entry came before the callbacks were enabled has nothing to close.
+  if (t_callback_depth == 0 || --t_callback_depth != 0) return;
+  const void* status = cb->functionReturnValue;
+  const bool ok = status != nullptr &&
+                  (domain == CUPTI_CB_DOMAIN_RUNTIME_API ? *static_cast<const cudaError_t*>(status) == cudaSuccess
+                                                         : *static_cast<const CUresult*>(status) == CUDA_SUCCESS);
+  // A capture that failed to begin is none; an end, failed or not, ends it.
+  if ((capture > 0 && !ok) || (capture < 0 && g_active_captures.load(std::memory_order_relaxed) > 0))
+    g_active_captures.fetch_sub(1, std::memory_order_relaxed);
+  if (capture != 0) return;
+  if (t_graph_timed) {
+    t_graph_timed = false;
+    if (Tracker* t = Tracker::Current()) t->End(&t_graph_ticket, ok);
+  }
+  StreamLaunch l;
+  if (!ok || !DecodeLaunch(domain, cbid, cb->functionParams, &l)) return;
+  // A launch into a capturing stream runs only when its graph is launched.
+  if (StreamIsCapturing(l.stream, gpu::Path::kDriver, l.per_thread)) return;
+  l.context = cb->context;
+  l.correlation = cb->correlationId;
+  g_state->watch.OnLaunch(l);
+}
 
 uint64_t HostNs(const State& st, uint64_t cupti_ns) { return static_cast<uint64_t>(cupti_ns + st.clock_offset_ns); }
 
@@ -169,13 +405,14 @@ bool Start(std::string* reason) {
       !Resolve(lib, "cuptiGetTimestamp", &a.timestamp, reason) ||
       !Resolve(lib, "cuptiGetResultString", &a.result_string, reason) ||
       !Resolve(lib, "cuptiActivityEnableDriverApi", &a.enable_driver_api, reason) ||
-      !Resolve(lib, "cuptiActivityEnableRuntimeApi", &a.enable_runtime_api, reason)) {
+      !Resolve(lib, "cuptiActivityEnableRuntimeApi", &a.enable_runtime_api, reason) ||
+      !Resolve(lib, "cuptiEnableCallback", &a.enable_callback, reason)) {
     delete st;
     return false;
   }
   // CUPTI serves one subscriber: holding the slot is how another tool (and we) learn of each
   // other. A profiler started later gets CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED.
-  CUptiResult r = a.subscribe(&st->subscriber, NoCallback, nullptr);
+  CUptiResult r = a.subscribe(&st->subscriber, OnApi, nullptr);
   if (r != CUPTI_SUCCESS) {
     *reason = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
                   ? "another CUPTI subscriber (a profiler such as PyTorch's or Nsight) holds the slot"
@@ -205,8 +442,14 @@ bool Start(std::string* reason) {
     for (CUpti_CallbackId cbid : kRuntimeLaunches)
       if (r == CUPTI_SUCCESS && (r = a.enable_runtime_api(cbid, 1)) != CUPTI_SUCCESS)
         *reason = Describe(a, "cuptiActivityEnableRuntimeApi", r);
+    // Without the launch callbacks a kernel that never ends would go unseen: fail, and let the
+    // event pairs time (and watch) what the hooks see.
+    for (const Callback& c : kCallbacks)
+      if (r == CUPTI_SUCCESS && (r = a.enable_callback(1, st->subscriber, c.domain, c.cbid)) != CUPTI_SUCCESS)
+        *reason = Describe(a, "cuptiEnableCallback", r);
   }
   if (r != CUPTI_SUCCESS) {
+    for (const Callback& c : kCallbacks) a.enable_callback(0, st->subscriber, c.domain, c.cbid);
     for (CUpti_CallbackId cbid : kDriverLaunches) a.enable_driver_api(cbid, 0);
     for (CUpti_CallbackId cbid : kRuntimeLaunches) a.enable_runtime_api(cbid, 0);
     for (CUpti_ActivityKind k : kKinds) a.disable(k);
@@ -222,6 +465,8 @@ bool Start(std::string* reason) {
 
 bool Active() { return g_active.load(std::memory_order_relaxed); }
 
+StreamWatch* Watch() { return Active() ? &g_state->watch : nullptr; }
+
 void EnterOwnedCall(uint32_t class_id) { g_state->api.push_external(kOwnedKind, class_id); }
 
 void LeaveOwnedCall() {
@@ -229,14 +474,14 @@ void LeaveOwnedCall() {
   g_state->api.pop_external(kOwnedKind, &last);
 }
 
-void Flush(bool force) {
-  if (!Active()) return;
+uint64_t Flush(bool force) {
+  if (!Active()) return 0;
   State& st = *g_state;
   const uint64_t now = MonotonicNs();
-  if (force || now - st.last_flush_ns >= kFlushEveryNs) {
-    st.last_flush_ns = now;
-    st.api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  }
+  if (!force && now - st.last_flush_ns < kFlushEveryNs) return 0;
+  st.last_flush_ns = now;
+  st.api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  return now;
 }
 
 namespace {
@@ -244,6 +489,7 @@ namespace {
 // The fields every timed record has, under the same names in Kernel10, Memcpy6 and Memset4.
 template <typename Record>
 void TakeTimes(const Record& r, CuptiOp* op, uint32_t* correlation, uint64_t* start, uint64_t* end) {
+  op->context = r.contextId;
   op->device = r.deviceId;
   op->stream = r.streamId;
   *correlation = r.correlationId;
@@ -304,6 +550,8 @@ void Drain(void (*sink)(void* ctx, const CuptiOp& op), void* ctx) {
         }
         default: continue;
       }
+      // Progress on its stream, whoever owns the op (an end of 0: no time was collected).
+      if (end != 0 && end >= start) st.watch.OnRecord(op.context, op.stream, correlation, HostNs(st, end));
       if (st.owned.count(correlation) != 0 || end < start) continue;
       op.start_ns = HostNs(st, start);
       op.dur_ns = end - start;

@@ -10,10 +10,14 @@
 // the in-flight record the watchdog needs); the kernels a matmul or collective launches are
 // marked with an external correlation id (EnterOwnedCall/LeaveOwnedCall around the call) and
 // not counted again. Every other kernel, copy and memset is counted and timed from its record.
+// A graph launch no hook saw (a dlsym'd cuGraphLaunch) gets its event pair from CUPTI's callback.
 //
-// Threads: Start runs once under the tracker's creation lock; Active/Enter/Leave on the launch
-// path (no lock, no allocation of ours); Drain on the poller thread only. CUPTI calls the
-// buffer callbacks on its own thread or the flushing (poller) thread.
+// Hangs: records exist only once an op has ended, so CUPTI's API callback on every kernel and
+// graph launch (and stream destroy) tells Watch() which streams have unfinished work.
+//
+// Threads: Start runs once under the tracker's creation lock; Active/Enter/Leave and the API
+// callback on the launch path (no lock, no allocation of ours); Drain on the poller thread only.
+// CUPTI calls the buffer callbacks on its own thread or the flushing (poller) thread.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +26,8 @@
 #include "preload/op_class.h"
 
 namespace xtimer {
+
+class StreamWatch;
 
 // One completed kernel, copy or memset, decoded from its record.
 struct CuptiOp {
@@ -33,7 +39,8 @@ struct CuptiOp {
   uint64_t start_ns = 0;       // host CLOCK_MONOTONIC
   uint64_t dur_ns = 0;
   uint32_t device = 0;
-  uint32_t stream = 0;  // CUPTI stream id
+  uint32_t context = 0;  // CUPTI context id
+  uint32_t stream = 0;   // CUPTI stream id
   uint64_t bytes = 0;
 };
 
@@ -47,15 +54,21 @@ bool Start(std::string* reason);
 // Launch path: whether CUPTI times plain kernels and copies (one relaxed load).
 bool Active();
 
+// The streams with unfinished work, fed by CUPTI's launch callbacks and the records Drain
+// decodes (stream_watch.h); nullptr unless CUPTI mode runs.
+StreamWatch* Watch();
+
 // Launch path: brackets a matmul/collective call whose kernels its event pair already times.
 void EnterOwnedCall(uint32_t class_id);
 void LeaveOwnedCall();
 
 // Poller, outside its lock (a flush may take a while): asks CUPTI for its buffers, every call
-// when `force`, else at most every 100 ms.
-void Flush(bool force);
+// when `force`, else at most every 100 ms. Returns when it flushed (CLOCK_MONOTONIC), 0 if it
+// did not: every op that had ended by then is in the buffers the next Drain reads.
+uint64_t Flush(bool force);
 // Poller: hands each completed op of the buffers CUPTI returned so far, not owned by a
-// matmul/collective, to `sink(ctx, op)`.
+// matmul/collective, to `sink(ctx, op)`; every completed op, owned or not, is progress on its
+// stream for Watch().
 void Drain(void (*sink)(void* ctx, const CuptiOp& op), void* ctx);
 
 // Records CUPTI could not store (no buffer), and records lost to unknown kinds.

@@ -16,6 +16,7 @@ namespace {
 
 XTIMER_REAL(kCudart, cudaFuncGetName);
 RealFunction<CUresult (*)(const char**, CUfunction)> real_cuFuncGetName("cuFuncGetName", Lib::kCuda);
+RealFunction<CUresult (*)(const char**, CUkernel)> real_cuKernelGetName("cuKernelGetName", Lib::kCuda);
 
 std::string Demangle(const char* name) {
   int status = 0;
@@ -32,6 +33,8 @@ std::string KernelName(const OpKey& key) {
     raw = static_cast<const std::string*>(key.func)->c_str();
   } else if (key.a == 1) {
     if (auto f = real_cuFuncGetName.get()) f(&raw, static_cast<CUfunction>(const_cast<void*>(key.func)));
+  } else if (key.a == 3) {
+    if (auto f = real_cuKernelGetName.get()) f(&raw, static_cast<CUkernel>(const_cast<void*>(key.func)));
   } else if (auto f = real_cudaFuncGetName.get()) {
     if (f(&raw, key.func) != cudaSuccess) raw = nullptr;
   }
@@ -58,6 +61,13 @@ const std::string& NameOf(OpClass& cls) {
     cls.name = k.api != nullptr ? k.api : "?";
   }
   return cls.name;
+}
+
+std::string KernelNameOf(const void* func, int how) {
+  OpKey key;
+  key.func = func;
+  key.a = how;
+  return KernelName(key);
 }
 
 std::string DemangledName(const char* raw) { return Demangle(raw); }

@@ -15,6 +15,9 @@ int NcclTypeSize(int type);
 // nccl-tests bus bandwidth factor for a collective API name and communicator size.
 double BusBandwidthFactor(const char* api, int nranks);
 const char* MemcpyKindName(int kind);
+// The display name of a launched kernel: `how` 0 = a runtime host stub, 1 = a CUfunction,
+// 3 = a CUkernel (cudaKernel_t).
+std::string KernelNameOf(const void* func, int how);
 // A kernel's display name: `raw` demangled when it is a C++ symbol.
 std::string DemangledName(const char* raw);
 

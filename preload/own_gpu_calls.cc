@@ -28,6 +28,9 @@ RealFunction<CUresult (*)(float*, CUevent, CUevent)> real_cuEventElapsedTime_v1(
 RealFunction<CUresult (*)(CUevent)> real_cuEventDestroy("cuEventDestroy_v2", Lib::kCuda);
 RealFunction<CUresult (*)(CUcontext*, CUdevice)> real_cuDevicePrimaryCtxRetain("cuDevicePrimaryCtxRetain", Lib::kCuda);
 RealFunction<CUresult (*)(CUcontext)> real_cuCtxSetCurrent("cuCtxSetCurrent", Lib::kCuda);
+RealFunction<CUresult (*)(CUstream)> real_cuStreamQuery("cuStreamQuery", Lib::kCuda);
+RealFunction<CUresult (*)(CUcontext)> real_cuCtxPushCurrent("cuCtxPushCurrent_v2", Lib::kCuda);
+RealFunction<CUresult (*)(CUcontext*)> real_cuCtxPopCurrent("cuCtxPopCurrent_v2", Lib::kCuda);
 
 bool HaveRuntime() { return real_cudaEventQuery.get() != nullptr; }
 
@@ -96,6 +99,26 @@ Query QueryEvent(Event e) {
   auto f = real_cuEventQuery.get();
   if (f == nullptr) return Query::kError;
   CUresult r = f(static_cast<CUevent>(e));
+  if (r == CUDA_SUCCESS) return Query::kDone;
+  if (r == CUDA_ERROR_NOT_READY) return Query::kNotReady;
+  return Query::kError;
+}
+
+Query QueryStream(Stream stream, void* context) {
+  auto query = real_cuStreamQuery.get();
+  if (query == nullptr) return Query::kError;
+  CUresult r;
+  if (stream != nullptr) {
+    r = query(static_cast<CUstream>(stream));
+  } else {
+    auto push = real_cuCtxPushCurrent.get();
+    auto pop = real_cuCtxPopCurrent.get();
+    if (context == nullptr || push == nullptr || pop == nullptr) return Query::kError;
+    if (push(static_cast<CUcontext>(context)) != CUDA_SUCCESS) return Query::kError;
+    r = query(CU_STREAM_LEGACY);
+    CUcontext popped = nullptr;
+    pop(&popped);
+  }
   if (r == CUDA_SUCCESS) return Query::kDone;
   if (r == CUDA_ERROR_NOT_READY) return Query::kNotReady;
   return Query::kError;

@@ -31,6 +31,9 @@ Event CreateEvent(int device, Path path, bool switch_device);
 bool Record(Event e, Stream stream, Path path, bool per_thread);
 
 Query QueryEvent(Event e);
+// Whether `stream` has finished all its work (cuStreamQuery); with stream == nullptr, the legacy
+// default stream of `context`, made current for the call. Never on a stream being captured.
+Query QueryStream(Stream stream, void* context);
 // Milliseconds between two completed events; < 0 on error.
 double ElapsedMs(Event start, Event end);
 void DestroyEvent(Event e);

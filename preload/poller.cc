@@ -1,5 +1,6 @@
 #include "preload/poller.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/clock.h"
@@ -9,6 +10,7 @@
 #include "preload/internal_thread.h"
 #include "preload/op_names.h"
 #include "preload/report_writer.h"
+#include "preload/stream_watch.h"
 #include "preload/tracker.h"
 
 namespace xtimer {
@@ -35,12 +37,15 @@ void Poller::Loop() {
   while (!stop_.load(std::memory_order_acquire)) {
     heartbeat_ns_.store(MonotonicNs(), std::memory_order_relaxed);
     bool pending;
-    cupti::Flush(false);  // outside mu_: the watchdog's Snapshot must not wait for CUPTI
+    const uint64_t flushed = cupti::Flush(false);  // outside mu_: the watchdog's Snapshot must not wait for CUPTI
     {
       std::lock_guard<std::mutex> lock(mu_);
       DrainQueue();
       pending = CompleteFinished();
       cupti::Drain([](void* self, const CuptiOp& op) { static_cast<Poller*>(self)->AccountCupti(op); }, this);
+      // Streams are judged only on a flush: every op that had ended by then has been drained.
+      if (StreamWatch* watch = cupti::Watch(); watch != nullptr && flushed != 0)
+        watch->AfterFlush(flushed, tracker_.config().hang_timeout_s / 2);
       uint64_t now = MonotonicNs();
       trace_.Tick(now);
       if (now >= next_report_ns_) {
@@ -146,8 +151,12 @@ void Poller::AccountCupti(const CuptiOp& op) {
   if (!c.hist) c.hist = std::make_unique<Histogram>();
   c.hist->Add(op.dur_ns);
   c.bytes += op.bytes;
-  if (trace_.enabled())
-    trace_.Add(TraceEntry{id, op.stream, static_cast<uint8_t>(op.device), op.start_ns, op.dur_ns, 0, -1});
+  if (trace_.enabled()) {
+    // On the track of the stream's handle, where its ops with event pairs are, not CUPTI's id.
+    StreamWatch* watch = cupti::Watch();
+    const uint64_t stream = watch != nullptr ? watch->StreamOf(op.context, op.stream, op.stream) : op.stream;
+    trace_.Add(TraceEntry{id, stream, static_cast<uint8_t>(op.device), op.start_ns, op.dur_ns, 0, -1});
+  }
 }
 
 void Poller::WriteReports(bool final) {
@@ -189,6 +198,7 @@ bool Poller::Snapshot(InflightOps* out, int wait_ms) {
   }
   DrainQueue();
   const uint64_t now = MonotonicNs();
+  const size_t first = out->size();
   for (auto& [key, fifo] : streams_) {
     int first_index = -1;
     for (Pending& p : fifo) {
@@ -216,7 +226,25 @@ bool Poller::Snapshot(InflightOps* out, int wait_ms) {
       if (first_index < 0) first_index = static_cast<int>(out->size()) - 1;
     }
   }
+  if (StreamWatch* watch = cupti::Watch()) AddStalledStreams(*watch, first, out);
   return true;
+}
+
+void Poller::AddStalledStreams(StreamWatch& watch, size_t first, InflightOps* out) {
+  InflightOps stalled;
+  watch.AppendInflight(&stalled);
+  const size_t paired = out->size();
+  for (InflightOp& s : stalled) {
+    // An op with an event pair running on that stream says more (its name, comm, seq): keep it.
+    auto on_stream = [&](const InflightOp& o) { return o.stream == s.stream && !o.last_on_stream; };
+    if (std::any_of(out->begin() + first, out->begin() + paired,
+                    [&](const InflightOp& o) { return on_stream(o) && o.running; }))
+      continue;
+    out->push_back(std::move(s));
+    // Paired ops queued on it have not started: they wait behind what the stream runs.
+    for (size_t i = first; i < paired; ++i)
+      if (on_stream((*out)[i]) && (*out)[i].blocked_by < 0) (*out)[i].blocked_by = static_cast<int>(out->size()) - 1;
+  }
 }
 
 }  // namespace xtimer

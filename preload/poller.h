@@ -21,6 +21,7 @@
 
 namespace xtimer {
 
+class StreamWatch;
 class Tracker;
 
 class Poller {
@@ -51,6 +52,9 @@ class Poller {
   // Completes finished heads; returns true if anything is still pending.
   bool CompleteFinished();
   void Account(const Pending& p, double ms);
+  // CUPTI mode: appends the streams `watch` finds stalled to the Snapshot's `out` (whose paired
+  // ops start at `first`).
+  void AddStalledStreams(StreamWatch& watch, size_t first, InflightOps* out);
   // CUPTI mode: counts and times one op from its activity record.
   void AccountCupti(const CuptiOp& op);
   uint32_t CuptiClass(const CuptiOp& op);

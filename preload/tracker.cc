@@ -87,6 +87,8 @@ Tracker* Tracker::Instance() {
   return t;
 }
 
+Tracker* Tracker::Current() { return g_tracker.load(std::memory_order_acquire); }
+
 bool Tracker::SampleKernel() {
   int64_t n = config_.kernel_sample;
   if (n == 1) return true;

@@ -44,6 +44,9 @@ class Tracker {
   // The tracker, created on first use; nullptr when the library passes everything through
   // (XTIMER_DISABLE=1, no CUDA loaded, or a child forked after CUDA was used).
   static Tracker* Instance();
+  // The tracker if it has been created, without creating it or waiting for its creation (for
+  // CUPTI's callbacks, which may run while another thread creates it).
+  static Tracker* Current();
 
   const PreloadConfig& config() const { return config_; }
   OpClassTable& classes() { return classes_; }

@@ -86,9 +86,21 @@ std::string Watchdog::FindHang() {
       int index = static_cast<int>(hung - ops.data());
       int behind = static_cast<int>(
           std::count_if(ops.begin(), ops.end(), [&](const InflightOp& o) { return o.blocked_by == index; }));
-      std::snprintf(
-          buf, sizeof buf, "%s running for %.1f s on stream 0x%llx (timeout %g s); %d op(s) waiting behind it",
-          Describe(*hung).c_str(), hung->in_flight_s, static_cast<unsigned long long>(hung->stream), timeout, behind);
+      if (hung->last_on_stream) {
+        // CUPTI mode: the stream is known to be stuck, not which of its ops runs, nor how many
+        // plain kernels are queued on it (only ops with event pairs are counted behind it).
+        int n = std::snprintf(
+            buf, sizeof buf,
+            "stream 0x%llx has made no progress for %.1f s (timeout %g s); last launched on it %.1f s ago: %s",
+            static_cast<unsigned long long>(hung->stream), hung->in_flight_s, timeout, hung->since_launch_s,
+            Describe(*hung).c_str());
+        if (behind > 0 && n > 0 && static_cast<size_t>(n) < sizeof buf)
+          std::snprintf(buf + n, sizeof buf - n, "; %d op(s) waiting behind it", behind);
+      } else {
+        std::snprintf(
+            buf, sizeof buf, "%s running for %.1f s on stream 0x%llx (timeout %g s); %d op(s) waiting behind it",
+            Describe(*hung).c_str(), hung->in_flight_s, static_cast<unsigned long long>(hung->stream), timeout, behind);
+      }
       return buf;
     }
   } else if (uint64_t beat = tracker_.poller().heartbeat_ns(); beat != 0 && (now - beat) / 1e9 >= timeout) {
@@ -106,9 +118,15 @@ std::string Watchdog::FindHang() {
       int n =
           std::snprintf(buf, sizeof buf, "thread %d blocked in %s%s for %.1f s (timeout %g s)", static_cast<int>(b.tid),
                         b.what, setup ? " (communicator set-up: waiting for the other ranks)" : "", s, timeout);
-      if (oldest != nullptr && n > 0 && static_cast<size_t>(n) < sizeof buf)
-        std::snprintf(buf + n, sizeof buf - n, "; the GPU is running %s (for %.1f s)", Describe(*oldest).c_str(),
-                      oldest->in_flight_s);
+      if (oldest != nullptr && n > 0 && static_cast<size_t>(n) < sizeof buf) {
+        if (oldest->last_on_stream)
+          std::snprintf(buf + n, sizeof buf - n, "; stream 0x%llx has made no progress for %.1f s (last launched: %s)",
+                        static_cast<unsigned long long>(oldest->stream), oldest->in_flight_s,
+                        Describe(*oldest).c_str());
+        else
+          std::snprintf(buf + n, sizeof buf - n, "; the GPU is running %s (for %.1f s)", Describe(*oldest).c_str(),
+                        oldest->in_flight_s);
+      }
       return buf;
     }
   }

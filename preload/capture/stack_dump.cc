@@ -45,6 +45,7 @@ void WriteOp(JsonWriter& w, const InflightOp& op) {
   w.Field("state", op.running ? "running" : "pending");
   if (!op.running && op.blocked_by >= 0) w.Field("blocked_by", op.blocked_by);
   w.Field("in_flight_s", op.in_flight_s);
+  if (op.last_on_stream) w.Field("last_on_stream", true).Field("since_launch_s", op.since_launch_s);
   w.EndObject();
 }
 

@@ -50,8 +50,8 @@ def main():
     ok &= delay <= 3.0
     frames = [f for t in stack["threads"] for f in t.get("python", [])]
     # Event pairs: the kernel is in flight and the dump comes while the launch is still on the
-    # stack. CUPTI mode (issue 14): a plain kernel has no in-flight record; the hang is the
-    # thread blocked in torch.cuda.synchronize() in main(), which is what the stack shows.
+    # stack. CUPTI mode: the kernel's stream has made no progress (preload/stream_watch.h), found
+    # a flush later, by when the thread is blocked in torch.cuda.synchronize() in main().
     want = "launch_long_kernel" if os.environ.get("XTIMER_CUPTI") == "0" else "main"
     named = any(f["function"] == want and f["file"].endswith("hang_sleep.py") for f in frames)
     print(f"stack file names {want} (hang_sleep.py): {named}")

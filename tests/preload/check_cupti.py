@@ -25,8 +25,8 @@ HOOKED = {"cupti_runtime_kernel": (5, 4), "cupti_proc_kernel": (7, 2)}
 UNHOOKED = {"cupti_triton_kernel": (10, 3), "cupti_graph_kernel": (4, 6)}
 
 
-def run(args, out, mode, cupti=None, launch=True):
-    env = dict(os.environ, LD_LIBRARY_PATH=args.simgpu, XTIMER_TIMELINE_PATH=out)
+def run(args, out, mode, cupti=None, launch=True, **extra_env):
+    env = dict(os.environ, LD_LIBRARY_PATH=args.simgpu, XTIMER_TIMELINE_PATH=out, **extra_env)
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LD_PRELOAD", "XTIMER_CUPTI"):
         env.pop(k, None)
     if cupti is not None:
@@ -69,7 +69,7 @@ def fallback_lines(p):
 
 def check_every_path(args):
     with tempfile.TemporaryDirectory() as out:
-        p = run(args, out, "launches")
+        p = run(args, out, "launches", XTIMER_TRACE="200")
         check_output(args, "launches", p)
         s = summary(out)
         check(s.get("timing_mode") == "cupti", f"timing_mode is cupti ({s.get('timing_mode')})")
@@ -83,6 +83,12 @@ def check_every_path(args):
         kernels = sum(o["count"] for o in s["ops"] if o["kind"] == "kernel" and o["name"] != "cudaGraphLaunch")
         check(kernels == 5 + 10 + 7 + 4, f"no kernel counted twice ({kernels})")
         check(s["untimed"].get("cupti_dropped") == 0, "no CUPTI record dropped")
+        with open(os.path.join(out, "00000-00001.trace.json")) as f:
+            trace = json.load(f)
+        tracks = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
+        # Everything ran on one stream: the graph launches (event pairs) and the kernels, copies
+        # and memsets (records) share its track, named by the stream's handle.
+        check(len(tracks) == 1, f"one trace track for the one stream ({sorted(tracks)})")
 
 
 def check_event_pairs(args):

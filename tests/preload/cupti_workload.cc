@@ -11,11 +11,23 @@
 //   cupti_workload subscribe-first      takes CUPTI's subscriber slot first (as PyTorch's profiler
 //                                       or Nsight would), then the above
 // It prints what it computed; the output must be the same with and without xtimer.
+//
+// Kernels that outlast the hang timeout while the host thread does something else
+// (check_stuck.py), each `host_ms` of host work after the launch, then a cudaStreamSynchronize:
+//   cupti_workload stuck-dlsym KERNEL_MS HOST_MS         cupti_stuck_kernel through a dlsym'd
+//                                                        cuLaunchKernelEx
+//   cupti_workload stuck-graph KERNEL_MS HOST_MS [dlsym] a graph of a short kernel and
+//                                                        cupti_stuck_kernel, replayed by
+//                                                        cudaGraphLaunch (or a dlsym'd cuGraphLaunch)
+// Each prints {"launched_at": CLOCK_REALTIME seconds} when the launch call has returned.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <cupti.h>
 #include <dlfcn.h>
 #include <simgpu/kernel.h>
+#include <time.h>
+
+#include <cerrno>
 
 #include <cstdio>
 #include <cstdlib>
@@ -31,7 +43,11 @@ __attribute__((visibility("default"))) void cupti_graph_kernel(void** args) {
   simgpu_sleep_ns(6000000);
   ++**static_cast<int**>(args[0]);
 }
+__attribute__((visibility("default"))) void cupti_stuck_kernel(void** args) {
+  simgpu_sleep_ns(static_cast<int64_t>(*static_cast<int*>(args[0])) * 1000000);
 }
+}
+SIMGPU_KERNEL_PARAMS(cupti_stuck_kernel, sizeof(int));
 
 namespace {
 
@@ -92,11 +108,98 @@ int Launches() {
 
 void CUPTIAPI Ignore(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
 
+void* DriverSymbol(const char* name) {
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  void* fn = driver != nullptr ? dlsym(driver, name) : nullptr;
+  if (fn == nullptr) {
+    std::fprintf(stderr, "no %s in libcuda.so.1\n", name);
+    std::exit(1);
+  }
+  return fn;
+}
+
+void PrintLaunched() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  std::printf("{\"launched_at\": %.3f}\n", ts.tv_sec + ts.tv_nsec / 1e9);
+  std::fflush(stdout);
+}
+
+// The host's own work while the GPU is stuck (a data loader, the next step's Python). A sleep
+// to a deadline, resumed after the signals a stack dump sends (as Python's time.sleep is).
+__attribute__((noinline)) void HostWork(int ms) {
+  timespec until{};
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  until.tv_sec += ms / 1000;
+  until.tv_nsec += (ms % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec += 1;
+    until.tv_nsec -= 1000000000L;
+  }
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nullptr) == EINTR) {
+  }
+}
+
+int StuckDlsym(int kernel_ms, int host_ms) {
+  cudaStream_t stream;
+  CHECK(cudaStreamCreate(&stream));
+  // The program's first work goes through the runtime, as in any PyTorch program: xtimer starts
+  // at the first CUDA call it hooks.
+  CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(cupti_proc_kernel), dim3(1), dim3(1), nullptr, 0, stream));
+  CHECK(cudaStreamSynchronize(stream));
+  auto launch = reinterpret_cast<LaunchExFn>(DriverSymbol("cuLaunchKernelEx"));
+  CUlaunchConfig config{};
+  config.gridDimX = config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = config.blockDimY = config.blockDimZ = 1;
+  config.hStream = reinterpret_cast<CUstream>(stream);
+  void* args[] = {&kernel_ms};
+  CHECK(launch(&config, reinterpret_cast<CUfunction>(cupti_stuck_kernel), args, nullptr));
+  PrintLaunched();
+  HostWork(host_ms);
+  CHECK(cudaStreamSynchronize(stream));
+  std::printf("stuck kernel done\n");
+  return 0;
+}
+
+int StuckGraph(int kernel_ms, int host_ms, bool dlsym_launch) {
+  cudaStream_t stream;
+  CHECK(cudaStreamCreate(&stream));
+  static int ms;
+  ms = kernel_ms;
+  static void* stuck_args[] = {&ms};
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(cupti_proc_kernel), dim3(1), dim3(1), nullptr, 0, stream));
+  CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(cupti_stuck_kernel), dim3(1), dim3(1), stuck_args, 0, stream));
+  CHECK(cudaStreamEndCapture(stream, &graph));
+  CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  if (dlsym_launch) {
+    using GraphLaunchFn = CUresult (*)(CUgraphExec, CUstream);
+    auto launch = reinterpret_cast<GraphLaunchFn>(DriverSymbol("cuGraphLaunch"));
+    CHECK(launch(reinterpret_cast<CUgraphExec>(exec), reinterpret_cast<CUstream>(stream)));
+  } else {
+    CHECK(cudaGraphLaunch(exec, stream));
+  }
+  PrintLaunched();
+  HostWork(host_ms);
+  CHECK(cudaStreamSynchronize(stream));
+  std::printf("stuck graph done\n");
+  CHECK(cudaGraphExecDestroy(exec));
+  CHECK(cudaGraphDestroy(graph));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "launches") return Launches();
+  if ((mode == "stuck-dlsym" || mode == "stuck-graph") && argc >= 4) {
+    const int kernel_ms = std::atoi(argv[2]), host_ms = std::atoi(argv[3]);
+    if (mode == "stuck-dlsym") return StuckDlsym(kernel_ms, host_ms);
+    return StuckGraph(kernel_ms, host_ms, argc > 4 && std::string(argv[4]) == "dlsym");
+  }
   if (mode == "subscribe-first") {
     CUpti_SubscriberHandle subscriber;
     CHECK(cuptiSubscribe(&subscriber, Ignore, nullptr));
@@ -104,6 +207,8 @@ int main(int argc, char** argv) {
     CHECK(cuptiUnsubscribe(subscriber));
     return r;
   }
-  std::fprintf(stderr, "usage: cupti_workload launches|subscribe-first\n");
+  std::fprintf(stderr,
+               "usage: cupti_workload launches|subscribe-first|stuck-dlsym KERNEL_MS HOST_MS|"
+               "stuck-graph KERNEL_MS HOST_MS [dlsym]\n");
   return 2;
 }

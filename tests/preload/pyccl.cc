@@ -3,6 +3,7 @@
 // torch's extension calls the real ones.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <simgpu/kernel.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -17,6 +18,12 @@ size_t g_count = 0;
 }  // namespace
 
 extern "C" {
+
+// A kernel that runs `ms` milliseconds on the GPU (a deadlocked custom kernel, a faulty GPU).
+SIMGPU_KERNEL void pyccl_stuck_kernel(void** args) {
+  simgpu_sleep_ns(static_cast<int64_t>(*static_cast<int*>(args[0])) * 1000000);
+}
+SIMGPU_KERNEL_PARAMS(pyccl_stuck_kernel, sizeof(int));
 
 // Joins the communicator: rank 0 writes the unique id to `id_file`, the others wait for it.
 __attribute__((visibility("default"))) int pyccl_init(int rank, int world, const char* id_file, int mib) {
@@ -41,6 +48,15 @@ __attribute__((visibility("default"))) int pyccl_init(int rank, int world, const
   g_count = static_cast<size_t>(mib) << 20 >> 2;
   if (cudaMalloc(&g_buf, g_count * sizeof(float)) != cudaSuccess) return 6;
   return 0;
+}
+
+// Launches pyccl_stuck_kernel on the rank's stream and returns at once.
+__attribute__((visibility("default"))) int pyccl_launch_kernel(int ms) {
+  void* args[] = {&ms};
+  return cudaLaunchKernel(reinterpret_cast<const void*>(pyccl_stuck_kernel), dim3(1), dim3(1), args, 0, g_stream) ==
+                 cudaSuccess
+             ? 0
+             : 1;
 }
 
 // One allreduce, then waits for it on the host (as torch does when a tensor is read).

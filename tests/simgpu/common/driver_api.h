@@ -86,12 +86,18 @@
 
 namespace simgpu {
 
+struct ApiCall;
+
 struct DriverApi {
   // What dlsym(libcuda, "cuGetProcAddress_v2") returned: the runtime answers
   // cudaGetDriverEntryPoint with it, so a dlsym hook also sees those lookups.
   decltype(&::cuGetProcAddress_v2) get_proc_address = nullptr;
   // simgpu_kernel_sleep_ns from the simulated libcuda (device-time sleep inside a kernel).
   void (*kernel_sleep_ns)(int64_t) = nullptr;
+  // simgpu_api_enter/exit from the simulated libcuda (common/activity.h): how the runtime
+  // reports its own API calls for the simulated libcupti's callbacks.
+  void (*api_enter)(ApiCall*) = nullptr;
+  void (*api_exit)(ApiCall*) = nullptr;
 #define SIMGPU_DECLARE_MEMBER(member, sym) decltype(&::member) member = nullptr;
   SIMGPU_DRIVER_FUNCS(SIMGPU_DECLARE_MEMBER)
 #undef SIMGPU_DECLARE_MEMBER

@@ -4,8 +4,11 @@
 // CUpti_ActivityExternalCorrelation), written into buffers the client hands out through its
 // bufferRequested callback and returned through bufferCompleted: from the `sgpu-cupti`
 // thread when a buffer is full, and from the caller of cuptiActivityFlushAll. One callback
-// subscriber at a time, as in the real CUPTI; API callbacks themselves are not delivered, nor
-// API (DRIVER/RUNTIME) records, though enabling them makes external correlation records flow.
+// subscriber at a time, as in the real CUPTI. API callbacks are delivered for the calls the
+// simulated runtime and driver report (their kernel and graph launches and stream destroys,
+// common/activity.h) once enabled with cuptiEnableCallback/cuptiEnableDomain; no API
+// (DRIVER/RUNTIME) records are written, though enabling them makes external correlation records
+// flow.
 #include <cupti.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -36,6 +39,8 @@ struct Buffer {
   size_t used = 0;
 };
 
+constexpr uint32_t kCallbackIdWords = 16;  // callback ids below 1024
+
 // Everything is leaked on purpose: stream workers may report while the process exits.
 struct State {
   std::mutex mu;  // buffers, callbacks, names
@@ -60,6 +65,10 @@ struct State {
   bool subscribed = false;
   CUpti_CallbackFunc callback = nullptr;
   void* userdata = nullptr;
+  // What API calls (Api) read without a lock: the subscriber's callback while subscribed, and
+  // the enabled callback ids per domain (0 driver, 1 runtime).
+  std::atomic<CUpti_CallbackFunc> live_callback{nullptr};
+  std::atomic<uint64_t> cb_enabled[2][kCallbackIdWords] = {};
 };
 State& S() {
   static State* s = new State;
@@ -215,7 +224,51 @@ void Completed(const ActivityRecord& a) {
   }
 }
 
-const simgpu::ActivitySink kSink{Issued, Completed};
+// The index of a callback domain in State::cb_enabled, or -1.
+int DomainIndex(uint32_t domain) {
+  return domain == CUPTI_CB_DOMAIN_DRIVER_API ? 0 : domain == CUPTI_CB_DOMAIN_RUNTIME_API ? 1 : -1;
+}
+
+// Kernel names for symbolName, remembered per thread (the shared table takes st.mu).
+const char* SymbolName(State& st, const void* kernel) {
+  thread_local const void* last = nullptr;
+  thread_local const char* last_name = nullptr;
+  if (kernel != last) {
+    std::lock_guard lk(st.mu);
+    last_name = KernelName(st, kernel);
+    last = kernel;
+  }
+  return last_name;
+}
+
+// The entry or exit of an API call: the subscriber's callback, if it enabled this one.
+void Api(const simgpu::ApiCall& call) {
+  State& st = S();
+  CUpti_CallbackFunc fn = st.live_callback.load(std::memory_order_acquire);
+  const int d = DomainIndex(call.domain);
+  if (fn == nullptr || d < 0 || call.cbid >= kCallbackIdWords * 64 ||
+      !(st.cb_enabled[d][call.cbid / 64].load(std::memory_order_relaxed) & (1ull << (call.cbid % 64))))
+    return;
+  // correlationData is shared by a call's entry and exit; calls nest (runtime -> driver).
+  thread_local uint64_t data[16];
+  thread_local int depth = 0;
+  if (!call.exit) ++depth;
+  CUpti_CallbackData cb{};
+  cb.callbackSite = call.exit ? CUPTI_API_EXIT : CUPTI_API_ENTER;
+  cb.functionName = call.function;
+  cb.functionParams = call.params;
+  cb.functionReturnValue = call.exit ? const_cast<void*>(call.status) : nullptr;
+  cb.symbolName = call.kernel != nullptr ? SymbolName(st, call.kernel) : nullptr;
+  cb.context = static_cast<CUcontext>(call.context);
+  cb.contextUid = 1;
+  cb.correlationData = &data[(depth - 1) & 15];
+  cb.correlationId = call.correlation;
+  if (!call.exit) data[(depth - 1) & 15] = 0;
+  fn(st.userdata, static_cast<CUpti_CallbackDomain>(call.domain), call.cbid, &cb);
+  if (call.exit && depth > 0) --depth;
+}
+
+const simgpu::ActivitySink kSink{Issued, Completed, Api};
 
 // Connects to the simulated driver once (st.mu held). False if libcuda is not the simulated one.
 bool InstallFeed(State& st) {
@@ -406,6 +459,9 @@ SIMGPU_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUp
   st.subscribed = true;
   st.callback = callback;
   st.userdata = userdata;
+  for (auto& domain : st.cb_enabled)
+    for (auto& word : domain) word.store(0, std::memory_order_relaxed);
+  st.live_callback.store(callback, std::memory_order_release);
   *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&st);
   return CUPTI_SUCCESS;
 }
@@ -417,23 +473,44 @@ SIMGPU_EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle subscriber) {
     return CUPTI_ERROR_INVALID_PARAMETER;
   st.subscribed = false;
   st.callback = nullptr;
+  st.live_callback.store(nullptr, std::memory_order_release);
   return CUPTI_SUCCESS;
 }
 
-// Accepted for the subscriber; the simulation delivers no API callbacks.
-SIMGPU_EXPORT CUptiResult cuptiEnableDomain(uint32_t, CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain) {
+namespace {
+// Enables (or disables) callback ids [first, last] of `domain` for the subscriber. Domains
+// other than the driver's and the runtime's are accepted and never called back.
+CUptiResult EnableCallbacks(uint32_t enable, CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain,
+                            uint32_t first, uint32_t last) {
   State& st = S();
-  std::lock_guard lk(st.sub_mu);
-  return st.subscribed && subscriber == reinterpret_cast<CUpti_SubscriberHandle>(&st) ? CUPTI_SUCCESS
-                                                                                      : CUPTI_ERROR_INVALID_PARAMETER;
+  {
+    std::lock_guard lk(st.sub_mu);
+    if (!st.subscribed || subscriber != reinterpret_cast<CUpti_SubscriberHandle>(&st))
+      return CUPTI_ERROR_INVALID_PARAMETER;
+  }
+  const int d = DomainIndex(domain);
+  if (d < 0) return CUPTI_SUCCESS;
+  {
+    std::lock_guard lk(st.mu);
+    if (enable && !InstallFeed(st)) return CUPTI_ERROR_NOT_INITIALIZED;
+  }
+  for (uint32_t id = first; id <= last && id < kCallbackIdWords * 64; ++id) {
+    const uint64_t bit = 1ull << (id % 64);
+    if (enable) st.cb_enabled[d][id / 64].fetch_or(bit, std::memory_order_relaxed);
+    else st.cb_enabled[d][id / 64].fetch_and(~bit, std::memory_order_relaxed);
+  }
+  return CUPTI_SUCCESS;
+}
+}  // namespace
+
+SIMGPU_EXPORT CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle subscriber,
+                                            CUpti_CallbackDomain domain) {
+  return EnableCallbacks(enable, subscriber, domain, 0, kCallbackIdWords * 64 - 1);
 }
 
-SIMGPU_EXPORT CUptiResult cuptiEnableCallback(uint32_t, CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain,
-                                              CUpti_CallbackId) {
-  State& st = S();
-  std::lock_guard lk(st.sub_mu);
-  return st.subscribed && subscriber == reinterpret_cast<CUpti_SubscriberHandle>(&st) ? CUPTI_SUCCESS
-                                                                                      : CUPTI_ERROR_INVALID_PARAMETER;
+SIMGPU_EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle subscriber,
+                                              CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  return EnableCallbacks(enable, subscriber, domain, cbid, cbid);
 }
 
 SIMGPU_EXPORT CUptiResult cuptiFinalize() { return CUPTI_SUCCESS; }

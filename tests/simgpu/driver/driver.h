@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "common/activity.h"
+
 #define SIMGPU_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace simgpu::drv {
@@ -178,6 +180,26 @@ struct GraphExec {
   uint32_t magic;
   std::vector<Op> ops;
   std::shared_ptr<GraphExec> self;
+};
+
+// ---- API calls the simulated libcupti calls back for (stream.cc, common/activity.h) ----
+
+// Reports an API call's entry now and its exit when it ends (done() gives its status); the
+// ops it enqueues carry its correlation id, or that of the call it is nested in.
+class ApiScope {
+ public:
+  ApiScope(uint32_t domain, uint32_t cbid, const char* function, const void* params, const void* kernel = nullptr);
+  ~ApiScope();
+  CUresult done(CUresult r) {
+    status_ = r;
+    return r;
+  }
+  ApiScope(const ApiScope&) = delete;
+  ApiScope& operator=(const ApiScope&) = delete;
+
+ private:
+  ApiCall call_;
+  CUresult status_ = CUDA_SUCCESS;
 };
 
 // ---- kernels (launch.cc) ----

@@ -1,6 +1,11 @@
 // Minimal CUDA graphs: a capture records the ops enqueued on the capturing streams
 // (in issue order) instead of running them; a launch replays the list on a stream.
+
+#include "driver/api_params.h"
 #include "driver/driver.h"
+// After driver.h, which selects the API version cuda.h declares.
+#include <cupti_callbacks.h>
+#include <cupti_driver_cbid.h>
 
 using namespace simgpu::drv;
 
@@ -97,7 +102,7 @@ Graph* as_graph(CUgraph g) {
   return (x && x->magic == kGraphMagic) ? x : nullptr;
 }
 
-CUresult cuGraphLaunch_impl(CUgraphExec e, CUstream h, bool ptds) {
+CUresult graph_launch(CUgraphExec e, CUstream h, bool ptds) {
   if (CUresult st = init_status()) return st;
   GraphExec* x = as_exec(e);
   if (!x || !x->self) return CUDA_ERROR_INVALID_HANDLE;
@@ -109,6 +114,14 @@ CUresult cuGraphLaunch_impl(CUgraphExec e, CUstream h, bool ptds) {
   op.ref = x->self;
   enqueue(s, std::move(op));
   return CUDA_SUCCESS;
+}
+
+CUresult cuGraphLaunch_impl(CUgraphExec e, CUstream h, bool ptds) {
+  GraphLaunchParams p{e, h};
+  ApiScope api(CUPTI_CB_DOMAIN_DRIVER_API,
+               ptds ? CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz : CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+               ptds ? "cuGraphLaunch_ptsz" : "cuGraphLaunch", &p);
+  return api.done(graph_launch(e, h, ptds));
 }
 
 CUresult cuGraphUpload_impl(CUgraphExec e, CUstream, bool) {

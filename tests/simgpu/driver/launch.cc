@@ -9,7 +9,11 @@
 #include <string>
 #include <unordered_map>
 
+#include "driver/api_params.h"
 #include "driver/driver.h"
+// After driver.h, which selects the API version cuda.h declares.
+#include <cupti_callbacks.h>
+#include <cupti_driver_cbid.h>
 
 namespace simgpu::drv {
 namespace {
@@ -119,18 +123,31 @@ CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
 
 CUresult cuLaunchKernel_impl(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                              unsigned shmem, CUstream h, void** params, void** extra, bool ptds) {
-  return launch(f, gx, gy, gz, bx, by, bz, h, params, extra, ptds);
+  LaunchKernelParams p{f, gx, gy, gz, bx, by, bz, shmem, h, params, extra};
+  ApiScope api(CUPTI_CB_DOMAIN_DRIVER_API,
+               ptds ? CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz : CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+               ptds ? "cuLaunchKernel_ptsz" : "cuLaunchKernel", &p, f);
+  return api.done(launch(f, gx, gy, gz, bx, by, bz, h, params, extra, ptds));
 }
 
 CUresult cuLaunchKernelEx_impl(const CUlaunchConfig* c, CUfunction f, void** params, void** extra, bool ptds) {
-  if (!c) return CUDA_ERROR_INVALID_VALUE;
-  return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->hStream, params,
-                extra, ptds);
+  LaunchKernelExParams p{c, f, params, extra};
+  ApiScope api(CUPTI_CB_DOMAIN_DRIVER_API,
+               ptds ? CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz : CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+               ptds ? "cuLaunchKernelEx_ptsz" : "cuLaunchKernelEx", &p, f);
+  if (!c) return api.done(CUDA_ERROR_INVALID_VALUE);
+  return api.done(launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->hStream,
+                         params, extra, ptds));
 }
 
 CUresult cuLaunchCooperativeKernel_impl(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                         unsigned bz, unsigned shmem, CUstream h, void** params, bool ptds) {
-  return launch(f, gx, gy, gz, bx, by, bz, h, params, nullptr, ptds);
+  LaunchCooperativeKernelParams p{f, gx, gy, gz, bx, by, bz, shmem, h, params};
+  ApiScope api(
+      CUPTI_CB_DOMAIN_DRIVER_API,
+      ptds ? CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz : CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+      ptds ? "cuLaunchCooperativeKernel_ptsz" : "cuLaunchCooperativeKernel", &p, f);
+  return api.done(launch(f, gx, gy, gz, bx, by, bz, h, params, nullptr, ptds));
 }
 
 }  // namespace

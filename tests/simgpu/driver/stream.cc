@@ -10,7 +10,11 @@
 
 #include "common/activity.h"
 #include "common/clock.h"
+#include "driver/api_params.h"
 #include "driver/driver.h"
+// After driver.h, which selects the API version cuda.h declares.
+#include <cupti_callbacks.h>
+#include <cupti_driver_cbid.h>
 
 namespace simgpu::drv {
 namespace {
@@ -21,6 +25,30 @@ std::atomic<uint64_t> g_next_stream_id{1};
 // the sink the simulated libcupti installs (null: nobody listens, nothing is reported).
 std::atomic<uint32_t> g_next_correlation{1};
 std::atomic<const ActivitySink*> g_sink{nullptr};
+
+// The reported API call (ApiCall) this thread is in: how deeply nested, and its correlation id.
+struct ApiState {
+  int depth = 0;
+  uint32_t correlation = 0;
+};
+thread_local ApiState tls_api;
+
+void api_enter(ApiCall* call) {
+  if (tls_api.depth++ == 0) tls_api.correlation = g_next_correlation.fetch_add(1, std::memory_order_relaxed);
+  call->correlation = tls_api.correlation;
+  call->exit = false;
+  const ActivitySink* sink = g_sink.load(std::memory_order_acquire);
+  if (sink == nullptr || sink->api == nullptr) return;
+  if (call->context == nullptr) call->context = reinterpret_cast<void*>(current_context());
+  sink->api(*call);
+}
+
+void api_exit(ApiCall* call) {
+  call->exit = true;
+  const ActivitySink* sink = g_sink.load(std::memory_order_acquire);
+  if (sink != nullptr && sink->api != nullptr) sink->api(*call);
+  --tls_api.depth;
+}
 
 bool reports_activity(OpKind k) {
   return k == OpKind::Kernel || k == OpKind::Memcpy || k == OpKind::Memset || k == OpKind::GraphExec;
@@ -138,7 +166,8 @@ Stream* resolve_stream(CUstream h, bool ptds, CUresult* err) {
 
 uint64_t enqueue(Stream* s, Op op) {
   if (reports_activity(op.kind)) {
-    op.correlation = g_next_correlation.fetch_add(1, std::memory_order_relaxed);
+    op.correlation =
+        tls_api.depth > 0 ? tls_api.correlation : g_next_correlation.fetch_add(1, std::memory_order_relaxed);
     if (const ActivitySink* sink = g_sink.load(std::memory_order_acquire)) sink->issued(op.correlation);
   }
   {
@@ -231,6 +260,20 @@ void report(const Stream& s, const Op& op, int64_t start, int64_t end) {
 }
 
 }  // namespace
+
+ApiScope::ApiScope(uint32_t domain, uint32_t cbid, const char* function, const void* params, const void* kernel) {
+  call_.domain = domain;
+  call_.cbid = cbid;
+  call_.function = function;
+  call_.params = params;
+  call_.kernel = kernel;
+  api_enter(&call_);
+}
+
+ApiScope::~ApiScope() {
+  call_.status = &status_;
+  api_exit(&call_);
+}
 
 int64_t execute(Stream& s, const Op& op, int64_t start) {
   const int64_t end = execute_op(s, op, start);
@@ -407,7 +450,8 @@ SIMGPU_EXPORT CUresult cuStreamCreateWithPriority(CUstream* ph, unsigned int fla
 }
 
 // Like the real driver: returns at once; queued work still runs, then the worker exits.
-SIMGPU_EXPORT CUresult cuStreamDestroy_v2(CUstream h) {
+namespace {
+CUresult stream_destroy(CUstream h) {
   if (CUresult st = init_status()) return st;
   if (h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) return CUDA_ERROR_INVALID_HANDLE;
   auto* s = reinterpret_cast<Stream*>(h);
@@ -417,11 +461,21 @@ SIMGPU_EXPORT CUresult cuStreamDestroy_v2(CUstream h) {
   hold->close();
   return CUDA_SUCCESS;
 }
+}  // namespace
+
+SIMGPU_EXPORT CUresult cuStreamDestroy_v2(CUstream h) {
+  StreamDestroyParams p{h};
+  ApiScope api(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy_v2, "cuStreamDestroy_v2", &p);
+  return api.done(stream_destroy(h));
+}
 SIMGPU_EXPORT CUresult cuStreamDestroy(CUstream h) { return cuStreamDestroy_v2(h); }
 
 SIMGPU_EXPORT void simgpu_activity_set_sink(const simgpu::ActivitySink* sink) {
   simgpu::drv::g_sink.store(sink, std::memory_order_release);
 }
+
+SIMGPU_EXPORT void simgpu_api_enter(simgpu::ApiCall* call) { simgpu::drv::api_enter(call); }
+SIMGPU_EXPORT void simgpu_api_exit(simgpu::ApiCall* call) { simgpu::drv::api_exit(call); }
 
 SIMGPU_DEFINE_PTSZ(cuStreamSynchronize, (CUstream h), h)
 SIMGPU_DEFINE_PTSZ(cuStreamQuery, (CUstream h), h)

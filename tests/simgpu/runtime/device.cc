@@ -2,6 +2,8 @@
 #include <cstring>
 #include <mutex>
 
+#include <cupti_callbacks.h>
+
 #include "runtime/runtime.h"
 
 namespace simgpu::rt {
@@ -56,6 +58,23 @@ cudaError_t init() {
 }
 
 const DriverApi& drv(bool per_thread) { return per_thread ? *st().ptds : *st().legacy; }
+
+ApiScope::ApiScope(uint32_t cbid, const char* function, const void* params, const void* kernel) {
+  if (init() != cudaSuccess || drv().api_enter == nullptr) return;
+  call_.domain = CUPTI_CB_DOMAIN_RUNTIME_API;
+  call_.cbid = cbid;
+  call_.function = function;
+  call_.params = params;
+  call_.kernel = kernel;
+  drv().api_enter(&call_);
+  reported_ = true;
+}
+
+ApiScope::~ApiScope() {
+  if (!reported_) return;
+  call_.status = &status_;
+  drv().api_exit(&call_);
+}
 
 cudaError_t enter() {
   if (cudaError_t e = init()) return e;

@@ -1,5 +1,9 @@
 // Launches go to the driver's cuLaunchKernel* obtained through cuGetProcAddress, the
 // _ptsz forms to the per-thread-default-stream variants, exactly like the real runtime.
+#include <cupti_callbacks.h>
+#include <cupti_runtime_cbid.h>
+#include <generated_cuda_runtime_api_meta.h>
+
 #include "runtime/runtime.h"
 
 using namespace simgpu;
@@ -22,23 +26,35 @@ cudaError_t launch_error(CUresult r) {
 cudaError_t cudaLaunchKernel_impl(const void* f, dim3 grid, dim3 block, void** args, size_t shmem, cudaStream_t s,
                                   bool pt) {
   RT_ENTER();
-  if (!f) return record(cudaErrorInvalidDeviceFunction);
-  return launch_error(drv(pt).cuLaunchKernel(F(f), grid.x, grid.y, grid.z, block.x, block.y, block.z, unsigned(shmem),
-                                             S(s), args, nullptr));
+  cudaLaunchKernel_v7000_params p{f, grid, block, args, shmem, s};
+  ApiScope api(
+      pt ? CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000 : CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+      pt ? "cudaLaunchKernel_ptsz" : "cudaLaunchKernel", &p, f);
+  if (!f) return api.done(record(cudaErrorInvalidDeviceFunction));
+  return api.done(launch_error(drv(pt).cuLaunchKernel(F(f), grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                                                      unsigned(shmem), S(s), args, nullptr)));
 }
 
 cudaError_t cudaLaunchCooperativeKernel_impl(const void* f, dim3 grid, dim3 block, void** args, size_t shmem,
                                              cudaStream_t s, bool pt) {
   RT_ENTER();
-  if (!f) return record(cudaErrorInvalidDeviceFunction);
-  return launch_error(drv(pt).cuLaunchCooperativeKernel(F(f), grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                                                        unsigned(shmem), S(s), args));
+  cudaLaunchCooperativeKernel_v9000_params p{f, grid, block, args, shmem, s};
+  ApiScope api(pt ? CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000
+                  : CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+               pt ? "cudaLaunchCooperativeKernel_ptsz" : "cudaLaunchCooperativeKernel", &p, f);
+  if (!f) return api.done(record(cudaErrorInvalidDeviceFunction));
+  return api.done(launch_error(drv(pt).cuLaunchCooperativeKernel(F(f), grid.x, grid.y, grid.z, block.x, block.y,
+                                                                 block.z, unsigned(shmem), S(s), args)));
 }
 
 cudaError_t cudaLaunchKernelExC_impl(const cudaLaunchConfig_t* c, const void* f, void** args, bool pt) {
   RT_ENTER();
-  if (!c) return record(cudaErrorInvalidValue);
-  if (!f) return record(cudaErrorInvalidDeviceFunction);
+  cudaLaunchKernelExC_v11060_params p{c, f, args};
+  ApiScope api(pt ? CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060
+                  : CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+               pt ? "cudaLaunchKernelExC_ptsz" : "cudaLaunchKernelExC", &p, f);
+  if (!c) return api.done(record(cudaErrorInvalidValue));
+  if (!f) return api.done(record(cudaErrorInvalidDeviceFunction));
   CUlaunchConfig cu{};
   cu.gridDimX = c->gridDim.x;
   cu.gridDimY = c->gridDim.y;
@@ -50,7 +66,7 @@ cudaError_t cudaLaunchKernelExC_impl(const cudaLaunchConfig_t* c, const void* f,
   cu.hStream = S(c->stream);
   cu.attrs = reinterpret_cast<CUlaunchAttribute*>(c->attrs);
   cu.numAttrs = c->numAttrs;
-  return launch_error(drv(pt).cuLaunchKernelEx(&cu, F(f), args, nullptr));
+  return api.done(launch_error(drv(pt).cuLaunchKernelEx(&cu, F(f), args, nullptr)));
 }
 
 cudaError_t cudaLaunchHostFunc_impl(cudaStream_t s, cudaHostFn_t fn, void* user, bool pt) {

@@ -6,6 +6,7 @@
 #endif
 #include <cuda_runtime_api.h>
 
+#include "common/activity.h"
 #include "common/driver_api.h"
 
 #define SIMGPU_EXPORT extern "C" __attribute__((visibility("default")))
@@ -24,6 +25,25 @@ cudaError_t record(cudaError_t e);
 inline cudaError_t from(CUresult r) { return record(static_cast<cudaError_t>(r)); }
 // Device ordinal the calling thread works on.
 int current_device();
+
+// Reports a runtime API call to the simulated libcupti's callbacks (through the driver, which
+// gives it its correlation id): the entry now, the exit with done()'s status when it ends.
+class ApiScope {
+ public:
+  ApiScope(uint32_t cbid, const char* function, const void* params, const void* kernel = nullptr);
+  ~ApiScope();
+  cudaError_t done(cudaError_t r) {
+    status_ = r;
+    return r;
+  }
+  ApiScope(const ApiScope&) = delete;
+  ApiScope& operator=(const ApiScope&) = delete;
+
+ private:
+  ApiCall call_;
+  cudaError_t status_ = cudaSuccess;
+  bool reported_ = false;
+};
 
 }  // namespace simgpu::rt
 

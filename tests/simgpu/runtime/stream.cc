@@ -1,4 +1,8 @@
 // Streams, events and graphs: thin translations onto the driver (handles are shared).
+#include <cupti_callbacks.h>
+#include <cupti_runtime_cbid.h>
+#include <generated_cuda_runtime_api_meta.h>
+
 #include "runtime/runtime.h"
 
 using namespace simgpu;
@@ -82,7 +86,11 @@ cudaError_t cudaStreamGetCaptureInfo_impl(cudaStream_t s, cudaStreamCaptureStatu
 }
 cudaError_t cudaGraphLaunch_impl(cudaGraphExec_t x, cudaStream_t s, bool pt) {
   RT_ENTER();
-  return from(drv(pt).cuGraphLaunch(reinterpret_cast<CUgraphExec>(x), S(s)));
+  cudaGraphLaunch_v10000_params p{x, s};
+  ApiScope api(
+      pt ? CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000 : CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+      pt ? "cudaGraphLaunch_ptsz" : "cudaGraphLaunch", &p);
+  return api.done(from(drv(pt).cuGraphLaunch(reinterpret_cast<CUgraphExec>(x), S(s))));
 }
 cudaError_t cudaGraphUpload_impl(cudaGraphExec_t x, cudaStream_t s, bool pt) {
   RT_ENTER();
@@ -108,7 +116,9 @@ SIMGPU_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned
 
 SIMGPU_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s) {
   RT_ENTER();
-  return from(drv().cuStreamDestroy_v2(S(s)));
+  cudaStreamDestroy_v5050_params p{s};
+  ApiScope api(CUPTI_RUNTIME_TRACE_CBID_cudaStreamDestroy_v5050, "cudaStreamDestroy", &p);
+  return api.done(from(drv().cuStreamDestroy_v2(S(s))));
 }
 
 RT_DEFINE_PTSZ(cudaStreamSynchronize, (cudaStream_t s), s)

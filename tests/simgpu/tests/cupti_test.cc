@@ -4,9 +4,12 @@
 #include <cupti.h>
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include <cstdlib>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -228,6 +231,162 @@ TEST_F(Cupti, FullBuffersAreCompletedFromCuptisOwnThreadWithoutAFlush) {
   Records r = Collect();
   EXPECT_EQ(r.kernels.size(), 20u) << "nothing lost across buffers";
   g_buffer_bytes = saved;
+}
+
+// What the API callbacks reported, decoded with CUPTI's own generated parameter structs.
+struct ApiSeen {
+  CUpti_CallbackDomain domain = CUPTI_CB_DOMAIN_INVALID;
+  CUpti_CallbackId cbid = 0;
+  bool exit = false;
+  uint32_t correlation = 0;
+  const void* func = nullptr;  // kernel or executable graph
+  void* stream = nullptr;
+  std::string symbol;
+  int status = -1;            // exit only
+  uint64_t data_at_exit = 0;  // *correlationData at the exit (the entry wrote its correlation id)
+};
+std::vector<ApiSeen> g_api;
+
+void CUPTIAPI OnApi(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  auto* cb = static_cast<const CUpti_CallbackData*>(data);
+  ApiSeen a;
+  a.domain = domain;
+  a.cbid = cbid;
+  a.exit = cb->callbackSite == CUPTI_API_EXIT;
+  a.correlation = cb->correlationId;
+  if (cb->symbolName) a.symbol = cb->symbolName;
+  if (!a.exit) *cb->correlationData = cb->correlationId;
+  if (a.exit) {
+    a.data_at_exit = *cb->correlationData;
+    a.status = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? int(*static_cast<cudaError_t*>(cb->functionReturnValue))
+                                                     : int(*static_cast<CUresult*>(cb->functionReturnValue));
+  }
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000) {
+    auto* p = static_cast<const cudaLaunchKernel_v7000_params*>(cb->functionParams);
+    a.func = p->func;
+    a.stream = p->stream;
+  } else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000) {
+    auto* p = static_cast<const cudaGraphLaunch_v10000_params*>(cb->functionParams);
+    a.func = p->graphExec;
+    a.stream = p->stream;
+  } else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaStreamDestroy_v5050) {
+    a.stream = static_cast<const cudaStreamDestroy_v5050_params*>(cb->functionParams)->stream;
+  } else if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) {
+    auto* p = static_cast<const cuLaunchKernel_params*>(cb->functionParams);
+    a.func = p->f;
+    a.stream = p->hStream;
+  } else if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx) {
+    auto* p = static_cast<const cuLaunchKernelEx_params*>(cb->functionParams);
+    a.func = p->f;
+    a.stream = p->config->hStream;
+  } else if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch) {
+    auto* p = static_cast<const cuGraphLaunch_params*>(cb->functionParams);
+    a.func = p->hGraph;
+    a.stream = p->hStream;
+  }
+  std::lock_guard lk(g_mu);
+  g_api.push_back(a);
+}
+
+std::vector<ApiSeen> TakeApi() {
+  std::lock_guard lk(g_mu);
+  std::vector<ApiSeen> out;
+  out.swap(g_api);
+  return out;
+}
+
+TEST_F(Cupti, ApiCallbacksReportLaunchesWithTheCorrelationTheirKernelsCarry) {
+  CUpti_SubscriberHandle sub;
+  ASSERT_EQ(cuptiSubscribe(&sub, OnApi, nullptr), CUPTI_SUCCESS);
+  const std::pair<CUpti_CallbackDomain, CUpti_CallbackId> enabled[] = {
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamDestroy_v5050},
+      {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel},
+      {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx},
+      {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch}};
+  for (auto [domain, cbid] : enabled) ASSERT_EQ(cuptiEnableCallback(1, sub, domain, cbid), CUPTI_SUCCESS);
+
+  // The runtime: its callback, with the driver's nested inside it, one correlation id.
+  Sleep(0.1);
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  std::vector<ApiSeen> a = TakeApi();
+  ASSERT_EQ(a.size(), 4u);
+  EXPECT_TRUE(a[0].domain == CUPTI_CB_DOMAIN_RUNTIME_API && !a[0].exit && a[1].domain == CUPTI_CB_DOMAIN_DRIVER_API &&
+              !a[1].exit && a[2].domain == CUPTI_CB_DOMAIN_DRIVER_API && a[2].exit &&
+              a[3].domain == CUPTI_CB_DOMAIN_RUNTIME_API && a[3].exit)
+      << "runtime entry, driver entry, driver exit, runtime exit";
+  for (const ApiSeen& x : a) {
+    EXPECT_EQ(x.correlation, a[0].correlation);
+    EXPECT_EQ(x.func, reinterpret_cast<const void*>(simgpu_test_sleep));
+    EXPECT_EQ(x.stream, stream_);
+    EXPECT_EQ(x.symbol, "simgpu_test_sleep");
+    if (x.exit) {
+      EXPECT_EQ(x.status, 0);
+      EXPECT_EQ(x.data_at_exit, x.correlation) << "correlationData is shared by entry and exit";
+    }
+  }
+  Records r = Collect();
+  ASSERT_EQ(r.kernels.size(), 1u);
+  EXPECT_EQ(r.kernels[0].correlationId, a[0].correlation) << "the kernel's record carries the launch's id";
+
+  // A dlsym'd cuLaunchKernelEx: the driver's callback alone.
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  auto launch_ex = reinterpret_cast<decltype(&cuLaunchKernelEx)>(dlsym(driver, "cuLaunchKernelEx"));
+  ASSERT_NE(launch_ex, nullptr);
+  CUlaunchConfig config{};
+  config.gridDimX = config.gridDimY = config.gridDimZ = config.blockDimX = config.blockDimY = config.blockDimZ = 1;
+  config.hStream = reinterpret_cast<CUstream>(stream_);
+  int64_t ns = 100000;
+  void* args[] = {&ns};
+  ASSERT_EQ(launch_ex(&config, reinterpret_cast<CUfunction>(simgpu_test_sleep), args, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  a = TakeApi();
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].cbid, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx);
+  EXPECT_EQ(a[0].stream, stream_);
+  r = Collect();
+  ASSERT_EQ(r.kernels.size(), 1u);
+  EXPECT_EQ(r.kernels[0].correlationId, a[0].correlation);
+
+  // A graph replay: its kernels carry the graph launch's id.
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal), cudaSuccess);
+  Sleep(0.1);
+  Sleep(0.1);
+  ASSERT_EQ(cudaStreamEndCapture(stream_, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  TakeApi();  // the captured launches
+  ASSERT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  a = TakeApi();
+  ASSERT_EQ(a.size(), 4u);
+  EXPECT_EQ(a[0].cbid, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000);
+  EXPECT_EQ(a[1].cbid, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch);
+  EXPECT_EQ(a[0].func, reinterpret_cast<const void*>(exec));
+  EXPECT_EQ(a[1].func, reinterpret_cast<const void*>(exec));
+  EXPECT_EQ(a[1].stream, stream_);
+  r = Collect();
+  ASSERT_EQ(r.kernels.size(), 2u);
+  for (const auto& k : r.kernels) EXPECT_EQ(k.correlationId, a[0].correlation);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+
+  // A stream destroy; then nothing once disabled.
+  cudaStream_t doomed;
+  ASSERT_EQ(cudaStreamCreate(&doomed), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(doomed), cudaSuccess);
+  a = TakeApi();
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].cbid, CUPTI_RUNTIME_TRACE_CBID_cudaStreamDestroy_v5050);
+  EXPECT_EQ(a[0].stream, doomed);
+  for (auto [domain, cbid] : enabled) ASSERT_EQ(cuptiEnableCallback(0, sub, domain, cbid), CUPTI_SUCCESS);
+  Sleep(0.1);
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  EXPECT_TRUE(TakeApi().empty()) << "disabled callbacks are not called";
+  Collect();
+  ASSERT_EQ(cuptiUnsubscribe(sub), CUPTI_SUCCESS);
 }
 
 TEST(CuptiSubscriber, OnlyOneSubscriberAtATime) {
