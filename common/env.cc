@@ -54,6 +54,9 @@ constexpr Var kVars[] = {
     // --- elastic launcher
     {"XTIMER_PYTHON", "python3",
      "Python interpreter xtimer_run starts the training script with (without --no-python); looked up on PATH."},
+    {"XTIMER_SYSFS_ROOT", "/sys",
+     "Where xtimer_run reads the PCI devices and NUMA nodes (--numa-affinity, --auto-config); tests point it at a fake "
+     "tree."},
     // --- network check
     {"XTIMER_NETPROBE_TIMEOUT", "30", "Deadline in seconds for every connect, send and wait of xtimer_netprobe."},
     {"XTIMER_NETCHECK_SIZE", "3M", "Bytes per direction per test of xtimer_run --network-check (suffixes k, M, G)."},
