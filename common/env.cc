@@ -54,6 +54,9 @@ constexpr Var kVars[] = {
     // --- elastic launcher
     {"XTIMER_PYTHON", "python3",
      "Python interpreter xtimer_run starts the training script with (without --no-python); looked up on PATH."},
+    {"XTIMER_GPU_CHECK_TIMEOUT", "60",
+     "Deadline in seconds of xtimer_run --precheck's GPU check and of --comm-perf-test; what is not done by then is "
+     "killed."},
     {"XTIMER_SYSFS_ROOT", "/sys",
      "Where xtimer_run reads the PCI devices and NUMA nodes (--numa-affinity, --auto-config); tests point it at a fake "
      "tree."},
