@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -53,20 +54,27 @@ bool ParseNnodes(const std::string& v, RunOptions* o, std::string* error) {
   return true;
 }
 
+// One per GPU the workers can see: CUDA_VISIBLE_DEVICES's GPUs, else every NVIDIA GPU in sysfs
+// (0 when none).
+int VisibleGpuCount() {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  std::vector<Gpu> gpus;
+  std::string why;
+  if (VisibleGpus(ListGpus(SysfsRoot()), visible, &gpus, &why)) return static_cast<int>(gpus.size());
+  // Named by UUID (or naming more GPUs than sysfs shows): CUDA sees as many as it names.
+  int n = 1;
+  for (const char* p = visible; *p; ++p) n += *p == ',';
+  return n;
+}
+
 bool ParseNproc(const std::string& v, RunOptions* o, std::string* error) {
   if (v == "cpu") {
     o->nproc_per_node = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
     return true;
   }
   if (v == "gpu" || v == "auto") {
-    // One per visible GPU; without a GPU list (or without GPUs) one, as torchrun's auto on CPU.
-    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    int n = 1;
-    if (visible != nullptr && *visible != '\0') {
-      n = 1;
-      for (const char* p = visible; *p; ++p) n += *p == ',';
-    }
-    o->nproc_per_node = n;
+    // One per visible GPU, as torchrun's; one on a machine without GPUs.
+    o->nproc_per_node = std::max(VisibleGpuCount(), 1);
     return true;
   }
   return ToInt("--nproc-per-node", v, 1, 4096, &o->nproc_per_node, error);
@@ -126,18 +134,6 @@ bool IsPair(const std::string& s) {
   long long a = 0, b = 0;
   return colon != std::string::npos && ParseInt(s.substr(0, colon), 0, 1 << 20, &a) &&
          ParseInt(s.substr(colon + 1), 0, 1 << 20, &b);
-}
-
-// The workers --auto-config starts on this node: one per GPU its workers can see (0 when none).
-int AutoConfigGpus() {
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  std::vector<Gpu> gpus;
-  std::string why;
-  if (VisibleGpus(ListGpus(SysfsRoot()), visible, &gpus, &why)) return static_cast<int>(gpus.size());
-  // Named by UUID (or naming more GPUs than sysfs shows): CUDA sees as many as it names.
-  int n = 1;
-  for (const char* p = visible; *p; ++p) n += *p == ',';
-  return n;
 }
 
 // How a flag takes its value.
@@ -445,7 +441,7 @@ bool ParseRunOptions(int argc, char** argv, RunOptions* o, std::string* error, b
       o->min_nodes = o->max_nodes = nodes;
       said += std::to_string(nodes) + " node(s) from NODE_NUM";
     }
-    if (int gpus = AutoConfigGpus(); !nproc_given && gpus > 0) {
+    if (int gpus = VisibleGpuCount(); !nproc_given && gpus > 0) {
       o->nproc_per_node = gpus;
       said += std::string(said.empty() ? "" : ", ") + std::to_string(gpus) + " worker(s) per node, one per GPU";
     }

@@ -347,6 +347,9 @@ TEST(RunOptions, AutoConfigFromTheMachineAndTheEnvironment) {
   EXPECT_TRUE(o.network_check);
   ASSERT_EQ(o.notes.size(), 2u);
   EXPECT_EQ(o.notes[0], "--auto-config: 4 node(s) from NODE_NUM, 3 worker(s) per node, one per GPU");
+  RunOptions gpu;  // torchrun's --nproc-per-node gpu counts the same GPUs
+  ASSERT_TRUE(Parse({"--nproc-per-node", "gpu", "t.py"}, &gpu, &error)) << error;
+  EXPECT_EQ(gpu.nproc_per_node, 3);
 
   RunOptions given;
   ScopedEnv visible({{"CUDA_VISIBLE_DEVICES", "2"}});
