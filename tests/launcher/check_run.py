@@ -408,7 +408,9 @@ def c_etcd_netcheck(args, out):
             verdict = log.find("network check of round 0: verdict")
             check(verdict >= 0 and "3 passed, 0 left out" in log, f"node {i}: round 0 was probed and all passed")
             check(0 <= verdict < log.find("run: round 0 "), f"node {i}: the probe ran before the workers started")
-            check("xtimer_netprobe: 3 nodes, tcp backend, 1 round" in table, f"node {i} prints the probe's table")
+            # A loaded machine can make a loopback node a (kept) straggler: then 2 rounds.
+            check(re.search(r"xtimer_netprobe: 3 nodes, tcp backend, \d rounds?", table) is not None,
+                  f"node {i} prints the probe's table")
             check("the 3 nodes of round 1 all passed it before; not probed again" in log,
                   f"node {i}: the round after the failure is not probed again")
         with open(os.path.join(out, "ranks.txt")) as f:
@@ -642,7 +644,7 @@ def c_comm_perf(args, out):
     0.2 GB/s, so no row may show more; a row near it shows the timing and nccl-tests' factor
     2(n-1)/n are right (the largest sizes may be slower: the CPUs move the data)."""
     port = str(free_port())
-    worker = ["--no-python", "/bin/sh", "-c", 'echo "$RANK $(date +%s.%N)" >> "$OUT/ranks.txt"']
+    worker = ["--no-python", "/bin/sh", "-c", 'echo "$RANK" >> "$OUT/ranks.txt"; echo "worker $RANK starts" >&2']
     sim = {"LD_LIBRARY_PATH": args.simgpu, "SIMGPU_DEVICES": "2", "SIMGPU_NET_GBPS": "0.2"}
     nodes = [Run(args, out, ["--nnodes", "2", "--node-rank", str(i), "--master-addr", "127.0.0.1", "--master-port",
                              port, "--nproc-per-node", "2", "--comm-perf-test"] + worker, [], sim, name=f"node{i}")
@@ -650,8 +652,7 @@ def c_comm_perf(args, out):
     rcs = [n.wait(120) for n in nodes]
     check(rcs == [0, 0], f"both nodes finish with exit 0 (rc {rcs})")
     with open(os.path.join(out, "ranks.txt")) as f:
-        workers = [line.split() for line in f if line.strip()]
-    check(sorted(w[0] for w in workers) == ["0", "1", "2", "3"], "then the 4 workers ran")
+        check(sorted(f.read().split()) == ["0", "1", "2", "3"], "then the 4 workers ran")
     for i, n in enumerate(nodes):
         with open(os.path.join(out, f"node{i}.out")) as f:
             table = f.read()
@@ -663,9 +664,9 @@ def c_comm_perf(args, out):
         print(f"figure: node {i}: allreduce busbw over 4 ranks at SIMGPU_NET_GBPS=0.2 (1, 8, 64 MiB): {busbw} GB/s")
         check(busbw and max(busbw) <= 0.22 and max(busbw) >= 0.1,
               f"node {i}: no row beats the simulated link's 0.2 GB/s and one comes near it ({busbw})")
-        done = n.first_line("--comm-perf-test done", 0)
-        mine = [float(w[1]) for w in workers if int(w[0]) // 2 == i]
-        check(done is not None and mine and all(t > done for t in mine),
+        # The agent says so before it starts the workers, whose stderr passes through it.
+        log = n.log()
+        check(0 <= log.find("--comm-perf-test done") < log.find(f"worker {2 * i} starts"),
               f"node {i}: the test was done before its workers started")
 
 
