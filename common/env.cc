@@ -64,12 +64,21 @@ constexpr Var kVars[] = {
     // --- elastic launcher
     {"XTIMER_PYTHON", "python3",
      "Python interpreter xtimer_run starts the training script with (without --no-python); looked up on PATH."},
+    {"XTIMER_GPU_CHECK_TIMEOUT", "60",
+     "Deadline in seconds of xtimer_run --precheck's GPU check and of --comm-perf-test; what is not done by then is "
+     "killed."},
+    {"XTIMER_SYSFS_ROOT", "/sys",
+     "Where xtimer_run reads the PCI devices and NUMA nodes (--numa-affinity, --auto-config); tests point it at a fake "
+     "tree."},
     // --- network check
     {"XTIMER_NETPROBE_TIMEOUT", "30", "Deadline in seconds for every connect, send and wait of xtimer_netprobe."},
     {"XTIMER_NETCHECK_SIZE", "3M", "Bytes per direction per test of xtimer_run --network-check (suffixes k, M, G)."},
     {"XTIMER_NETCHECK_TIMEOUT", "4",
      "Deadline in seconds for every connect, send and wait of xtimer_run --network-check; a silent node costs a few of "
      "them."},
+    {"XTIMER_NETCHECK_MIN_BANDWIDTH", "0",
+     "MB/s: a node whose best test of xtimer_run --network-check is slower is faulty; 0 = no floor. --min-bandwidth "
+     "sets it."},
     // --- flash checkpoint
     {"XTIMER_CKPT_SHM_DIR", "/dev/shm", "Folder (a tmpfs) that holds the in-memory checkpoint segments."},
     {"XTIMER_CKPT_KEEP", "3", "Checkpoint steps kept on disk; older ones are deleted once a newer one is durable."},

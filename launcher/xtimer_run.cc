@@ -8,12 +8,17 @@
 #include "common/env.h"
 #include "common/log.h"
 #include "launcher/agent/child_process.h"
-#include "launcher/run/elastic_agent.h"
 #include "launcher/agent/node_agent.h"
 #include "launcher/preload_env.h"
+#include "launcher/run/comm_perf.h"
+#include "launcher/run/elastic_agent.h"
+#include "launcher/run/precheck.h"
 
 int main(int argc, char** argv) {
   using namespace xtimer;
+  // The GPU checks' own processes (launcher/run/precheck.h, comm_perf.h).
+  if (argc >= 2 && std::string(argv[1]) == "--internal-precheck") return run::PrecheckWorkerMain(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "--internal-comm-perf") return run::CommPerfWorkerMain(argc, argv);
   run::RunOptions options;
   std::string error;
   bool help = false;
@@ -25,6 +30,23 @@ int main(int argc, char** argv) {
     std::fputs(run::RunUsage().c_str(), stdout);
     return 0;
   }
+  for (const std::string& w : options.warnings) Log(LogLevel::kWarn, "run: %s", w.c_str());
+  for (const std::string& n : options.notes) Log(LogLevel::kInfo, "run: %s", n.c_str());
+  // --precheck: this node's GPUs before it joins (and before LD_PRELOAD below: the check's own
+  // process runs untimed). A node that fails never joins the rendezvous.
+  if (options.precheck >= 1) {
+    run::PrecheckResult check = run::RunPrecheck(env::Double("XTIMER_GPU_CHECK_TIMEOUT", 1, 86400));
+    for (const std::string& line : check.lines) Log(LogLevel::kInfo, "run: --precheck: %s", line.c_str());
+    if (!check.passed) {
+      std::fprintf(stderr, "xtimer_run: --precheck: this node failed its GPU check, so it does not join the job: %s\n",
+                   check.why.c_str());
+      return 1;
+    }
+    Log(LogLevel::kInfo, "run: --precheck: this node's GPUs passed");
+  }
+  // --min-bandwidth is the network check's floor (launcher/run/network_check.h reads it).
+  if (options.min_bandwidth_mbps > 0)
+    setenv("XTIMER_NETCHECK_MIN_BANDWIDTH", std::to_string(options.min_bandwidth_mbps).c_str(), 1);
   if (!SetPreloadEnvironment(&error)) {
     std::fprintf(stderr, "xtimer_run: %s\n", error.c_str());
     return 2;

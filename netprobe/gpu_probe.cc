@@ -31,53 +31,6 @@ int Fail(const std::string& error) {
   return 0;
 }
 
-// Records `iters` calls of `op` between two events on `stream` and waits for them until the
-// deadline. *seconds gets the time per call.
-template <typename Op>
-bool Timed(const CudaRt& cu, cudaStream_t stream, int iters, Deadline deadline, const char* what, Op&& op,
-           double* seconds, std::string* error) {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  cudaError_t e = cu.EventCreate(&start);
-  if (e == cudaSuccess) e = cu.EventCreate(&stop);
-  if (e != cudaSuccess) {
-    *error = std::string("cudaEventCreate: ") + cu.GetErrorString(e);
-    return false;
-  }
-  bool ok = false;
-  if ((e = cu.EventRecord(start, stream)) != cudaSuccess) {
-    *error = std::string("cudaEventRecord: ") + cu.GetErrorString(e);
-  } else {
-    std::string op_error;
-    int i = 0;
-    for (; i < iters; ++i)
-      if (!op(&op_error)) break;
-    if (i < iters) {
-      *error = std::string(what) + ": " + op_error;
-    } else if ((e = cu.EventRecord(stop, stream)) != cudaSuccess) {
-      *error = std::string("cudaEventRecord: ") + cu.GetErrorString(e);
-    } else {
-      while ((e = cu.EventQuery(stop)) == cudaErrorNotReady && !deadline.passed())
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-      float ms = 0;
-      if (e == cudaErrorNotReady) {
-        *error = std::string(what) + " did not complete before the deadline";
-      } else if (e != cudaSuccess) {
-        *error = std::string(what) + ": " + cu.GetErrorString(e);
-      } else if ((e = cu.EventElapsedTime(&ms, start, stop)) != cudaSuccess) {
-        *error = std::string("cudaEventElapsedTime: ") + cu.GetErrorString(e);
-      } else {
-        *seconds = ms / 1000.0 / iters;
-        ok = true;
-      }
-    }
-  }
-  if (ok || !deadline.passed()) {  // a stuck stream may hold the events; leave them then
-    cu.EventDestroy(start);
-    cu.EventDestroy(stop);
-  }
-  return ok;
-}
-
 int NcclWorker(int rank, int64_t size, double timeout_s, const std::string& uid_hex) {
   Deadline deadline = Deadline::In(timeout_s);
   CudaRt cu;

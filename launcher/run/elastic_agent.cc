@@ -3,8 +3,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -12,6 +14,8 @@
 #include "common/env.h"
 #include "common/log.h"
 #include "launcher/agent/node_agent.h"
+#include "launcher/run/comm_perf.h"
+#include "launcher/run/numa.h"
 
 extern char** environ;
 
@@ -35,6 +39,12 @@ bool IsStopSignal(int sig) {
   for (int s : kStopSignals)
     if (s == sig) return true;
   return false;
+}
+
+std::vector<std::string> Environment() {
+  std::vector<std::string> base;
+  for (char** e = environ; *e != nullptr; ++e) base.push_back(*e);
+  return base;
 }
 
 }  // namespace
@@ -83,11 +93,17 @@ ElasticAgent::ElasticAgent(RunOptions options, std::unique_ptr<Rendezvous> rende
     std::snprintf(suffix, sizeof suffix, "%06x", rd() & 0xffffff);
     run_log_dir_ = o_.log_dir + "/" + o_.rdzv_id + "_" + suffix;
   }
+  if (o_.numa_affinity) {
+    NumaPlan plan =
+        PlanNumaAffinity(SysfsRoot(), o_.nproc_per_node, std::getenv("CUDA_VISIBLE_DEVICES"), AllowedCpus());
+    for (const std::string& line : plan.bound) Log(LogLevel::kInfo, "run: --numa-affinity: %s", line.c_str());
+    for (const std::string& line : plan.problems) Log(LogLevel::kWarn, "run: --numa-affinity: %s", line.c_str());
+    numa_cpus_ = std::move(plan.cpus);
+  }
 }
 
 std::vector<WorkerSpec> ElasticAgent::Specs(const Round& round) const {
-  std::vector<std::string> base;
-  for (char** e = environ; *e != nullptr; ++e) base.push_back(*e);
+  std::vector<std::string> base = Environment();
   std::vector<WorkerSpec> specs;
   for (int local = 0; local < o_.nproc_per_node; ++local) {
     WorkerSpec s;
@@ -95,6 +111,9 @@ std::vector<WorkerSpec> ElasticAgent::Specs(const Round& round) const {
     s.env = WorkerEnvironment(o_, round, local, base);
     s.local_rank = local;
     s.rank = round.group_rank * o_.nproc_per_node + local;
+    if (static_cast<size_t>(local) < numa_cpus_.size()) s.cpus = numa_cpus_[static_cast<size_t>(local)];
+    const std::vector<int>& shown = o_.local_ranks_filter;
+    s.console = shown.empty() || std::find(shown.begin(), shown.end(), local) != shown.end();
     if (!run_log_dir_.empty()) {
       std::string dir = run_log_dir_ + "/attempt_" + std::to_string(round.restarts) + "/" + std::to_string(local);
       int files = o_.redirects | o_.tee;
@@ -155,6 +174,49 @@ ElasticAgent::Outcome ElasticAgent::Monitor(WorkerGroup& group, std::string* why
   }
 }
 
+int ElasticAgent::CommPerfTest(const Round& round) {
+  const double timeout_s = env::Double("XTIMER_GPU_CHECK_TIMEOUT", 1, 86400);
+  const double t0 = NowS();
+  Log(LogLevel::kInfo, "run: --comm-perf-test: round %lld's %d rank(s) measure their allreduce",
+      (long long)round.number, round.group_world_size * o_.nproc_per_node);
+  WorkerGroup group;
+  std::string error;
+  if (!group.Start(CommPerfSpecs(o_, round, Environment(), timeout_s), &error)) {
+    Log(LogLevel::kWarn, "run: --comm-perf-test could not start (%s); training starts anyway", error.c_str());
+    return 0;
+  }
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : kStopSignals) sigaddset(&set, s);
+  sigaddset(&set, SIGCHLD);
+  timespec wait{0, 50 * 1000 * 1000};
+  // The processes stop their own waits at the deadline; what is left a little later is killed.
+  const double kill_at = t0 + timeout_s + 5;
+  for (;;) {
+    siginfo_t info;
+    int sig = sigtimedwait(&set, &info, &wait);
+    if (sig > 0 && IsStopSignal(sig)) {
+      group.Stop(0);
+      return sig;
+    }
+    WorkerGroup::State state = group.Poll();
+    if (state == WorkerGroup::State::kSucceeded) {
+      group.Stop(0);
+      Log(LogLevel::kInfo, "run: --comm-perf-test done in %.2f s", NowS() - t0);
+      return 0;
+    }
+    if (state == WorkerGroup::State::kFailed || NowS() > kill_at) {
+      group.Stop(0);
+      std::string why =
+          state == WorkerGroup::State::kFailed
+              ? "rank " + std::to_string(group.first_failure().rank) + ": " + group.first_failure().Describe()
+              : "not done after " + std::to_string(static_cast<int>(timeout_s)) + " s (XTIMER_GPU_CHECK_TIMEOUT)";
+      Log(LogLevel::kWarn, "run: --comm-perf-test did not complete (%s); training starts anyway", why.c_str());
+      return 0;
+    }
+  }
+}
+
 void ElasticAgent::PersistCheckpoints() {
   if (!o_.save_at_breakpoint || agent_ == nullptr) return;
   if (!agent_->WaitCheckpointsPersisted(120))
@@ -192,6 +254,12 @@ int ElasticAgent::Run() {
     Log(LogLevel::kInfo, "run: round %lld (restart %d of %d): group rank %d of %d, world size %d, master %s:%d",
         (long long)round.number, round.restarts, o_.max_restarts, round.group_rank, round.group_world_size,
         round.group_world_size * o_.nproc_per_node, round.master_addr.c_str(), round.master_port);
+    if (o_.comm_perf_test && round.restarts == 0) {
+      if (int sig = CommPerfTest(round); sig != 0) {
+        rdzv_->Leave();
+        return 128 + sig;
+      }
+    }
     if (agent_ != nullptr) agent_->BeginRound();
     WorkerGroup group;
     if (!group.Start(Specs(round), &error)) {

@@ -38,6 +38,9 @@ class ElasticAgent {
  private:
   enum class Outcome { kSucceeded, kFailed, kHung, kNewRound, kSignal };
   Outcome Monitor(WorkerGroup& group, std::string* why, int* signal);
+  // --comm-perf-test before the round's workers: 0 when it ended (well or not), else the stop
+  // signal that came meanwhile.
+  int CommPerfTest(const Round& round);
   std::vector<WorkerSpec> Specs(const Round& round) const;
   void PrintFailureSummary(const std::string& headline) const;
   void PersistCheckpoints();
@@ -46,6 +49,7 @@ class ElasticAgent {
   std::unique_ptr<Rendezvous> rdzv_;
   NodeAgent* agent_;
   std::string run_log_dir_;
+  std::vector<std::vector<int>> numa_cpus_;  // --numa-affinity: each local rank's CPUs
   Round round_;
   WorkerExit first_failure_;
   bool have_failure_ = false;

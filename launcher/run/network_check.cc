@@ -32,6 +32,7 @@ ProbeSettings ProbeSettingsFromEnv(bool exclude_straggler) {
     Log(LogLevel::kWarn, "XTIMER_NETCHECK_TIMEOUT=%g is not seconds in (0, 3600]; using 4", s.timeout_s);
     s.timeout_s = 4;
   }
+  s.min_bandwidth_mbps = env::Double("XTIMER_NETCHECK_MIN_BANDWIDTH", 0, 1e12);
   return s;
 }
 
@@ -44,6 +45,7 @@ netprobe::Options ProbeOptions(const ProbeSettings& s, const std::string& host, 
   o.backend = netprobe::Backend::kTcp;
   o.size = s.size;
   o.timeout_s = s.timeout_s;
+  o.min_bandwidth_mbps = s.min_bandwidth_mbps;
   return o;
 }
 

@@ -24,12 +24,14 @@
 namespace xtimer::run {
 
 struct ProbeSettings {
-  int64_t size = 3 << 20;  // bytes per direction per test
-  double timeout_s = 4;    // every connect, send and wait of the probe
+  int64_t size = 3 << 20;         // bytes per direction per test
+  double timeout_s = 4;           // every connect, send and wait of the probe
+  double min_bandwidth_mbps = 0;  // a node whose best test is slower is faulty (0: no floor)
   bool exclude_straggler = false;
 };
 
-// XTIMER_NETCHECK_SIZE and XTIMER_NETCHECK_TIMEOUT (a bad value: one warning, the default).
+// XTIMER_NETCHECK_SIZE, _TIMEOUT and _MIN_BANDWIDTH (--min-bandwidth) (a bad value: one warning,
+// the default).
 ProbeSettings ProbeSettingsFromEnv(bool exclude_straggler);
 
 // The probe's options for node `rank` of `nnodes` whose rendezvous is at host:port.

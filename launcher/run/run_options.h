@@ -1,7 +1,9 @@
-// xtimer_run's command line: torchrun's flags (both spellings, `--flag value` and
-// `--flag=value`), then the training script and its arguments, plus xtimer's own flags
-// (--network-check, --exclude-straggler, --save-at-breakpoint). Parsing never exits: a bad
-// flag gives one line naming the flag and what it accepts.
+// xtimer_run's command line: torchrun's flags and dlrover-run's (both spellings, `--a-b`/`--a_b`,
+// `--flag value`/`--flag=value`), then the training script and its arguments, plus xtimer's own
+// flags (--stop-grace). As under torchrun and dlrover-run, a flag not on the command line takes
+// its value from PET_<FLAG> (PET_NPROC_PER_NODE=8, PET_NETWORK_CHECK=1). Parsing never exits and
+// never prints: a bad flag gives one line naming the flag and what it accepts; a flag accepted
+// without effect here leaves one line in RunOptions::warnings saying why.
 #pragma once
 
 #include <string>
@@ -35,26 +37,38 @@ struct RunOptions {
   std::string role = "default";
   std::string log_dir;
   int redirects = kNone, tee = kNone;
-  // Ours.
+  std::vector<int> local_ranks_filter;  // --local-ranks-filter: local ranks shown on the terminal (empty: all)
+  bool run_path = false;                // --run-path: the script runs with Python, whatever --no-python/-m say
+  // dlrover-run's (and ours).
   bool network_check = false;
   bool exclude_straggler = false;
   bool save_at_breakpoint = true;
-  double stop_grace_s = 5;  // SIGTERM, then SIGKILL after this many seconds
+  int precheck = 0;               // --precheck 0|1|2: 1 checks this node's GPUs before it joins, 2 also
+                                  // measures the round's collective (--comm-perf-test)
+  bool comm_perf_test = false;    // --comm-perf-test
+  bool numa_affinity = false;     // --numa-affinity: each worker on the CPUs of its GPU's NUMA node
+  bool auto_config = false;       // --auto-config: nodes from NODE_NUM, workers from the GPUs
+  double min_bandwidth_mbps = 0;  // --min-bandwidth MB/s: the network check's floor (0: none)
+  double stop_grace_s = 5;        // SIGTERM, then SIGKILL after this many seconds
+
+  // One line each, for xtimer_run to print once: flags accepted without effect here (why), and
+  // what --precheck and --auto-config chose.
+  std::vector<std::string> warnings, notes;
 
   std::vector<std::string> script;  // the training script (or program) and its arguments
 
   bool elastic() const { return rdzv_backend == "etcd"; }
 };
 
-// Parses argv[1..]. False with *error (one line) on a bad or missing value; *help set when
-// --help was asked (then nothing else is checked).
+// Parses argv[1..] (PET_* from the environment first). False with *error (one line) on a bad or
+// missing value; *help set when --help was asked (then nothing else is checked).
 bool ParseRunOptions(int argc, char** argv, RunOptions* out, std::string* error, bool* help);
 
 // The usage text.
 std::string RunUsage();
 
-// The command line a worker runs: `python3 [-u] [-m] script args` (python3 from PATH, or
-// XTIMER_PYTHON), or the program itself with --no-python.
+// The command line a worker runs: `python3 -u [-m] script args` (python3 from PATH, or
+// XTIMER_PYTHON), or the program itself with --no-python (--run-path: always Python, no -m).
 std::vector<std::string> WorkerCommand(const RunOptions& o);
 
 }  // namespace xtimer::run

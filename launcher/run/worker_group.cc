@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -9,10 +10,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 
 #include "common/log.h"
 
@@ -61,6 +64,8 @@ void WriteAll(int fd, const char* p, size_t n) {
   }
 }
 
+void CpuFree(cpu_set_t* set) { CPU_FREE(set); }
+
 int OpenLog(const std::string& path) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
@@ -104,21 +109,32 @@ bool WorkerGroup::Start(const std::vector<WorkerSpec>& specs, std::string* error
       Stop(0);
       return false;
     }
-    // stdout goes through us only when it goes to a file; stderr always (for the tail).
+    // stdout goes through us only when it goes to a file or not to the terminal; stderr always
+    // (for the tail).
     int out[2] = {-1, -1}, err[2] = {-1, -1};
-    bool out_piped = !spec.stdout_file.empty();
+    bool out_piped = !spec.stdout_file.empty() || !spec.console;
     if ((out_piped && pipe2(out, O_CLOEXEC) != 0) || pipe2(err, O_CLOEXEC) != 0) {
       *error = std::string("cannot create a pipe: ") + std::strerror(errno);
       Stop(0);
       return false;
     }
-    if (out_piped) w.out_file = OpenLog(spec.stdout_file);
+    if (!spec.stdout_file.empty()) w.out_file = OpenLog(spec.stdout_file);
     if (!spec.stderr_file.empty()) w.err_file = OpenLog(spec.stderr_file);
     std::vector<char*> argv, envp;
     for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
     for (const std::string& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
     envp.push_back(nullptr);
+    // The CPU mask is built here: after fork only async-signal-safe calls are allowed.
+    std::unique_ptr<cpu_set_t, decltype(&CpuFree)> cpus(nullptr, &CpuFree);
+    size_t cpus_size = 0;
+    if (!spec.cpus.empty()) {
+      int n = *std::max_element(spec.cpus.begin(), spec.cpus.end()) + 1;
+      cpus.reset(CPU_ALLOC(n));
+      cpus_size = CPU_ALLOC_SIZE(n);
+      CPU_ZERO_S(cpus_size, cpus.get());
+      for (int c : spec.cpus) CPU_SET_S(c, cpus_size, cpus.get());
+    }
 
     pid_t pid = fork();
     if (pid < 0) {
@@ -135,6 +151,10 @@ bool WorkerGroup::Start(const std::vector<WorkerSpec>& specs, std::string* error
       sigprocmask(SIG_SETMASK, &none, nullptr);
       if (out_piped) dup2(out[1], STDOUT_FILENO);
       dup2(err[1], STDERR_FILENO);
+      if (cpus && sched_setaffinity(0, cpus_size, cpus.get()) != 0) {
+        static const char msg[] = "xtimer_run: cannot bind the worker to its NUMA node's CPUs; it runs unbound\n";
+        (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+      }
       execve(exe.c_str(), argv.data(), envp.data());
       static const char msg[] = "xtimer_run: cannot execute the worker\n";
       (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
@@ -169,7 +189,7 @@ bool WorkerGroup::Forward(Worker& w, int* fd, bool is_err) {
   const WorkerSpec& s = w.spec;
   int file = is_err ? w.err_file : w.out_file;
   bool to_file = file >= 0;
-  bool to_terminal = !to_file || (is_err ? s.tee_stderr : s.tee_stdout);
+  bool to_terminal = s.console && (!to_file || (is_err ? s.tee_stderr : s.tee_stdout));
   if (to_file) WriteAll(file, buf, static_cast<size_t>(n));
   if (to_terminal) WriteAll(is_err ? STDERR_FILENO : STDOUT_FILENO, buf, static_cast<size_t>(n));
   if (!is_err) return true;

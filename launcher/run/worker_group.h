@@ -2,7 +2,8 @@
 // stopped together. Each worker leads its own process group (so stopping it reaches what it
 // started) and dies with xtimer_run (PR_SET_PDEATHSIG), so no worker outlives its agent.
 // Its stderr passes through a pipe: to the terminal (and/or a file under --log-dir) and into a
-// short tail kept for the failure summary.
+// short tail kept for the failure summary. A worker may be bound to a set of CPUs
+// (--numa-affinity) and kept off the terminal (--local-ranks-filter; its files and tail stay).
 //
 // Threads: Start/Poll/Stop from the agent's main thread only; one reader thread per group
 // forwards the pipes. Reaping is Poll's job: the caller blocks SIGCHLD (ChildProcess::BlockSignals).
@@ -27,6 +28,8 @@ struct WorkerSpec {
   int rank = 0;
   std::string stdout_file, stderr_file;         // "" = the terminal
   bool tee_stdout = false, tee_stderr = false;  // the file and the terminal
+  bool console = true;                          // false: nothing of it on the terminal
+  std::vector<int> cpus;                        // its CPU affinity (empty: xtimer_run's own)
 };
 
 struct WorkerExit {

@@ -1,10 +1,14 @@
-// xtimer_run's command line (torchrun's flags, both spellings) and the worker environment.
+// xtimer_run's command line (torchrun's and dlrover-run's flags, both spellings, PET_*) and the
+// worker environment.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
+#include <functional>
 #include <map>
 
 #include "launcher/run/elastic_agent.h"
 #include "launcher/run/run_options.h"
+#include "tests/launcher/fake_sysfs.h"
 
 namespace xtimer::run {
 namespace {
@@ -81,6 +85,15 @@ TEST(RunOptions, BadInputGetsOneLineNamingTheFlag) {
       {{"--exclude-straggler", "t.py"}, "needs --network-check"},
       {{"--network-check", "--nnodes", "2", "--node-rank", "0", "t.py"}, "needs --rdzv-backend etcd"},
       {{"--node-rank", "2", "--nnodes", "2", "t.py"}, "is not below --nnodes 2"},
+      {{"--precheck", "3", "t.py"}, "--precheck takes a whole number from 0 to 2, not '3'"},
+      {{"--accelerator", "tpu", "t.py"}, "--accelerator takes nvidia.com/gpu, ascend-npu or mthreads.com/gpu"},
+      {{"--start-method", "thread", "t.py"}, "--start-method takes spawn, fork or forkserver"},
+      {{"--box-pairs", "t.py"}, "--box-pairs needs one or more socket pairs"},
+      {{"--network-check=1", "t.py"}, "--network-check is a switch and takes no value"},
+      {{"--min-bandwidth", "-5", "t.py"}, "--min-bandwidth takes MB/s"},
+      {{"--training_port", "70000", "t.py"}, "--training-port takes a whole number from 1 to 65535"},
+      {{"--local-ranks-filter", "0,x", "t.py"}, "--local-ranks-filter takes local ranks separated by commas"},
+      {{"--save_at_breakpoint=2", "t.py"}, "--save-at-breakpoint takes 0 or 1"},
   };
   for (const Case& c : cases) {
     RunOptions o;
@@ -89,6 +102,276 @@ TEST(RunOptions, BadInputGetsOneLineNamingTheFlag) {
     EXPECT_NE(error.find(c.says), std::string::npos) << error;
     EXPECT_EQ(error.find('\n'), std::string::npos) << error;
   }
+}
+
+// Every flag of dlrover-run's usage (the seed's user guide: its own and torchrun's), in both
+// spellings (--a-b, --a_b) and both forms (--a b, --a=b): accepted, never "unknown option", and
+// doing what it says. --node_unit is the one flag of that usage this list leaves to its own test.
+TEST(RunOptions, EveryDlroverRunFlagInBothSpellings) {
+  struct Case {
+    std::string flag;  // dashed; "" value: a switch
+    std::string value;
+    std::vector<std::string> with;                   // what else the flag needs
+    std::function<bool(const RunOptions&)> applied;  // it did what it says
+  } cases[] = {
+      {"--nnodes",
+       "2:4",
+       {"--rdzv-backend", "etcd", "--rdzv-endpoint", "e:1", "--rdzv-id", "j"},
+       [](auto& o) { return o.min_nodes == 2 && o.max_nodes == 4; }},
+      {"--nproc-per-node", "3", {}, [](auto& o) { return o.nproc_per_node == 3; }},
+      {"--rdzv-backend", "etcd", {"--rdzv-endpoint", "e:1", "--rdzv-id", "j"}, [](auto& o) { return o.elastic(); }},
+      {"--rdzv-endpoint", "h:7", {}, [](auto& o) { return o.master_addr == "h" && o.master_port == 7; }},
+      {"--rdzv-id", "job", {}, [](auto& o) { return o.rdzv_id == "job"; }},
+      {"--rdzv-conf", "join_timeout=9", {}, [](auto& o) { return o.join_timeout_s == 9; }},
+      {"--standalone", "", {}, [](auto& o) { return o.standalone; }},
+      {"--max-restarts", "3", {}, [](auto& o) { return o.max_restarts == 3; }},
+      {"--monitor-interval", "0.5", {}, [](auto& o) { return o.monitor_interval_s == 0.5; }},
+      {"--start-method", "forkserver", {}, [](auto& o) { return o.warnings.empty(); }},
+      {"--role", "trainer", {}, [](auto& o) { return o.role == "trainer"; }},
+      {"--module", "", {}, [](auto& o) { return o.module; }},
+      {"--no-python", "", {}, [](auto& o) { return o.no_python; }},
+      {"--run-path", "", {}, [](auto& o) { return o.run_path; }},
+      {"--log-dir", "/tmp/l", {}, [](auto& o) { return o.log_dir == "/tmp/l"; }},
+      {"--redirects", "3", {}, [](auto& o) { return o.redirects == kBoth; }},
+      {"--tee", "2", {}, [](auto& o) { return o.tee == kStderr; }},
+      {"--local-ranks-filter",
+       "0,2",
+       {},
+       [](auto& o) {
+         return o.local_ranks_filter == std::vector<int>{0, 2};
+       }},
+      {"--node-rank", "1", {"--nnodes", "2"}, [](auto& o) { return o.node_rank == 1; }},
+      {"--master-addr", "10.0.0.1", {}, [](auto& o) { return o.master_addr == "10.0.0.1"; }},
+      {"--master-port", "1234", {}, [](auto& o) { return o.master_port == 1234; }},
+      {"--local-addr", "10.0.0.2", {}, [](auto& o) { return o.local_addr == "10.0.0.2"; }},
+      {"--logs-specs", "mine", {}, [](auto& o) { return o.warnings.size() == 1; }},
+      {"--precheck", "1", {}, [](auto& o) { return o.precheck == 1; }},
+      {"--auto-config", "", {}, [](auto& o) { return o.auto_config; }},
+      {"--auto-tunning", "", {}, [](auto& o) { return o.warnings.size() == 1; }},
+      {"--exclude-straggler", "", {"--network-check"}, [](auto& o) { return o.exclude_straggler; }},
+      {"--save-at-breakpoint", "", {}, [](auto& o) { return o.save_at_breakpoint; }},
+      {"--accelerator", "nvidia.com/gpu", {}, [](auto& o) { return o.warnings.empty(); }},
+      {"--training-port", "60000", {}, [](auto& o) { return o.warnings.size() == 1; }},
+      {"--switchbox-check", "", {}, [](auto& o) { return o.warnings.size() == 1; }},
+      {"--box-pairs", "0:1", {}, [](auto& o) { return o.warnings.size() == 1; }},
+      {"--min-bandwidth", "10000", {"--network-check"}, [](auto& o) { return o.min_bandwidth_mbps == 10000; }},
+      {"--min-channels", "2", {}, [](auto& o) { return o.warnings.size() == 1; }},
+      {"--numa-affinity", "", {}, [](auto& o) { return o.numa_affinity; }},
+      {"--network-check", "", {}, [](auto& o) { return o.network_check; }},
+      {"--comm-perf-test", "", {}, [](auto& o) { return o.comm_perf_test; }},
+      {"--ucp-device-type", "cpu", {}, [](auto& o) { return o.warnings.size() == 1; }},
+      {"--stop-grace", "2", {}, [](auto& o) { return o.stop_grace_s == 2; }},
+  };
+  for (const Case& c : cases) {
+    std::string underscored = c.flag;
+    for (size_t i = 2; i < underscored.size(); ++i)
+      if (underscored[i] == '-') underscored[i] = '_';
+    std::vector<std::vector<std::string>> forms;
+    for (const std::string& name : {c.flag, underscored}) {
+      if (c.value.empty()) {
+        forms.push_back({name});
+      } else {
+        forms.push_back({name, c.value});
+        forms.push_back({name + "=" + c.value});
+      }
+    }
+    for (std::vector<std::string> args : forms) {
+      std::string shown;
+      for (const std::string& a : args) shown += a + " ";
+      args.insert(args.end(), c.with.begin(), c.with.end());
+      args.insert(args.end(), {"train.py", "--lr", "1"});
+      RunOptions o;
+      std::string error;
+      ASSERT_TRUE(Parse(args, &o, &error)) << shown << ": " << error;
+      EXPECT_TRUE(c.applied(o)) << shown;
+      EXPECT_EQ(o.script, (std::vector<std::string>{"train.py", "--lr", "1"})) << shown;
+    }
+  }
+  // The short forms of torchrun.
+  RunOptions o;
+  std::string error;
+  ASSERT_TRUE(Parse({"-m", "-r", "1", "-t3", "pkg.train"}, &o, &error)) << error;
+  EXPECT_TRUE(o.module);
+  EXPECT_EQ(o.redirects, kStdout);
+  EXPECT_EQ(o.tee, kBoth);
+}
+
+// dlrover-run's flags that cannot mean anything here: accepted, one warning line each (once,
+// however often given), naming the flag and why; the script and its arguments untouched.
+TEST(RunOptions, FlagsWithoutMeaningHereWarnOnce) {
+  RunOptions o;
+  std::string error;
+  ASSERT_TRUE(Parse({"--switchbox-check",
+                     "--switchbox_check",
+                     "--box-pairs",
+                     "0:1",
+                     "2:4",
+                     "3:5",
+                     "6:7",
+                     "--min-channels=2",
+                     "--auto_tunning",
+                     "--training_port",
+                     "60000",
+                     "--ucp_device_type",
+                     "cpu",
+                     "--logs-specs",
+                     "x",
+                     "--accelerator",
+                     "ascend-npu",
+                     "--min-bandwidth",
+                     "10000",
+                     "train.py",
+                     "0:1"},
+                    &o, &error))
+      << error;
+  EXPECT_EQ(o.script, (std::vector<std::string>{"train.py", "0:1"}));  // --box-pairs stops at the script
+  std::vector<std::string> flags = {"--switchbox-check", "--box-pairs",     "--min-channels",
+                                    "--auto-tunning",    "--training-port", "--ucp-device-type",
+                                    "--logs-specs",      "--accelerator",   "--min-bandwidth"};
+  ASSERT_EQ(o.warnings.size(), flags.size());
+  for (size_t i = 0; i < flags.size(); ++i) {
+    EXPECT_EQ(o.warnings[i].rfind(flags[i] + ": ", 0), 0u) << o.warnings[i];
+    EXPECT_EQ(o.warnings[i].find('\n'), std::string::npos);
+  }
+  EXPECT_NE(o.warnings[0].find("switchbox"), std::string::npos);
+  EXPECT_NE(o.warnings.back().find("network check is off"), std::string::npos) << o.warnings.back();
+}
+
+// torchrun's --run-path is a switch: the flag after it is a flag, and the script runs with Python
+// (over --no-python and -m, as in torchrun).
+TEST(RunOptions, RunPathIsASwitch) {
+  RunOptions o;
+  std::string error;
+  ASSERT_TRUE(Parse({"--run-path", "--nproc-per-node", "1", "train.py", "x"}, &o, &error)) << error;
+  EXPECT_EQ(o.nproc_per_node, 1);
+  EXPECT_EQ(o.script, (std::vector<std::string>{"train.py", "x"}));
+  std::vector<std::string> cmd = WorkerCommand(o);
+  EXPECT_EQ(std::vector<std::string>(cmd.begin() + 1, cmd.end()), (std::vector<std::string>{"-u", "train.py", "x"}));
+  RunOptions p;
+  ASSERT_TRUE(Parse({"--run_path", "--no-python", "-m", "/abs/train.py"}, &p, &error)) << error;
+  cmd = WorkerCommand(p);
+  EXPECT_EQ(std::vector<std::string>(cmd.begin() + 1, cmd.end()), (std::vector<std::string>{"-u", "/abs/train.py"}));
+}
+
+// Sets environment variables for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (auto [k, v] : vars) {
+      names_.push_back(k);
+      setenv(k, v, 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (const char* k : names_) unsetenv(k);
+  }
+
+ private:
+  std::vector<const char*> names_;
+};
+
+// As under torchrun and dlrover-run, PET_<FLAG> gives a flag its value when the command line
+// does not: a manifest's environment carries the rendezvous, the command line stays as it was.
+TEST(RunOptions, PetEnvironmentUnderTheCommandLine) {
+  ScopedEnv env({{"PET_NPROC_PER_NODE", "3"},
+                 {"PET_MAX_RESTARTS", "9"},
+                 {"PET_NETWORK_CHECK", "1"},
+                 {"PET_RDZV_BACKEND", "etcd"},
+                 {"PET_RDZV_ENDPOINT", "etcd:2379"},
+                 {"PET_RDZV_ID", "job1"},
+                 {"PET_SWITCHBOX_CHECK", "0"}});
+  RunOptions o;
+  std::string error;
+  ASSERT_TRUE(Parse({"--nnodes", "1:4", "--max_restarts=3", "train.py"}, &o, &error)) << error;
+  EXPECT_EQ(o.nproc_per_node, 3);
+  EXPECT_EQ(o.max_restarts, 3);  // the command line wins
+  EXPECT_TRUE(o.network_check);
+  EXPECT_TRUE(o.elastic());
+  EXPECT_EQ(o.rdzv_endpoint, "etcd:2379");
+  EXPECT_EQ(o.rdzv_id, "job1");
+  EXPECT_TRUE(o.warnings.empty());  // PET_SWITCHBOX_CHECK=0: off, nothing to say
+  {
+    ScopedEnv bad({{"PET_NNODES", "many"}});
+    RunOptions p;
+    EXPECT_FALSE(Parse({"train.py"}, &p, &error));
+    EXPECT_EQ(error.rfind("PET_NNODES: --nnodes takes N or MIN:MAX", 0), 0u) << error;
+  }
+  {
+    ScopedEnv bad({{"PET_STANDALONE", "yes"}});
+    RunOptions p;
+    EXPECT_FALSE(Parse({"train.py"}, &p, &error));
+    EXPECT_NE(error.find("PET_STANDALONE=yes: takes 1 or 0"), std::string::npos) << error;
+  }
+}
+
+// dlrover-run's levels: 1 = this node's GPUs + the network check (where the store lets the
+// nodes agree on it), 2 = also the collective's bandwidth.
+TEST(RunOptions, PrecheckLevels) {
+  std::string error;
+  RunOptions one;
+  ASSERT_TRUE(Parse({"--precheck", "1", "--standalone", "t.py"}, &one, &error)) << error;
+  EXPECT_EQ(one.precheck, 1);
+  EXPECT_FALSE(one.network_check);
+  EXPECT_FALSE(one.comm_perf_test);
+  RunOptions etcd;
+  ASSERT_TRUE(Parse({"--precheck=2", "--nnodes", "2:3", "--rdzv-backend", "etcd", "--rdzv-endpoint", "e:1", "--rdzv-id",
+                     "j", "--exclude-straggler", "t.py"},
+                    &etcd, &error))
+      << error;
+  EXPECT_TRUE(etcd.network_check);
+  EXPECT_TRUE(etcd.comm_perf_test);
+  RunOptions fixed;
+  ASSERT_TRUE(Parse({"--precheck", "1", "--nnodes", "2", "--node-rank", "1", "t.py"}, &fixed, &error)) << error;
+  EXPECT_FALSE(fixed.network_check);  // not refused: the GPUs are checked, the network is not
+  ASSERT_EQ(fixed.notes.size(), 1u);
+  EXPECT_NE(fixed.notes[0].find("needs --rdzv-backend etcd"), std::string::npos) << fixed.notes[0];
+}
+
+// dlrover-run's --auto-config: nodes from NODE_NUM, a worker per GPU (sysfs, CUDA_VISIBLE_DEVICES),
+// the network check from 4 nodes on. What the command line says wins.
+TEST(RunOptions, AutoConfigFromTheMachineAndTheEnvironment) {
+  testing::FakeSysfs fs;
+  fs.Gpu("0000:1b:00.0", 0);
+  fs.Gpu("0000:3d:00.0", 0);
+  fs.Gpu("0000:b1:00.0", 1);
+  ScopedEnv env({{"XTIMER_SYSFS_ROOT", fs.root().c_str()}, {"NODE_NUM", "4"}});
+  unsetenv("CUDA_VISIBLE_DEVICES");
+  std::string error;
+  RunOptions o;
+  ASSERT_TRUE(Parse({"--auto-config", "--rdzv-backend", "etcd", "--rdzv-endpoint", "e:1", "--rdzv-id", "j", "t.py"}, &o,
+                    &error))
+      << error;
+  EXPECT_EQ(o.min_nodes, 4);
+  EXPECT_EQ(o.max_nodes, 4);
+  EXPECT_EQ(o.nproc_per_node, 3);
+  EXPECT_TRUE(o.network_check);
+  ASSERT_EQ(o.notes.size(), 2u);
+  EXPECT_EQ(o.notes[0], "--auto-config: 4 node(s) from NODE_NUM, 3 worker(s) per node, one per GPU");
+  RunOptions gpu;  // torchrun's --nproc-per-node gpu counts the same GPUs
+  ASSERT_TRUE(Parse({"--nproc-per-node", "gpu", "t.py"}, &gpu, &error)) << error;
+  EXPECT_EQ(gpu.nproc_per_node, 3);
+
+  RunOptions given;
+  ScopedEnv visible({{"CUDA_VISIBLE_DEVICES", "2"}});
+  ASSERT_TRUE(Parse({"--auto_config", "--nnodes", "2", "--node-rank", "0", "t.py"}, &given, &error)) << error;
+  EXPECT_EQ(given.max_nodes, 2);       // --nnodes wins over NODE_NUM
+  EXPECT_EQ(given.nproc_per_node, 1);  // one visible GPU
+  EXPECT_FALSE(given.network_check);   // static nodes
+
+  ScopedEnv bad({{"NODE_NUM", "0"}});
+  RunOptions p;
+  EXPECT_FALSE(Parse({"--auto-config", "t.py"}, &p, &error));
+  EXPECT_NE(error.find("NODE_NUM (read by --auto-config) takes a whole number"), std::string::npos) << error;
+}
+
+TEST(RunOptions, HelpListsTheDlroverRunGroup) {
+  std::string usage = RunUsage();
+  size_t group = usage.find("dlrover-run options:");
+  ASSERT_NE(group, std::string::npos);
+  for (const char* flag :
+       {"--precheck", "--comm-perf-test", "--numa-affinity", "--auto-config", "--min-bandwidth", "--switchbox-check",
+        "--box-pairs", "--min-channels", "--auto-tunning", "--training-port", "--ucp-device-type", "--accelerator"})
+    EXPECT_NE(usage.find(flag, group), std::string::npos) << flag;
 }
 
 TEST(WorkerEnvironment, TorchrunVariables) {
