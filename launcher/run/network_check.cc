@@ -44,6 +44,7 @@ netprobe::Options ProbeOptions(const ProbeSettings& s, const std::string& host, 
   o.backend = netprobe::Backend::kTcp;
   o.size = s.size;
   o.timeout_s = s.timeout_s;
+  o.connect_timeout_s = s.timeout_s;  // one deadline for everything, XTIMER_NETCHECK_TIMEOUT
   return o;
 }
 
