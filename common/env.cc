@@ -71,7 +71,9 @@ constexpr Var kVars[] = {
      "Where xtimer_run reads the PCI devices and NUMA nodes (--numa-affinity, --auto-config); tests point it at a fake "
      "tree."},
     // --- network check
-    {"XTIMER_NETPROBE_TIMEOUT", "30", "Deadline in seconds for every connect, send and wait of xtimer_netprobe."},
+    {"XTIMER_NETPROBE_TIMEOUT", "30",
+     "Deadline in seconds for xtimer_netprobe's join window and every send and wait (a test's connects: "
+     "--connect-timeout, 4 s)."},
     {"XTIMER_NETCHECK_SIZE", "3M", "Bytes per direction per test of xtimer_run --network-check (suffixes k, M, G)."},
     {"XTIMER_NETCHECK_TIMEOUT", "4",
      "Deadline in seconds for every connect, send and wait of xtimer_run --network-check; a silent node costs a few of "

@@ -59,6 +59,9 @@ int main(int argc, char** argv) {
   if (!options.save_at_breakpoint && env::String("XTIMER_CKPT_PERSIST_ON_FAILURE").empty())
     setenv("XTIMER_CKPT_PERSIST_ON_FAILURE", "0", 1);
 
+  // Before any thread exists, the etcd rendezvous' included: a thread that does not block the
+  // stop signals would take a SIGTERM and end the process at once, workers and all.
+  ChildProcess::BlockSignals();
   std::unique_ptr<run::Rendezvous> rdzv;
   if (options.elastic()) {
     rdzv = run::MakeEtcdRendezvous(options, &error);
@@ -70,7 +73,6 @@ int main(int argc, char** argv) {
     rdzv = run::MakeStaticRendezvous(options);
   }
 
-  ChildProcess::BlockSignals();  // before the agent's threads exist
   std::unique_ptr<NodeAgent> agent;
   if (env::String("XTIMER_AGENT_SOCKET").empty()) {
     agent = std::make_unique<NodeAgent>(AgentConfig::FromEnv());

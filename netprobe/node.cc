@@ -143,7 +143,15 @@ std::string NodeClient::HandleTest(const json& msg) {
       timeout <= 0 || (role != "initiator" && role != "responder"))
     return "rendezvous sent a bad test: " + (error.empty() ? "role '" + role + "'" : error);
   if (msg.contains("uid") && !f.Str("uid", &uid, 1024)) return "rendezvous: " + error;
+  // A rendezvous that names no connect deadline (an older one) gives the whole deadline to it.
+  double connect_timeout = timeout;
+  if (msg.contains("connect_timeout") && (!f.Num("connect_timeout", &connect_timeout) || connect_timeout <= 0))
+    return "rendezvous sent a bad test: " + (error.empty() ? "connect_timeout" : error);
   Deadline deadline = Deadline::In(timeout);
+  Deadline connect_deadline = Deadline::Earlier(deadline, Deadline::In(connect_timeout));
+  // The responder accepts a little longer than the initiator connects: the two were told to
+  // start at slightly different moments.
+  Deadline accept_deadline = Deadline::Earlier(deadline, Deadline::In(connect_timeout + 0.5));
   json result = {{"type", "result"}, {"id", id}};
   if (role == "initiator") {
     TestResult t;
@@ -151,7 +159,7 @@ std::string NodeClient::HandleTest(const json& msg) {
     t.b = peer;
     if (o_.backend == Backend::kTcp) {
       TcpTestSpec spec{static_cast<uint64_t>(id), rank_, peer, size, streams};
-      RunTcpInitiator(spec, addr, port, deadline, &t);
+      RunTcpInitiator(spec, addr, port, connect_deadline, deadline, &t);
     } else {
       auto send_uid = [&](const std::string& hex, std::string* e) {
         return Send({{"type", "uid"}, {"id", id}, {"uid", hex}}, e);
@@ -174,7 +182,7 @@ std::string NodeClient::HandleTest(const json& msg) {
     bool ok;
     if (o_.backend == Backend::kTcp) {
       TcpTestSpec spec{static_cast<uint64_t>(id), rank_, peer, size, streams};
-      ok = ServeTcpResponder(spec, probe_.get(), deadline, &error);
+      ok = ServeTcpResponder(spec, probe_.get(), accept_deadline, deadline, &error);
     } else {
       ok = RunNcclResponder(size, uid, deadline, &error);
     }

@@ -10,7 +10,7 @@ const char* Usage() {
   return R"(usage: xtimer_netprobe --rdzv HOST:PORT --nnodes N [--node-rank R] [--backend tcp|nccl]
                        [--rounds auto|1..10] [--size BYTES] [--min-bandwidth MB/s]
                        [--straggler-factor 2.0] [--all-pairs] [--streams 4] [--timeout S]
-                       [--json FILE]
+                       [--connect-timeout S] [--json FILE]
        xtimer_netprobe --serve --rdzv HOST:PORT --nnodes N [judging options]
 
 Pre-flight network check: pairs the nodes, measures bandwidth and latency between them, and
@@ -27,7 +27,8 @@ rendezvous when HOST is one of its addresses (or run --serve alone).
   --min-bandwidth MB/s    a node, link or local GPU pair under this fails (default: off)
   --straggler-factor F    a node slower than F x the median is a straggler (default 2.0)
   --all-pairs             test every pair, in n-1 rounds of disjoint pairs
-  --timeout S             deadline for every connect, send and wait (XTIMER_NETPROBE_TIMEOUT)
+  --timeout S             deadline for joining, every send and wait (XTIMER_NETPROBE_TIMEOUT, 30)
+  --connect-timeout S     a test's connections must be up within S (default 4, at most --timeout)
   --json FILE             write the report as JSON (docs/formats.md)
   --serve                 run only the rendezvous (judging options apply here)
 
@@ -157,6 +158,10 @@ bool ParseOptions(const std::vector<std::string>& args, double default_timeout_s
       if (!need(&v) || !ParseDouble(v, &d) || d <= 0 || d > 86400)
         return fail("--timeout needs seconds above 0 (fractions allowed), got '" + v + "'");
       o->timeout_s = d;
+    } else if (flag == "--connect-timeout") {
+      if (!need(&v) || !ParseDouble(v, &d) || d <= 0 || d > 86400)
+        return fail("--connect-timeout needs seconds above 0 (fractions allowed), got '" + v + "'");
+      o->connect_timeout_s = d;
     } else if (flag == "--json") {
       if (!need(&v) || v.empty()) return fail("--json needs a file name");
       o->json_path = v;

@@ -24,6 +24,9 @@ struct Options {
   double straggler_factor = 2.0;
   bool all_pairs = false;
   double timeout_s = 30;  // --timeout, else XTIMER_NETPROBE_TIMEOUT
+  // --connect-timeout: a test's connections must be up by then (at most timeout_s), so a peer
+  // that silently drops packets costs this, not the whole deadline.
+  double connect_timeout_s = 4;
   std::string json_path;
   bool serve = false;
   bool help = false;

@@ -159,7 +159,8 @@ json Rendezvous::TestMessage(const Pending& p, bool initiator, const std::string
             {"peer_port", info_[peer].port},
             {"size", o_.size},
             {"streams", o_.streams},
-            {"timeout", o_.timeout_s}};
+            {"timeout", o_.timeout_s},
+            {"connect_timeout", std::min(o_.connect_timeout_s, o_.timeout_s)}};
   if (!uid.empty()) m["uid"] = uid;
   return m;
 }

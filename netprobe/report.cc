@@ -2,6 +2,7 @@
 
 #include <sys/time.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -135,6 +136,7 @@ json BuildReport(const ReportInput& in) {
   r["straggler_factor"] = o.straggler_factor;
   r["min_bandwidth_mbps"] = o.min_bandwidth_mbps > 0 ? json(o.min_bandwidth_mbps) : json(nullptr);
   r["timeout_s"] = o.timeout_s;
+  if (o.backend == Backend::kTcp) r["connect_timeout_s"] = std::min(o.connect_timeout_s, o.timeout_s);
   r["all_pairs"] = o.all_pairs;
   r["max_rounds"] = o.max_rounds > 0 ? json(o.max_rounds) : json("auto");
   r["probe_time_s"] = Round3(in.probe_time_s);

@@ -132,18 +132,20 @@ std::string Hello(const TcpTestSpec& s, uint32_t stream) {
 
 }  // namespace
 
-void RunTcpInitiator(const TcpTestSpec& spec, const std::string& host, int port, Deadline deadline, TestResult* out) {
+void RunTcpInitiator(const TcpTestSpec& spec, const std::string& host, int port, Deadline connect_deadline,
+                     Deadline deadline, TestResult* out) {
   out->completed = false;
   std::string error;
   auto fail = [&](const std::string& what) { out->error = what; };
 
-  Fd control = Connect(host, port, deadline, &error);
+  connect_deadline = Deadline::Earlier(connect_deadline, deadline);
+  Fd control = Connect(host, port, connect_deadline, &error);
   if (!control.valid()) return fail(error);
   std::string hello = Hello(spec, 0);
   if (!SendAll(control.get(), hello.data(), hello.size(), deadline, &error)) return fail(error);
   std::vector<Fd> data;
   for (int i = 1; i <= spec.streams; ++i) {
-    Fd fd = Connect(host, port, deadline, &error);
+    Fd fd = Connect(host, port, connect_deadline, &error);
     if (!fd.valid()) return fail("data stream " + std::to_string(i) + ": " + error);
     hello = Hello(spec, static_cast<uint32_t>(i));
     if (!SendAll(fd.get(), hello.data(), hello.size(), deadline, &error)) return fail(error);
@@ -193,14 +195,16 @@ void RunTcpInitiator(const TcpTestSpec& spec, const std::string& host, int port,
   out->completed = true;
 }
 
-bool ServeTcpResponder(const TcpTestSpec& spec, int listen_fd, Deadline deadline, std::string* error) {
+bool ServeTcpResponder(const TcpTestSpec& spec, int listen_fd, Deadline accept_deadline, Deadline deadline,
+                       std::string* error) {
+  accept_deadline = Deadline::Earlier(accept_deadline, deadline);
   Fd control;
   std::vector<Fd> data(spec.streams);
   int have = 0;
   std::string why_rejected;
   while (have < spec.streams + 1) {
     std::string err;
-    Fd fd = Accept(listen_fd, deadline, &err);
+    Fd fd = Accept(listen_fd, accept_deadline, &err);
     if (!fd.valid()) {
       *error = "waiting for node " + std::to_string(spec.peer) + " to connect: " + err +
                (why_rejected.empty() ? "" : " (rejected: " + why_rejected + ")");

@@ -6,7 +6,9 @@
 //     responder confirms it has them all,
 //   - backward: `size` bytes responder -> initiator, until the last byte arrived.
 // Every connection starts with a hello naming the test, so a late connection of an earlier test
-// is recognised and closed. Everything runs against one deadline.
+// is recognised and closed. Connecting (and, on the responder, accepting every connection) must
+// be done by the connect deadline, so that a peer that silently drops packets costs that much;
+// everything runs against the test's deadline.
 #pragma once
 
 #include <cstdint>
@@ -26,9 +28,11 @@ struct TcpTestSpec {
 
 // Runs the initiator side against host:port. Fills time/bandwidth/latency of *out and sets
 // out->completed, or out->error.
-void RunTcpInitiator(const TcpTestSpec& spec, const std::string& host, int port, Deadline deadline, TestResult* out);
+void RunTcpInitiator(const TcpTestSpec& spec, const std::string& host, int port, Deadline connect_deadline,
+                     Deadline deadline, TestResult* out);
 
 // Serves one test on `listen_fd`: accepts the initiator's connections, answers its commands.
-bool ServeTcpResponder(const TcpTestSpec& spec, int listen_fd, Deadline deadline, std::string* error);
+bool ServeTcpResponder(const TcpTestSpec& spec, int listen_fd, Deadline accept_deadline, Deadline deadline,
+                       std::string* error);
 
 }  // namespace xtimer::netprobe

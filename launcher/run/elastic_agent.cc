@@ -47,7 +47,26 @@ std::vector<std::string> Environment() {
   return base;
 }
 
+// A pending stop signal, taken (0 when none).
+int TakeStopSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : kStopSignals) sigaddset(&set, s);
+  timespec now{0, 0};
+  int sig = sigtimedwait(&set, nullptr, &now);
+  return sig > 0 ? sig : 0;
+}
+
 }  // namespace
+
+bool StopSignalPending() {
+  sigset_t pending;
+  sigemptyset(&pending);
+  if (sigpending(&pending) != 0) return false;
+  for (int s : kStopSignals)
+    if (sigismember(&pending, s) == 1) return true;
+  return false;
+}
 
 std::vector<std::string> WorkerEnvironment(const RunOptions& o, const Round& round, int local_rank,
                                            const std::vector<std::string>& base) {
@@ -245,6 +264,12 @@ int ElasticAgent::Run() {
     Round round;
     std::string error;
     if (!rdzv_->Join(&round, &error)) {
+      if (int sig = TakeStopSignal(); sig != 0) {
+        Log(LogLevel::kWarn, "run: %s while joining a round: leaving",
+            sigabbrev_np(sig) ? sigabbrev_np(sig) : "signal");
+        rdzv_->Leave();
+        return 128 + sig;
+      }
       if (have_failure_) PrintFailureSummary(error);
       else std::fprintf(stderr, "xtimer_run: %s\n", error.c_str());
       rdzv_->Leave();

@@ -46,6 +46,7 @@ netprobe::Options ProbeOptions(const ProbeSettings& s, const std::string& host, 
   o.size = s.size;
   o.timeout_s = s.timeout_s;
   o.min_bandwidth_mbps = s.min_bandwidth_mbps;
+  o.connect_timeout_s = s.timeout_s;  // one deadline for everything, XTIMER_NETCHECK_TIMEOUT
   return o;
 }
 

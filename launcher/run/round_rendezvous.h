@@ -60,4 +60,9 @@ int FreePort();
 // The address other nodes reach this one at: --local-addr, else the host name.
 std::string LocalAddress(const RunOptions& options);
 
+// True when a signal that stops xtimer_run (SIGINT, SIGTERM, SIGHUP, SIGQUIT; blocked in every
+// thread) is pending: a rendezvous stops waiting and Join returns false, and the agent exits
+// with 128 + the signal (elastic_agent.cc).
+bool StopSignalPending();
+
 }  // namespace xtimer::run

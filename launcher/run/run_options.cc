@@ -169,6 +169,7 @@ std::string RunUsage() {
          "  --nnodes N|MIN:MAX        nodes (default 1; MIN:MAX needs --rdzv-backend etcd)\n"
          "  --nproc-per-node N        workers on this node (or cpu, gpu, auto; default 1)\n"
          "  --max-restarts K          restarts of the worker group before giving up (default 0)\n"
+         "  --node-unit N             (dlrover-run) rounds have a multiple of N nodes; extra nodes wait (default 1)\n"
          "  --rdzv-backend static|etcd, --rdzv-endpoint HOST:PORT, --rdzv-id ID\n"
          "  --rdzv-conf join_timeout=S,last_call_timeout=S,lease_ttl=S  (600, 30, 10)\n"
          "  --standalone              one node, no rendezvous server, a free port\n"
@@ -227,6 +228,7 @@ bool ParseRunOptions(int argc, char** argv, RunOptions* o, std::string* error, b
       {"--nnodes", {A::kValue, [&](auto&, auto& v) { return nnodes_given = true, ParseNnodes(v, o, error); }}},
       {"--nproc-per-node", {A::kValue, [&](auto&, auto& v) { return nproc_given = true, ParseNproc(v, o, error); }}},
       {"--max-restarts", {A::kValue, flag_int(&o->max_restarts, 0, 1 << 30)}},
+      {"--node-unit", {A::kValue, flag_int(&o->node_unit, 1, 1 << 20)}},
       {"--rdzv-backend",
        {A::kValue,
         [&](auto&, auto& v) {
@@ -488,6 +490,16 @@ bool ParseRunOptions(int argc, char** argv, RunOptions* o, std::string* error, b
   if (o->auto_config && o->elastic() && o->min_nodes >= 4 && !o->network_check) {
     o->network_check = true;  // as dlrover-run does from 4 nodes on
     o->notes.push_back("--auto-config: " + std::to_string(o->min_nodes) + " nodes or more: --network-check on");
+  }
+  if (o->node_unit > 1) {
+    // A round has a multiple of --node-unit nodes, at least MIN and at most MAX: such a size must exist.
+    const int smallest = (o->min_nodes + o->node_unit - 1) / o->node_unit * o->node_unit;
+    if (smallest > o->max_nodes)
+      return (*error = "--node-unit " + std::to_string(o->node_unit) + " with --nnodes " +
+                       std::to_string(o->min_nodes) +
+                       (o->min_nodes == o->max_nodes ? "" : ":" + std::to_string(o->max_nodes)) + ": no multiple of " +
+                       std::to_string(o->node_unit) + " nodes lies between MIN and MAX"),
+             false;
   }
   if (o->exclude_straggler && !o->network_check) return (*error = "--exclude-straggler needs --network-check"), false;
   // The nodes must agree on who is left out, which needs the store: refused rather than ignored,

@@ -19,6 +19,7 @@ struct RunOptions {
   int min_nodes = 1, max_nodes = 1;     // --nnodes N | MIN:MAX
   int nproc_per_node = 1;               // --nproc-per-node N | cpu | gpu | auto
   int max_restarts = 0;                 // --max-restarts
+  int node_unit = 1;                    // --node-unit (dlrover-run): a round has a multiple of this many nodes
   std::string rdzv_backend = "static";  // static | etcd (etcd-v2 is taken as etcd)
   std::string rdzv_endpoint;            // host:port of etcd
   std::string rdzv_id = "none";

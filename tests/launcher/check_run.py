@@ -4,7 +4,7 @@ several nodes as several xtimer_run processes on localhost, a real etcd.
 
   check_run.py CHECK --bin BUILD/bin --pypath BUILD/lib/python [--lib libpyccl.so --simgpu DIR]
   CHECK: crash | exhausted | agent-killed | sigterm | static | etcd-crash | etcd-node-lost | etcd-scale-out
-         | etcd-below-min | etcd-netcheck | hang
+         | etcd-below-min | etcd-netcheck | etcd-lost-defaults | etcd-lost-while-joining | etcd-node-unit | hang
          | seed-sft | seed-switchbox | seed-straggler   (the seed's dlrover-run command lines, unchanged)
          | torchrun-flags | numa | precheck | comm-perf | min-bandwidth  (flags that act)
 
@@ -408,9 +408,8 @@ def c_etcd_netcheck(args, out):
             verdict = log.find("network check of round 0: verdict")
             check(verdict >= 0 and "3 passed, 0 left out" in log, f"node {i}: round 0 was probed and all passed")
             check(0 <= verdict < log.find("run: round 0 "), f"node {i}: the probe ran before the workers started")
-            # A loaded machine can make a loopback node a (kept) straggler: then 2 rounds.
-            check(re.search(r"xtimer_netprobe: 3 nodes, tcp backend, \d rounds?", table) is not None,
-                  f"node {i} prints the probe's table")
+            # One round, or two when a loopback test of a busy machine came out slow.
+            check("xtimer_netprobe: 3 nodes, tcp backend, " in table, f"node {i} prints the probe's table")
             check("the 3 nodes of round 1 all passed it before; not probed again" in log,
                   f"node {i}: the round after the failure is not probed again")
         with open(os.path.join(out, "ranks.txt")) as f:
@@ -418,6 +417,158 @@ def c_etcd_netcheck(args, out):
         check(seen == sorted((r, 3, k) for r in range(3) for k in (0, 1)),
               f"three workers ran with WORLD_SIZE 3 in both rounds ({seen})")
     finally:
+        etcd.stop()
+
+
+# ---------------------------------------------------------------- re-rendezvous (shell workers)
+
+# Every 0.2 s each worker appends: node, GROUP_RANK, WORLD_SIZE, MASTER_PORT (one per round), time.
+HEARTBEAT = ('while :; do echo "$NODE $GROUP_RANK $WORLD_SIZE $MASTER_PORT $(date +%s.%N)" >> "$OUT/hb.txt"; '
+             'sleep 0.2; done')
+
+
+def heartbeats(out):
+    rows = []
+    try:
+        with open(os.path.join(out, "hb.txt")) as f:
+            for line in f:
+                p = line.split()
+                if len(p) == 5:
+                    rows.append({"node": int(p[0]), "rank": int(p[1]), "world": int(p[2]), "port": int(p[3]),
+                                 "t": float(p[4])})
+    except OSError:
+        pass
+    return rows
+
+
+def nodes_in_world(out, world, after):
+    return {r["node"] for r in heartbeats(out) if r["world"] == world and r["t"] > after}
+
+
+def check_groups_whole(out, what):
+    """Every group that ran (one MASTER_PORT each) agrees on its size and had every rank of it, each
+    on one node: the job never ran a split group."""
+    groups = {}
+    for r in heartbeats(out):
+        g = groups.setdefault(r["port"], {"world": set(), "ranks": {}})
+        g["world"].add(r["world"])
+        g["ranks"].setdefault(r["rank"], set()).add(r["node"])
+    for port, g in sorted(groups.items()):
+        world = next(iter(g["world"]))
+        check(len(g["world"]) == 1 and set(g["ranks"]) == set(range(world)) and
+              all(len(n) == 1 for n in g["ranks"].values()),
+              f"{what}: the group on port {port} is whole: world {sorted(g['world'])}, ranks -> nodes {g['ranks']}")
+
+
+def close_lines(nodes, round_no):
+    return [line for n in nodes for _, line in list(n.stamped) if f"run: rendezvous: round {round_no} closed with" in line]
+
+
+def stop_all(nodes):
+    for n in nodes:
+        if n.proc.poll() is None:
+            os.killpg(n.proc.pid, signal.SIGTERM)
+    for n in nodes:
+        n.wait(30)
+
+
+def c_etcd_lost_defaults(args, out):
+    """Three nodes with the default --rdzv-conf (lease_ttl 10 s, last_call_timeout 30 s); one is
+    SIGKILLed. The two others form a new round as soon as its lease expired: they are every node of
+    the last round still alive and nobody else waits, so the round does not wait for the last call."""
+    etcd = Etcd(out)
+    nodes = []
+    try:
+        common = ["--nnodes", "2:3", "--rdzv-backend", "etcd", "--rdzv-endpoint", f"127.0.0.1:{etcd.port}",
+                  "--rdzv-id", "defaults", "--local-addr", "127.0.0.1", "--nproc-per-node", "1",
+                  "--no-python", "/bin/sh", "-c", HEARTBEAT]
+        nodes = [Run(args, out, common, [], {"NODE": str(i)}, name=f"node{i}") for i in range(3)]
+        check(wait_for(lambda: nodes_in_world(out, 3, 0) == {0, 1, 2}, 60), "three nodes run with world size 3")
+        os.killpg(nodes[2].proc.pid, signal.SIGKILL)
+        t_kill = time.time()
+        nodes[2].proc.wait()
+        ok = wait_for(lambda: nodes_in_world(out, 2, t_kill) == {0, 1}, 60)
+        check(ok, "the two other nodes run again with world size 2")
+        lines = close_lines(nodes[:2], 1)
+        check(len(lines) == 1 and "every node of the last round still alive joined" in lines[0],
+              f"round 1 closed once, when every node still alive had joined ({lines})")
+        if ok:
+            again = max(min(r["t"] for r in heartbeats(out) if r["world"] == 2 and r["node"] == n and r["t"] > t_kill)
+                        for n in (0, 1))
+            check(again - t_kill < 20, f"training again within lease_ttl + 10 s of the kill ({again - t_kill:.1f} s)")
+            print(f"figure: node SIGKILLed -> workers running again, defaults (lease_ttl 10 s, last_call_timeout "
+                  f"30 s): {again - t_kill:.2f} s")
+        stop_all(nodes)
+        check_groups_whole(out, "lost at the defaults")
+    finally:
+        stop_all(nodes)
+        etcd.stop()
+
+
+def c_etcd_lost_while_joining(args, out):
+    """Three nodes run; a fourth comes and waits; one of the three is SIGKILLed at that moment. The
+    next round must take the newcomer in (it waits outside, so the round does not close without it)
+    and must wait for the killed node's lease to expire; it then closes at once, before the last
+    call, with the two survivors and the newcomer: one new round, every group whole."""
+    etcd = Etcd(out)
+    nodes = []
+    try:
+        common = ["--nnodes", "2:4", "--rdzv-backend", "etcd", "--rdzv-endpoint", f"127.0.0.1:{etcd.port}",
+                  "--rdzv-id", "joining", "--local-addr", "127.0.0.1", "--rdzv-conf", "last_call_timeout=10,lease_ttl=3",
+                  "--nproc-per-node", "1", "--no-python", "/bin/sh", "-c", HEARTBEAT]
+        nodes = [Run(args, out, common, [], {"NODE": str(i)}, name=f"node{i}") for i in range(3)]
+        check(wait_for(lambda: nodes_in_world(out, 3, 0) == {0, 1, 2}, 60), "three nodes run with world size 3")
+        nodes.append(Run(args, out, common, [], {"NODE": "3"}, name="node3"))
+        check(wait_for(lambda: nodes[3].first_line("waiting to be taken", 0), 30), "the fourth node waits to join")
+        os.killpg(nodes[2].proc.pid, signal.SIGKILL)
+        t_kill = time.time()
+        nodes[2].proc.wait()
+        ok = wait_for(lambda: nodes_in_world(out, 3, t_kill) == {0, 1, 3}, 60)
+        check(ok, "nodes 0, 1 and the newcomer run with world size 3")
+        time.sleep(3)  # a round that closed without the newcomer would restart for it by now
+        after = [r for r in heartbeats(out) if r["t"] > t_kill]
+        ports = {r["port"] for r in after if r["node"] == 3}
+        check(len(ports) == 1 and {r["node"] for r in after if r["port"] in ports} == {0, 1, 3} and
+              not any(r["world"] == 2 for r in after),
+              f"one new round after the kill, with the newcomer in it ({sorted(ports)})")
+        lines = close_lines(nodes[:2] + nodes[3:], 1)
+        check(len(lines) == 1 and "every node of the last round still alive joined" in lines[0],
+              f"round 1 closed once, when the newcomer and every node still alive had joined ({lines})")
+        stop_all(nodes)
+        check_groups_whole(out, "lost while joining")
+    finally:
+        stop_all(nodes)
+        etcd.stop()
+
+
+def c_etcd_node_unit(args, out):
+    """dlrover-run's --node-unit 2 with three nodes (2:3): a round takes a multiple of 2 nodes, so two
+    train and the third waits without restarting them. Each node spells the flag another way."""
+    etcd = Etcd(out)
+    nodes = []
+    try:
+        worker = ('echo "$NODE $GROUP_RANK $WORLD_SIZE $MASTER_PORT $(date +%s.%N)" >> "$OUT/hb.txt"; sleep 4')
+        base = ["--nnodes", "2:3", "--rdzv-backend", "etcd", "--rdzv-endpoint", f"127.0.0.1:{etcd.port}",
+                "--rdzv-id", "unit", "--local-addr", "127.0.0.1", "--nproc-per-node", "1"]
+        spellings = [["--node_unit", "2"], ["--node_unit=2"], ["--node-unit", "2"]]
+        nodes = [Run(args, out, base + spellings[i] + ["--no-python", "/bin/sh", "-c", worker], [], {"NODE": str(i)},
+                     name=f"node{i}") for i in range(3)]
+        done = wait_for(lambda: sum(n.proc.poll() is not None for n in nodes) >= 2, 60)
+        rcs = [n.proc.poll() for n in nodes]
+        rows = heartbeats(out)
+        check(done and sorted(rc for rc in rcs if rc is not None) == [0, 0], f"two nodes finish with exit 0 ({rcs})")
+        check(len(rows) == 2 and {r["world"] for r in rows} == {2} and {r["rank"] for r in rows} == {0, 1},
+              f"two workers ran, with WORLD_SIZE 2 ({rows})")
+        spare = [n for n, rc in zip(nodes, rcs) if rc is None]
+        check(len(spare) == 1 and spare[0].first_line("waiting to be taken", 0) is not None,
+              "the third node waits, outside the round")
+        check(not any("for a new round" in n.log() for n in nodes), "the waiting node restarted nobody")
+        if len(spare) == 1:
+            os.killpg(spare[0].proc.pid, signal.SIGTERM)
+            rc = spare[0].wait(10)
+            check(rc == 128 + signal.SIGTERM, f"SIGTERM stops the waiting node at once (rc {rc})")
+    finally:
+        stop_all(nodes)
         etcd.stop()
 
 
@@ -672,7 +823,9 @@ def c_comm_perf(args, out):
 
 CHECKS = {"crash": c_crash, "exhausted": c_exhausted, "agent-killed": c_agent_killed, "sigterm": c_sigterm, "static": c_static,
           "etcd-crash": c_etcd_crash, "etcd-node-lost": c_etcd_node_lost, "etcd-scale-out": c_etcd_scale_out,
-          "etcd-below-min": c_etcd_below_min, "etcd-netcheck": c_etcd_netcheck, "hang": c_hang,
+          "etcd-below-min": c_etcd_below_min, "etcd-netcheck": c_etcd_netcheck,
+          "etcd-lost-defaults": c_etcd_lost_defaults, "etcd-lost-while-joining": c_etcd_lost_while_joining,
+          "etcd-node-unit": c_etcd_node_unit, "hang": c_hang,
           "seed-sft": lambda a, o: c_seed(a, o, "seed-sft"), "seed-switchbox": lambda a, o: c_seed(a, o, "seed-switchbox"),
           "seed-straggler": lambda a, o: c_seed(a, o, "seed-straggler"), "torchrun-flags": c_torchrun_flags,
           "min-bandwidth": c_min_bandwidth,

@@ -3,7 +3,7 @@
 etcd in the rendezvous namespace, one xtimer_run per node namespace. The namespaces, the bridge
 and the faults are tests/netprobe/netns_scenarios.py's (imported, not copied).
 
-  netns_run.py --bin BUILD/bin --scenario faulty8|faulty8-host|straggler8-exclude|straggler8-keep
+  netns_run.py --bin BUILD/bin --scenario faulty8|faulty8-host|straggler8-exclude|straggler8-keep|partition3
                [--out DIR]
 
   faulty8             8 nodes, --nnodes 7:8, one node's traffic to every other node dropped
@@ -16,6 +16,11 @@ and the faults are tests/netprobe/netns_scenarios.py's (imported, not copied).
                       naming 'straggler', the other 7 run with WORLD_SIZE 7.
   straggler8-keep     the same straggler without --exclude-straggler: all 8 run (WORLD_SIZE 8)
                       and the straggler says it stays.
+  partition3          3 nodes (--nnodes 2:3, the default --rdzv-conf, no network check); every
+                      packet to and from one node is dropped, etcd included. The other two run
+                      again with WORLD_SIZE 2 once its lease expired (no last call); the cut-off
+                      node stops its worker once it could not renew its lease for a TTL. The
+                      partition heals: the node is taken back (WORLD_SIZE 3). Every group whole.
 
 The workers are a shell script that records RANK and WORLD_SIZE (no torch). Every run uses the
 launcher's default probe settings (XTIMER_NETCHECK_SIZE, XTIMER_NETCHECK_TIMEOUT).
@@ -40,6 +45,9 @@ N = 8
 FAULT = 5  # the faulty or slow node; started after the first, so it is not group rank 0
 
 WORKER = ('echo "$RANK $WORLD_SIZE $GROUP_RANK $(date +%s.%N)" > "$OUT/worker$NODE.txt"')
+# partition3: every 0.2 s each worker appends node, GROUP_RANK, WORLD_SIZE, MASTER_PORT, time.
+HEARTBEAT = ('while :; do echo "$NODE $GROUP_RANK $WORLD_SIZE $MASTER_PORT $(date +%s.%N)" >> "$OUT/hb.txt"; '
+             'sleep 0.2; done')
 
 
 class Failure(Exception):
@@ -54,18 +62,20 @@ def check(cond, what):
 class Node:
     """One xtimer_run in node namespace i; stderr lines stamped with the time they arrived."""
 
-    def __init__(self, args, cluster, out, i, extra, name=None):
+    def __init__(self, args, cluster, out, i, extra, name=None, job=None):
+        """job: xtimer_run's flags after the rendezvous ones (default: the network-check job)."""
         name = name or f"node{i}"
         self.i = i
         env = dict(os.environ, OUT=out, NODE=str(i), XTIMER_METRICS_PORT="0",
                    XTIMER_TIMELINE_PATH=os.path.join(out, f"timeline{i}"),
                    XTIMER_CKPT_SHM_DIR=os.path.join(out, f"shm{i}"))
         os.makedirs(env["XTIMER_CKPT_SHM_DIR"], exist_ok=True)
+        if job is None:
+            job = ["--nnodes", "7:8", "--nproc-per-node", "1", "--network-check", *extra,
+                   "--no-python", "/bin/sh", "-c", WORKER]
         cmd = ["ip", "netns", "exec", cluster.node[i], os.path.join(args.bin, "xtimer_run"),
-               "--nnodes", "7:8", "--nproc-per-node", "1", "--rdzv-backend", "etcd",
-               "--rdzv-endpoint", f"{ns.RDZV_IP}:{ETCD_PORT}", "--rdzv-id", "netns",
-               "--local-addr", cluster.ip(i), "--network-check", *extra,
-               "--no-python", "/bin/sh", "-c", WORKER]
+               "--rdzv-backend", "etcd", "--rdzv-endpoint", f"{ns.RDZV_IP}:{ETCD_PORT}", "--rdzv-id", "netns",
+               "--local-addr", cluster.ip(i), *job]
         self.out_path = os.path.join(out, f"{name}.out")
         self.proc = subprocess.Popen(cmd, env=env, stdout=open(self.out_path, "w"),
                                      stderr=subprocess.PIPE)
@@ -141,7 +151,92 @@ def workers(out):
     return rows
 
 
+def heartbeats(out):
+    rows = []
+    try:
+        with open(os.path.join(out, "hb.txt")) as f:
+            for line in f:
+                p = line.split()
+                if len(p) == 5:
+                    rows.append({"node": int(p[0]), "rank": int(p[1]), "world": int(p[2]), "port": int(p[3]),
+                                 "t": float(p[4])})
+    except OSError:
+        pass
+    return rows
+
+
+def wait_until(pred, timeout):
+    until = time.monotonic() + timeout
+    while time.monotonic() < until:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.1)
+    return pred()
+
+
+def run_partition(args, out):
+    """partition3: see the module's docstring."""
+    n, cut = 3, 2
+    cluster = ns.Cluster(n, "partition3")
+    start_etcd(cluster, out)
+    job = ["--nnodes", "2:3", "--nproc-per-node", "1", "--no-python", "/bin/sh", "-c", HEARTBEAT]
+    nodes = [Node(args, cluster, out, i, [], job=job) for i in range(n)]
+    try:
+        in_world = lambda w, after: {r["node"] for r in heartbeats(out) if r["world"] == w and r["t"] > after}
+        check(wait_until(lambda: in_world(3, 0) == {0, 1, 2}, 60), "three nodes run with WORLD_SIZE 3")
+        ns.nft(cluster.node[cut], """
+table inet xpart {
+  chain in { type filter hook input priority 0; policy drop; iif lo accept; }
+  chain out { type filter hook output priority 0; policy drop; oif lo accept; }
+}""")
+        t_cut = time.time()
+        check(wait_until(lambda: in_world(2, t_cut) == {0, 1}, 60),
+              "the two other nodes run again with WORLD_SIZE 2 while the third is cut off")
+        again = max(min(r["t"] for r in heartbeats(out) if r["node"] == i and r["world"] == 2 and r["t"] > t_cut)
+                    for i in (0, 1))
+        stopped = wait_until(lambda: nodes[cut].first("could not renew its etcd lease"), 40)
+        check(stopped, "the cut-off node says it lost its lease and stops its worker")
+        time.sleep(1)
+        last = max((r["t"] for r in heartbeats(out) if r["node"] == cut), default=0)
+        check(last - t_cut < 30, f"its worker stopped {last - t_cut:.1f} s after the cut (lease_ttl 10 s)")
+        close = [line for nd in nodes for _, line in nd.lines if "run: rendezvous: round 1 closed with" in line]
+        check(len(close) == 1 and "every node of the last round still alive joined" in close[0],
+              f"round 1 closed once, without waiting for the last call ({close})")
+        print(f"figure: partition3: one node cut off -> the others running again {again - t_cut:.2f} s; "
+              f"its own worker stopped {last - t_cut:.2f} s (defaults: lease_ttl 10 s, last_call_timeout 30 s)")
+        ns.sh("ip", "netns", "exec", cluster.node[cut], "nft", "delete", "table", "inet", "xpart")
+        t_heal = time.time()
+        back = wait_until(lambda: in_world(3, t_heal) == {0, 1, 2}, 90)
+        check(back, "the partition healed: the node is taken back, WORLD_SIZE 3")
+        if back:
+            t_back = max(min(r["t"] for r in heartbeats(out) if r["node"] == i and r["world"] == 3 and r["t"] > t_heal)
+                         for i in range(n))
+            print(f"figure: partition3: healed -> all three running again {t_back - t_heal:.2f} s")
+        for nd in nodes:
+            nd.proc.send_signal(signal.SIGTERM)
+        rcs = [nd.wait(time.monotonic() + 30) for nd in nodes]
+        check(rcs == [143] * n, f"SIGTERM stops every node (rc {rcs})")
+        groups = {}
+        for r in heartbeats(out):
+            g = groups.setdefault(r["port"], {"world": set(), "ranks": {}})
+            g["world"].add(r["world"])
+            g["ranks"].setdefault(r["rank"], set()).add(r["node"])
+        for port, g in groups.items():
+            world = next(iter(g["world"]))
+            check(len(g["world"]) == 1 and set(g["ranks"]) == set(range(world)) and
+                  all(len(x) == 1 for x in g["ranks"].values()),
+                  f"the group on port {port} is whole: world {sorted(g['world'])}, ranks -> nodes {g['ranks']}")
+        print("partition3: passed")
+    finally:
+        for nd in nodes:
+            if nd.proc.poll() is None:
+                nd.proc.kill()
+
+
 def run(args, out, scenario):
+    if scenario == "partition3":
+        return run_partition(args, out)
     cluster = ns.Cluster(N, scenario)
     order = list(range(N))
     if scenario in ("faulty8", "faulty8-host"):

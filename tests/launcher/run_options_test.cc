@@ -68,6 +68,25 @@ TEST(RunOptions, NetworkCheckWithEtcdOrOneNode) {
   EXPECT_TRUE(one.network_check);
 }
 
+TEST(RunOptions, NodeUnitBothSpellings) {
+  for (std::vector<std::string> flag :
+       {std::vector<std::string>{"--node_unit", "2"}, {"--node_unit=2"}, {"--node-unit", "2"}, {"--node-unit=2"}}) {
+    std::vector<std::string> args = {"--nnodes",        "2:5",    "--rdzv-backend", "etcd",
+                                     "--rdzv-endpoint", "e:2379", "--rdzv-id",      "j"};
+    args.insert(args.end(), flag.begin(), flag.end());
+    args.push_back("t.py");
+    RunOptions o;
+    std::string error;
+    ASSERT_TRUE(Parse(args, &o, &error)) << error;
+    EXPECT_EQ(o.node_unit, 2);
+    EXPECT_EQ(o.script, std::vector<std::string>{"t.py"});
+  }
+  RunOptions d;
+  std::string error;
+  ASSERT_TRUE(Parse({"t.py"}, &d, &error)) << error;
+  EXPECT_EQ(d.node_unit, 1);
+}
+
 TEST(RunOptions, BadInputGetsOneLineNamingTheFlag) {
   struct Case {
     std::vector<std::string> args;
@@ -94,6 +113,11 @@ TEST(RunOptions, BadInputGetsOneLineNamingTheFlag) {
       {{"--training_port", "70000", "t.py"}, "--training-port takes a whole number from 1 to 65535"},
       {{"--local-ranks-filter", "0,x", "t.py"}, "--local-ranks-filter takes local ranks separated by commas"},
       {{"--save_at_breakpoint=2", "t.py"}, "--save-at-breakpoint takes 0 or 1"},
+      {{"--node_unit", "0", "t.py"}, "--node-unit takes a whole number"},
+      {{"--node-unit", "2", "--standalone", "t.py"}, "no multiple of 2 nodes lies between MIN and MAX"},
+      {{"--nnodes", "3:3", "--rdzv-backend", "etcd", "--rdzv-endpoint", "e:1", "--rdzv-id", "j", "--node-unit=2",
+        "t.py"},
+       "--node-unit 2 with --nnodes 3: no multiple"},
   };
   for (const Case& c : cases) {
     RunOptions o;

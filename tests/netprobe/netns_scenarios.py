@@ -172,13 +172,20 @@ table inet xnp {{
         sh("ip", "-n", self.node[i], "link", "set", "eth0", "down")
 
 
-def run_probe(args, cluster, outdir, skip=(), extra=()):
-    common = ["--rdzv", f"{RDZV_IP}:{RDZV_PORT}", "--nnodes", str(cluster.n), "--timeout", TIMEOUT]
+def run_probe(args, cluster, outdir, skip=(), extra=(), defaults=False):
+    """defaults: no --timeout and no --size, what a user gets (XTIMER_NETPROBE_TIMEOUT unset)."""
+    common = ["--rdzv", f"{RDZV_IP}:{RDZV_PORT}", "--nnodes", str(cluster.n)]
+    sizing = []
+    if not defaults:
+        common += ["--timeout", TIMEOUT]
+        sizing = ["--size", SIZE]
+    env = dict(os.environ)
+    env.pop("XTIMER_NETPROBE_TIMEOUT", None)
     server_log = open(os.path.join(outdir, "serve.log"), "w")
     server = subprocess.Popen(
-        ["ip", "netns", "exec", cluster.rz, args.bin, "--serve", *common, "--size", SIZE,
+        ["ip", "netns", "exec", cluster.rz, args.bin, "--serve", *common, *sizing,
          "--json", os.path.join(outdir, "report.json"), *extra],
-        stdout=server_log, stderr=subprocess.STDOUT)
+        stdout=server_log, stderr=subprocess.STDOUT, env=env)
     procs.append(server)
     nodes = {}
     t0 = time.monotonic()
@@ -189,7 +196,7 @@ def run_probe(args, cluster, outdir, skip=(), extra=()):
         p = subprocess.Popen(
             ["ip", "netns", "exec", cluster.node[i], args.bin, *common, "--node-rank", str(i),
              "--json", os.path.join(outdir, f"node{i}.json")],
-            stdout=log, stderr=subprocess.STDOUT)
+            stdout=log, stderr=subprocess.STDOUT, env=env)
         procs.append(p)
         nodes[i] = p
     deadline = time.monotonic() + 120
@@ -272,6 +279,18 @@ def scenario(name, args, outdir):
         c.isolate(3)
         report, codes, wall = run_probe(args, c, outdir)
         expect(report, codes, {3: "faulty"}, {(2, 3): "node"}, 1, outdir)
+    elif name == "faulty8-defaults":
+        # The same black-holed node with every default (64M per test, 30 s deadline): its tests
+        # fail at the 4 s connect deadline, so the verdict comes in two short rounds.
+        c = Cluster(8, name)
+        c.isolate(3)
+        report, codes, wall = run_probe(args, c, outdir, defaults=True)
+        expect(report, codes, {3: "faulty"}, {(2, 3): "node"}, 1, outdir)
+        check(report["size"] == 64 << 20 and report["timeout_s"] == 30, "the defaults were used")
+        print(f"figure: faulty8-defaults: black-holed node -> verdict {report['probe_time_s']:.2f} s "
+              f"(probe time; wall {wall:.2f} s incl. process start), xtimer_netprobe defaults")
+        check(report["probe_time_s"] <= 15, f"judged within 15 s with the defaults "
+              f"(took {report['probe_time_s']:.1f} s)")
     elif name == "badlink8":
         c = Cluster(8, name)
         c.lossy_path(2, 3, 50)

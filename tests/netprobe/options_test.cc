@@ -29,6 +29,7 @@ TEST(Options, FullLine) {
                      "--all-pairs",
                      "--timeout",
                      "1.5",
+                     "--connect-timeout=0.5",
                      "--json",
                      "/tmp/r.json",
                      "--streams",
@@ -46,6 +47,7 @@ TEST(Options, FullLine) {
   EXPECT_EQ(o.straggler_factor, 2.5);
   EXPECT_TRUE(o.all_pairs);
   EXPECT_EQ(o.timeout_s, 1.5);
+  EXPECT_EQ(o.connect_timeout_s, 0.5);
   EXPECT_EQ(o.json_path, "/tmp/r.json");
   EXPECT_EQ(o.streams, 8);
 }
@@ -59,7 +61,9 @@ TEST(Options, Defaults) {
   EXPECT_EQ(o.node_rank, -1);
   EXPECT_EQ(o.backend, Backend::kTcp);
   EXPECT_EQ(o.max_rounds, 0);
-  EXPECT_EQ(o.timeout_s, 7.5);  // XTIMER_NETPROBE_TIMEOUT
+  EXPECT_EQ(o.timeout_s, 7.5);        // XTIMER_NETPROBE_TIMEOUT
+  EXPECT_EQ(o.connect_timeout_s, 4);  // a black-holed peer costs 4 s, not the whole deadline
+  EXPECT_EQ(o.size, 64 << 20);
   EXPECT_EQ(o.straggler_factor, 2.0);
   EXPECT_EQ(o.min_bandwidth_mbps, 0);
 }
@@ -106,6 +110,7 @@ TEST(Options, BadFlagsNameTheFlag) {
       {{"--rdzv", "h:1", "--nnodes", "4", "--straggler-factor", "nan"}, "--straggler-factor"},
       {{"--rdzv", "h:1", "--nnodes", "4", "--timeout", "0"}, "--timeout"},
       {{"--rdzv", "h:1", "--nnodes", "4", "--timeout"}, "--timeout"},
+      {{"--rdzv", "h:1", "--nnodes", "4", "--connect-timeout", "-1"}, "--connect-timeout"},
       {{"--rdzv", "h:1", "--nnodes", "4", "--json"}, "--json"},
       {{"--rdzv", "h:1", "--nnodes", "4", "--all-pairs=yes"}, "--all-pairs"},
       {{"--rdzv", "h:1", "--nnodes", "4", "--streams", "100"}, "--streams"},

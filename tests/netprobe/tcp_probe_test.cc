@@ -23,8 +23,9 @@ struct Responder {
     std::string e;
     listen = Listen("127.0.0.1", &port, &e);
     ASSERT_TRUE(listen.valid()) << e;
-    thread = std::thread(
-        [this, spec, deadline_s] { ok = ServeTcpResponder(spec, listen.get(), Deadline::In(deadline_s), &error); });
+    thread = std::thread([this, spec, deadline_s] {
+      ok = ServeTcpResponder(spec, listen.get(), Deadline::In(deadline_s), Deadline::In(deadline_s), &error);
+    });
   }
   void Join() {
     if (thread.joinable()) thread.join();
@@ -46,7 +47,7 @@ TEST(TcpProbe, MeasuresBothDirections) {
   Responder r;
   r.Start(Spec(7, 1, 0, 1 << 20, 3), 10);
   TestResult t;
-  RunTcpInitiator(Spec(7, 0, 1, 1 << 20, 3), "127.0.0.1", r.port, Deadline::In(10), &t);
+  RunTcpInitiator(Spec(7, 0, 1, 1 << 20, 3), "127.0.0.1", r.port, Deadline::In(10), Deadline::In(10), &t);
   r.Join();
   ASSERT_TRUE(t.completed) << t.error;
   EXPECT_TRUE(r.ok) << r.error;
@@ -69,7 +70,7 @@ TEST(TcpProbe, StaleConnectionOfAnEarlierTestIsRejected) {
   hello[15] = 8;  // test id 8, big-endian
   ASSERT_TRUE(SendAll(stale.get(), hello, sizeof hello, Deadline::In(5), &e)) << e;
   TestResult t;
-  RunTcpInitiator(Spec(9, 0, 1, 256 << 10, 2), "127.0.0.1", r.port, Deadline::In(10), &t);
+  RunTcpInitiator(Spec(9, 0, 1, 256 << 10, 2), "127.0.0.1", r.port, Deadline::In(10), Deadline::In(10), &t);
   r.Join();
   EXPECT_TRUE(t.completed) << t.error;
   EXPECT_TRUE(r.ok) << r.error;
@@ -90,7 +91,7 @@ TEST(TcpProbe, InitiatorGivesUpOnAClosedPort) {
   std::string e;
   { Fd l = Listen("127.0.0.1", &port, &e); }
   TestResult t;
-  RunTcpInitiator(Spec(1, 0, 1, 1024, 1), "127.0.0.1", port, Deadline::In(0.2), &t);
+  RunTcpInitiator(Spec(1, 0, 1, 1024, 1), "127.0.0.1", port, Deadline::In(0.2), Deadline::In(0.2), &t);
   EXPECT_FALSE(t.completed);
   EXPECT_NE(t.error.find("gave up"), std::string::npos) << t.error;
 }
@@ -99,7 +100,7 @@ TEST(TcpProbe, SizeMismatchFailsBothSidesWithAReason) {
   Responder r;
   r.Start(Spec(5, 1, 0, 1 << 20, 2), 5);
   TestResult t;
-  RunTcpInitiator(Spec(5, 0, 1, 2 << 20, 2), "127.0.0.1", r.port, Deadline::In(5), &t);
+  RunTcpInitiator(Spec(5, 0, 1, 2 << 20, 2), "127.0.0.1", r.port, Deadline::In(5), Deadline::In(5), &t);
   r.Join();
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.error.find("expected"), std::string::npos) << r.error;
