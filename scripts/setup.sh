@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   # build
-  g++ make cmake ninja-build pkg-config
+  g++ make cmake ninja-build pkg-config ccache
   # preload / capture / symbolisation
   libunwind-dev libdw-dev libelf-dev
   # collector, agent, viewer

@@ -20,8 +20,17 @@ if [ "$build" = build ] && ! "$root/scripts/setup_peers.sh" >/dev/null; then
   echo "test: the peer environment is not installed; the peer tests will skip (retry: scripts/setup_peers.sh)" >&2
 fi
 
+# ccache (setup.sh installs it) keeps compiled objects across clones on this machine: CI builds a
+# fresh clone each time, and most of its objects are then found in the cache.
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 jobs=$(nproc)
 cmake -S "$root" -B "$root/$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DXTIMER_SANITIZE="$sanitize" >/dev/null
+      -DXTIMER_SANITIZE="$sanitize" "${launcher[@]}" >/dev/null
 cmake --build "$root/$build" -j "$jobs"
-ctest --test-dir "$root/$build" --output-on-failure --timeout 600 -j "$jobs" "${select[@]}" "$@"
+started=$(date +%s)
+rc=0
+ctest --test-dir "$root/$build" --output-on-failure --timeout 600 -j "$jobs" "${select[@]}" "$@" || rc=$?
+echo "tests took $(( $(date +%s) - started )) s; the ten slowest:"
+"$root/scripts/slowest_tests.py" "$root/$build/Testing/Temporary/LastTest.log" 10 || true
+exit $rc
