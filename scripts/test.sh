@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds everything and runs the whole test suite.
-#   scripts/test.sh              release build in build/, every test
+#   scripts/test.sh              release build in build/, every test (the peers too:
+#                                scripts/setup_peers.sh, once per set of pins)
 #   scripts/test.sh --asan       ASan+UBSan build in build-asan/, tests labelled "unit"
 #   scripts/test.sh --tsan       TSan build in build-tsan/, tests labelled "concurrent"
 # Extra arguments go to ctest (e.g. -R viewer, -L unit).
@@ -13,6 +14,11 @@ case "${1:-}" in
   --asan) build=build-asan sanitize=address select=(-L unit); shift ;;
   --tsan) build=build-tsan sanitize=thread select=(-L concurrent); shift ;;
 esac
+# The peers (torchrun, dlrover-run, py-spy from PyPI) for tests/peers: optional. Without them
+# those tests skip with one line; the rest of the suite never needs them.
+if [ "$build" = build ] && ! "$root/scripts/setup_peers.sh" >/dev/null; then
+  echo "test: the peer environment is not installed; the peer tests will skip (retry: scripts/setup_peers.sh)" >&2
+fi
 
 # ccache (setup.sh installs it) keeps compiled objects across clones on this machine: CI builds a
 # fresh clone each time, and most of its objects are then found in the cache.

@@ -8,7 +8,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <random>
+
+#include <nlohmann/json.hpp>
 
 #include "common/clock.h"
 #include "common/env.h"
@@ -57,6 +62,58 @@ int TakeStopSignal() {
   return sig > 0 ? sig : 0;
 }
 
+// A random (version 4) UUID, as torchrun --standalone makes its run id.
+std::string NewUuid() {
+  std::random_device rd;
+  unsigned char b[16];
+  for (unsigned char& c : b) c = static_cast<unsigned char>(rd());
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  char out[37];
+  std::snprintf(out, sizeof out, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  return out;
+}
+
+// mkdtemp of DIR/PREFIXXXXXXX; "" (and a warning) when it cannot be made.
+std::string MakeTempDir(const std::string& dir, const std::string& prefix) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::string tmpl = dir + "/" + prefix + "XXXXXX";
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    Log(LogLevel::kWarn, "run: cannot create the log folder %s: %s; workers get no TORCHELASTIC_ERROR_FILE",
+        tmpl.c_str(), std::strerror(errno));
+    return "";
+  }
+  return tmpl;
+}
+
+// torchrun's time format in its failure summary (local time).
+std::string LocalTime(int64_t unix_ms) {
+  time_t t = static_cast<time_t>(unix_ms / 1000);
+  tm local{};
+  localtime_r(&t, &local);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d_%H:%M:%S", &local);
+  return buf;
+}
+
+// What torch's @record wrote (TORCHELASTIC_ERROR_FILE): the Python traceback, else the message.
+std::string ErrorFileTraceback(const std::string& path) {
+  std::ifstream in(path);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return "";
+  const nlohmann::json* m = &j;
+  if (auto it = j.find("message"); it != j.end()) m = &*it;
+  if (m->is_string()) return m->get<std::string>();
+  if (!m->is_object()) return "";
+  if (auto info = m->find("extraInfo"); info != m->end() && info->is_object())
+    if (auto stack = info->find("py_callstack"); stack != info->end() && stack->is_string())
+      return stack->get<std::string>();
+  if (auto msg = m->find("message"); msg != m->end() && msg->is_string()) return msg->get<std::string>();
+  return "";
+}
+
 }  // namespace
 
 bool StopSignalPending() {
@@ -90,6 +147,10 @@ std::vector<std::string> WorkerEnvironment(const RunOptions& o, const Round& rou
       // Rank 0 hosts the TCP store, as under torchrun without an agent store.
       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
   };
+  std::string nccl_async = "1";  // torchrun passes it on when set, else sets it to 1
+  for (const std::string& kv : base)
+    if (kv.rfind("TORCH_NCCL_ASYNC_ERROR_HANDLING=", 0) == 0) nccl_async = kv.substr(kv.find('=') + 1);
+  set.emplace_back("TORCH_NCCL_ASYNC_ERROR_HANDLING", nccl_async);
   std::vector<std::string> env;
   bool has_omp = false;
   for (const std::string& kv : base) {
@@ -106,12 +167,7 @@ std::vector<std::string> WorkerEnvironment(const RunOptions& o, const Round& rou
 
 ElasticAgent::ElasticAgent(RunOptions options, std::unique_ptr<Rendezvous> rendezvous, NodeAgent* agent)
     : o_(std::move(options)), rdzv_(std::move(rendezvous)), agent_(agent) {
-  if (!o_.log_dir.empty()) {
-    std::random_device rd;
-    char suffix[16];
-    std::snprintf(suffix, sizeof suffix, "%06x", rd() & 0xffffff);
-    run_log_dir_ = o_.log_dir + "/" + o_.rdzv_id + "_" + suffix;
-  }
+  if (o_.standalone) o_.rdzv_id = NewUuid();  // as torchrun --standalone, whatever --rdzv-id says
   if (o_.numa_affinity) {
     NumaPlan plan =
         PlanNumaAffinity(SysfsRoot(), o_.nproc_per_node, std::getenv("CUDA_VISIBLE_DEVICES"), AllowedCpus());
@@ -119,10 +175,35 @@ ElasticAgent::ElasticAgent(RunOptions options, std::unique_ptr<Rendezvous> rende
     for (const std::string& line : plan.problems) Log(LogLevel::kWarn, "run: --numa-affinity: %s", line.c_str());
     numa_cpus_ = std::move(plan.cpus);
   }
+  // torchrun's layout: LOG_DIR/<run id>_<random>/attempt_<restart>/<local rank>/ holds each
+  // worker's error.json (TORCHELASTIC_ERROR_FILE) and, with --redirects/--tee, stdout.log and
+  // stderr.log. Without --log-dir the folder is a new /tmp/torchelastic_<random> (removed at the
+  // end when the job succeeded, unlike torchrun, which leaves it); --log-dir /dev/null: no files.
+  if (o_.log_dir == "/dev/null") return;
+  std::string root = o_.log_dir;
+  if (root.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    root = temp_root_ = MakeTempDir(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "torchelastic_");
+  }
+  if (!root.empty()) run_log_dir_ = MakeTempDir(root, o_.rdzv_id + "_");
+}
+
+ElasticAgent::~ElasticAgent() {
+  std::error_code ec;
+  if (!temp_root_.empty() && !keep_temp_root_) std::filesystem::remove_all(temp_root_, ec);
 }
 
 std::vector<WorkerSpec> ElasticAgent::Specs(const Round& round) const {
   std::vector<std::string> base = Environment();
+  // A round that counts no restart (a node lost or added) reuses its attempt folder: emptied
+  // first, as torchrun does, so an old error.json is never taken for this round's.
+  std::string attempt = run_log_dir_ + "/attempt_" + std::to_string(round.restarts);
+  if (!run_log_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(attempt, ec);
+  }
+  // Ours is the agent's own (the summary's error file is copied there), not the workers'.
+  std::erase_if(base, [](const std::string& kv) { return kv.rfind("TORCHELASTIC_ERROR_FILE=", 0) == 0; });
   std::vector<WorkerSpec> specs;
   for (int local = 0; local < o_.nproc_per_node; ++local) {
     WorkerSpec s;
@@ -134,13 +215,19 @@ std::vector<WorkerSpec> ElasticAgent::Specs(const Round& round) const {
     const std::vector<int>& shown = o_.local_ranks_filter;
     s.console = shown.empty() || std::find(shown.begin(), shown.end(), local) != shown.end();
     if (!run_log_dir_.empty()) {
-      std::string dir = run_log_dir_ + "/attempt_" + std::to_string(round.restarts) + "/" + std::to_string(local);
+      std::string dir = attempt + "/" + std::to_string(local);
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
       int files = o_.redirects | o_.tee;
       if (files & kStdout) s.stdout_file = dir + "/stdout.log";
       if (files & kStderr) s.stderr_file = dir + "/stderr.log";
       s.tee_stdout = o_.tee & kStdout;
       s.tee_stderr = o_.tee & kStderr;
+      s.tee_prefix = "[" + o_.role + std::to_string(local) + "]:";
+      s.error_file = dir + "/error.json";
     }
+    // torchrun: "" under --log-dir /dev/null (no file); otherwise each worker's own file.
+    s.env.push_back("TORCHELASTIC_ERROR_FILE=" + s.error_file);
     specs.push_back(std::move(s));
   }
   return specs;
@@ -242,19 +329,59 @@ void ElasticAgent::PersistCheckpoints() {
     Log(LogLevel::kWarn, "run: the checkpoint saver is still writing after 120 s; restarting the workers anyway");
 }
 
-void ElasticAgent::PrintFailureSummary(const std::string& headline) const {
+void ElasticAgent::PrintFailureSummary(const std::string& headline) {
+  // torchrun's ChildFailedError block, with the same facts in the same words, then ours: the last
+  // lines of the failed worker's stderr.
+  auto describe = [](const WorkerExit& f, std::string* out) {
+    int code = WIFSIGNALED(f.status) ? -WTERMSIG(f.status) : WEXITSTATUS(f.status);
+    std::string traceback;
+    if (!f.error_file.empty()) traceback = ErrorFileTraceback(f.error_file);
+    if (traceback.empty()) {
+      if (WIFSIGNALED(f.status)) {
+        const char* name = sigabbrev_np(WTERMSIG(f.status));
+        traceback = "Signal " + std::to_string(WTERMSIG(f.status)) + (name ? std::string(" (SIG") + name + ")" : "") +
+                    " received by PID " + std::to_string(f.pid);
+      } else {
+        traceback = "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html";
+      }
+    }
+    while (!traceback.empty() && traceback.back() == '\n') traceback.pop_back();
+    std::string indented;
+    for (char c : traceback) indented += c == '\n' ? std::string("\n  ") : std::string(1, c);
+    *out += "  time      : " + LocalTime(f.when_unix_ms) + "\n";
+    *out += "  host      : " + HostName() + "\n";
+    *out += "  rank      : " + std::to_string(f.rank) + " (local_rank: " + std::to_string(f.local_rank) + ")\n";
+    *out += "  exitcode  : " + std::to_string(code) + " (pid: " + std::to_string(f.pid) + ")\n";
+    *out += "  error_file: " + (f.error_file.empty() ? std::string("<N/A>") : f.error_file) + "\n";
+    *out += "  traceback : " + indented + "\n";
+  };
+  const std::string rule(60, '='), thin(60, '-');
   std::string out = "xtimer_run: the job failed: " + headline + "\n";
   if (have_failure_) {
     const WorkerExit& f = first_failure_;
-    out += "first failure observed on this node:\n";
-    out += "  time      : " + IsoUtc(static_cast<uint64_t>(f.when_unix_ms) * 1000000) + "\n";
-    out += "  host      : " + HostName() + "\n";
-    out += "  rank      : " + std::to_string(f.rank) + " (local_rank: " + std::to_string(f.local_rank) + ")\n";
-    out += "  exit      : " + f.Describe() + " (pid: " + std::to_string(f.pid) + ")\n";
-    if (!f.stderr_tail.empty()) {
-      out += "  last lines of its stderr:\n";
-      for (const std::string& line : f.stderr_tail) out += "    | " + line + "\n";
+    std::string script = o_.script.empty() ? std::string("the workers") : o_.script[0];
+    out += rule + "\n" + script + " FAILED\n" + thin + "\nFailures:\n";
+    if (other_failures_.empty()) out += "  <NO_OTHER_FAILURES>\n";
+    for (size_t i = 0; i < other_failures_.size(); ++i) {
+      out += "[" + std::to_string(i + 1) + "]:\n";
+      describe(other_failures_[i], &out);
     }
+    out += thin + "\nRoot Cause (first observed failure):\n[0]:\n";
+    describe(f, &out);
+    out += rule + "\n";
+    if (!f.stderr_tail.empty()) {
+      out += "last lines of rank " + std::to_string(f.rank) + "'s stderr:\n";
+      for (const std::string& line : f.stderr_tail) out += "  | " + line + "\n";
+    }
+    // torchrun copies the root cause's error file to its own TORCHELASTIC_ERROR_FILE, for whoever
+    // started it (a scheduler reading why the job failed).
+    const char* parent = std::getenv("TORCHELASTIC_ERROR_FILE");
+    if (parent != nullptr && *parent != '\0' && !f.error_file.empty()) {
+      std::error_code ec;
+      std::filesystem::copy_file(f.error_file, parent, std::filesystem::copy_options::overwrite_existing, ec);
+      if (ec) Log(LogLevel::kWarn, "run: cannot copy %s to %s: %s", f.error_file.c_str(), parent, ec.message().c_str());
+    }
+    keep_temp_root_ = true;  // the summary names the error files
   }
   std::fputs(out.c_str(), stderr);
 }
@@ -321,6 +448,7 @@ int ElasticAgent::Run() {
         group.Stop(o_.stop_grace_s);
         if (outcome == Outcome::kFailed) {
           first_failure_ = group.first_failure();
+          other_failures_ = group.other_failures();
           have_failure_ = true;
           why = "rank " + std::to_string(first_failure_.rank) + " (local rank " +
                 std::to_string(first_failure_.local_rank) + ") on " + HostName() +

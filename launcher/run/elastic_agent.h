@@ -31,6 +31,7 @@ class ElasticAgent {
  public:
   // `agent` may be null (no node agent could start).
   ElasticAgent(RunOptions options, std::unique_ptr<Rendezvous> rendezvous, NodeAgent* agent);
+  ~ElasticAgent();
   // Runs until the job ends on this node; returns the exit status for xtimer_run (0 success,
   // 1 failure, 128+N when stopped by signal N).
   int Run();
@@ -42,16 +43,19 @@ class ElasticAgent {
   // signal that came meanwhile.
   int CommPerfTest(const Round& round);
   std::vector<WorkerSpec> Specs(const Round& round) const;
-  void PrintFailureSummary(const std::string& headline) const;
+  void PrintFailureSummary(const std::string& headline);
   void PersistCheckpoints();
 
   RunOptions o_;
   std::unique_ptr<Rendezvous> rdzv_;
   NodeAgent* agent_;
-  std::string run_log_dir_;
   std::vector<std::vector<int>> numa_cpus_;  // --numa-affinity: each local rank's CPUs
+  std::string run_log_dir_;  // LOG_DIR/<run id>_<random> ("" = none: --log-dir /dev/null)
+  std::string temp_root_;    // /tmp/torchelastic_<random> when no --log-dir was given
+  bool keep_temp_root_ = false;
   Round round_;
   WorkerExit first_failure_;
+  std::vector<WorkerExit> other_failures_;
   bool have_failure_ = false;
 };
 

@@ -20,7 +20,9 @@ class StaticRendezvous : public Rendezvous {
     round->restarts = restarts_;
     round->group_rank = o_.node_rank;
     round->group_world_size = o_.max_nodes;
-    round->master_addr = o_.master_addr;
+    // --standalone: torchrun's workers meet at "localhost" (its c10d endpoint), whatever
+    // --master-addr says.
+    round->master_addr = o_.standalone ? "localhost" : o_.master_addr;
     // One node without a given port: a fresh free port each round (the last round's store may
     // still hold the old one in TIME_WAIT).
     round->master_port = (o_.max_nodes == 1 && !o_.master_port_given) ? FreePort() : o_.master_port;

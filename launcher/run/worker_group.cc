@@ -95,7 +95,9 @@ bool WorkerGroup::Start(const std::vector<WorkerSpec>& specs, std::string* error
   workers_.clear();
   index_.clear();
   failed_ = false;
+  stopping_ = false;
   first_failure_ = WorkerExit{};
+  other_failures_.clear();
   if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) return (*error = "cannot create a pipe"), false;
   pid_t agent = getpid();
   sigset_t none;
@@ -184,6 +186,12 @@ bool WorkerGroup::Forward(Worker& w, int* fd, bool is_err) {
   if (n <= 0) {
     close(*fd);
     *fd = -1;
+    std::string& pending = is_err ? w.err_tee : w.out_tee;
+    if (!pending.empty()) {  // the last line had no newline
+      std::string line = w.spec.tee_prefix + pending + "\n";
+      WriteAll(is_err ? STDERR_FILENO : STDOUT_FILENO, line.data(), line.size());
+      pending.clear();
+    }
     return false;
   }
   const WorkerSpec& s = w.spec;
@@ -191,7 +199,28 @@ bool WorkerGroup::Forward(Worker& w, int* fd, bool is_err) {
   bool to_file = file >= 0;
   bool to_terminal = s.console && (!to_file || (is_err ? s.tee_stderr : s.tee_stdout));
   if (to_file) WriteAll(file, buf, static_cast<size_t>(n));
-  if (to_terminal) WriteAll(is_err ? STDERR_FILENO : STDOUT_FILENO, buf, static_cast<size_t>(n));
+  if (to_terminal) {
+    int term = is_err ? STDERR_FILENO : STDOUT_FILENO;
+    if (to_file && !s.tee_prefix.empty()) {
+      // torchrun shows a tee'd stream line by line, each after "[<role><local rank>]:": whole
+      // lines only, in one write each, so that two workers' lines never run into each other.
+      std::string& pending = is_err ? w.err_tee : w.out_tee;
+      pending.append(buf, static_cast<size_t>(n));
+      size_t done = 0;
+      for (size_t nl; (nl = pending.find('\n', done)) != std::string::npos; done = nl + 1) {
+        std::string line = s.tee_prefix + pending.substr(done, nl + 1 - done);
+        WriteAll(term, line.data(), line.size());
+      }
+      pending.erase(0, done);
+      if (pending.size() > kMaxLine) {  // a very long line goes out in pieces
+        std::string piece = s.tee_prefix + pending + "\n";
+        WriteAll(term, piece.data(), piece.size());
+        pending.clear();
+      }
+    } else {
+      WriteAll(term, buf, static_cast<size_t>(n));
+    }
+  }
   if (!is_err) return true;
   std::lock_guard<std::mutex> lock(mu_);
   for (ssize_t i = 0; i < n; ++i) {
@@ -249,14 +278,20 @@ void WorkerGroup::Reaped(pid_t pid, int status) {
   w.done = true;
   w.status = status;
   bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  if (!ok && !failed_) {
+  if (ok || stopping_) return;
+  WorkerExit e;
+  e.local_rank = w.spec.local_rank;
+  e.rank = w.spec.rank;
+  e.pid = pid;
+  e.status = status;
+  e.when_s = NowS();
+  e.when_unix_ms = NowUnixMs();
+  if (!w.spec.error_file.empty() && access(w.spec.error_file.c_str(), F_OK) == 0) e.error_file = w.spec.error_file;
+  if (!failed_) {
     failed_ = true;
-    first_failure_.local_rank = w.spec.local_rank;
-    first_failure_.rank = w.spec.rank;
-    first_failure_.pid = pid;
-    first_failure_.status = status;
-    first_failure_.when_s = NowS();
-    first_failure_.when_unix_ms = NowUnixMs();
+    first_failure_ = std::move(e);
+  } else {
+    other_failures_.push_back(std::move(e));
   }
 }
 
@@ -276,6 +311,7 @@ WorkerGroup::State WorkerGroup::Poll() {
 void WorkerGroup::Stop(double grace_s) {
   if (workers_.empty()) return;
   Poll();
+  stopping_ = true;
   auto signal_all = [&](int sig) {
     for (const Worker& w : workers_)
       if (!w.done) kill(-w.pid, sig);

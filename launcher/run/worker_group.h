@@ -30,6 +30,8 @@ struct WorkerSpec {
   bool tee_stdout = false, tee_stderr = false;  // the file and the terminal
   bool console = true;                          // false: nothing of it on the terminal
   std::vector<int> cpus;                        // its CPU affinity (empty: xtimer_run's own)
+  std::string tee_prefix;  // put before each line a tee'd stream shows on the terminal ("[default0]:")
+  std::string error_file;  // its TORCHELASTIC_ERROR_FILE ("" = none)
 };
 
 struct WorkerExit {
@@ -39,6 +41,7 @@ struct WorkerExit {
   double when_s = 0;  // monotonic seconds
   int64_t when_unix_ms = 0;
   std::vector<std::string> stderr_tail;
+  std::string error_file;        // the worker's error file when it wrote one (torch's @record)
   std::string Describe() const;  // "exit code 1" / "signal 9 (SIGKILL)"
 };
 
@@ -58,8 +61,10 @@ class WorkerGroup {
   State Poll();
   // SIGTERM to every worker's process group, SIGKILL after `grace_s`; waits until all are reaped.
   void Stop(double grace_s);
-  // The first worker that failed (valid once Poll returned kFailed).
+  // The first worker that failed (valid once Poll returned kFailed), and the others that failed
+  // on their own before Stop signalled them, in the order they were reaped.
   const WorkerExit& first_failure() const { return first_failure_; }
+  const std::vector<WorkerExit>& other_failures() const { return other_failures_; }
   std::vector<pid_t> pids() const;
   bool empty() const { return workers_.empty(); }
 
@@ -72,6 +77,7 @@ class WorkerGroup {
     int out_fd = -1, err_fd = -1;      // our ends of the pipes (-1: none)
     int out_file = -1, err_file = -1;  // --log-dir files
     std::string out_partial, err_partial;
+    std::string out_tee, err_tee;  // a tee'd stream's line not yet shown (no newline yet)
     std::deque<std::string> tail;
   };
   void ReaderLoop();
@@ -87,7 +93,9 @@ class WorkerGroup {
   int wake_[2] = {-1, -1};
   std::atomic<bool> stop_reader_{false};
   WorkerExit first_failure_;
+  std::vector<WorkerExit> other_failures_;
   bool failed_ = false;
+  bool stopping_ = false;  // Stop has signalled the workers: exits from now on are not failures of their own
 };
 
 // Reaps children that are not ours (orphans handed to a subreaper). Returns how many.

@@ -429,6 +429,13 @@ TEST(WorkerEnvironment, TorchrunVariables) {
   EXPECT_EQ(m["OMP_NUM_THREADS"], "1");
   EXPECT_EQ(m["PATH"], "/bin");
   EXPECT_EQ(std::count_if(env.begin(), env.end(), [](auto& kv) { return kv.rfind("RANK=", 0) == 0; }), 1);
+  // As torchrun: 1 unless the launcher's own environment says otherwise, which is passed on once.
+  EXPECT_EQ(m["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
+  env = WorkerEnvironment(o, r, 1, {"TORCH_NCCL_ASYNC_ERROR_HANDLING=3"});
+  EXPECT_EQ(std::count(env.begin(), env.end(), "TORCH_NCCL_ASYNC_ERROR_HANDLING=3"), 1);
+  EXPECT_EQ(std::count_if(env.begin(), env.end(),
+                          [](auto& kv) { return kv.rfind("TORCH_NCCL_ASYNC_ERROR_HANDLING=", 0) == 0; }),
+            1);
 }
 
 }  // namespace

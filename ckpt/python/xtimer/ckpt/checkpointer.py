@@ -423,7 +423,24 @@ class DdpCheckpointer(Checkpointer):
     at any world size, and load_checkpoint() returns the state dict alone ({} when nothing was
     saved), as DLRover's does. Keep the step inside the state dict to resume from it."""
 
-    def __init__(self, checkpoint_dir, **kwargs):
+    # DLRover's constructor arguments, accepted so that its users' calls run unchanged. Its
+    # defaults (one shard: the whole state on every rank) are what this class does; the others
+    # have no meaning here (one saver per node, files kept by XTIMER_CKPT_KEEP) and are said once.
+    _DLROVER_DEFAULTS = {"local_shard_num": 1, "global_shard_num": 1, "comm_backend": "", "deletion_strategy": None,
+                         "save_timeout": None, "replica_count": 0}
+
+    def __init__(self, checkpoint_dir, *args, **kwargs):
+        names = list(self._DLROVER_DEFAULTS)
+        if len(args) > len(names):
+            raise TypeError(f"DdpCheckpointer takes at most {len(names) + 1} positional arguments")
+        given = dict(zip(names, args))
+        for name in names:
+            if name in kwargs:
+                given[name] = kwargs.pop(name)
+        ignored = [f"{k}={v!r}" for k, v in given.items() if k != "save_timeout" and v != self._DLROVER_DEFAULTS[k]]
+        if ignored:
+            log.warning("xtimer.ckpt: DdpCheckpointer saves the whole state on every rank; DLRover's %s "
+                        "has no effect here", ", ".join(ignored))
         kwargs.setdefault("replicated", True)
         super().__init__(checkpoint_dir, **kwargs)
 
@@ -432,6 +449,10 @@ class DdpCheckpointer(Checkpointer):
         compatibility and ignored (the newest step of checkpoint_dir is loaded)."""
         _, state = super().load_checkpoint(map_location=map_location)
         return {} if state is None else state
+
+    def wait_latest_checkpoint(self, timeout=1800):
+        """DLRover's name for wait(): until the newest disk save is on disk."""
+        return self.wait(timeout)
 
 
 # What one rank found in a step (all ranks take the minimum, so one bad file moves every rank on).

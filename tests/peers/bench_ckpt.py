@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Flash checkpoint side by side, in one run: DLRover's DdpCheckpointer (under dlrover-run, whose
+agent persists), ours (xtimer.ckpt.DdpCheckpointer under xtimer_run, whose node agent persists) and
+torch.distributed.checkpoint.async_save (under torchrun), on the same state, one worker each.
+
+For each: the time the training loop is blocked by a disk save, the time until that step is on
+disk, and the time a new job takes to load it. Prints a table and ratios (peer / ours: above 1,
+we are faster). ckpt_bench_worker.py says exactly what is timed.
+
+  bench_ckpt.py --peers DIR --bin BUILD/bin --pypath BUILD/lib/python [--size 1G] [--repeats 3]
+
+The suite runs it with --size 64M; docs/benchmarks.md's figures come from --size 1G.
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from peers import base_env, peers_or_skip, run  # noqa: E402
+
+WORKER = os.path.join(HERE, "ckpt_bench_worker.py")
+
+
+def size_arg(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(float(text[:-1]) * units[text[-1].upper()]) if text[-1].upper() in units else int(text)
+
+
+def launcher(args, peers, method):
+    if method == "dlrover":
+        return [peers.dlrover_run, "--standalone", "--nproc_per_node", "1", WORKER]
+    if method == "xtimer":
+        return [os.path.join(args.bin, "xtimer_run"), "--standalone", "--nproc-per-node", "1", WORKER]
+    return [peers.torchrun, "--standalone", "--nproc-per-node", "1", WORKER]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--peers", required=True)
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--pypath", required=True)
+    ap.add_argument("--size", type=size_arg, default=size_arg("64M"))
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--out", help="keep the outputs here (default: a temporary folder, removed)")
+    args = ap.parse_args()
+    peers = peers_or_skip(args.peers)
+    out = args.out or tempfile.mkdtemp(prefix="xtimer-peers-bench-ckpt-")
+    os.makedirs(out, exist_ok=True)
+    res, ok = {}, True
+    try:
+        for method in ("dlrover", "xtimer", "dcp"):
+            for phase in ("save", "load"):
+                env = base_env(out, args.pypath, XTIMER_PYTHON=peers.python, METHOD=method, PHASE=phase,
+                               SIZE=str(args.size), REPEATS=str(args.repeats),
+                               XTIMER_CKPT_SHM_DIR=os.path.join(out, "shm"))
+                os.makedirs(env["XTIMER_CKPT_SHM_DIR"], exist_ok=True)
+                rc, _, err = run(launcher(args, peers, method), env, out, f"{method}-{phase}", 900)
+                got = os.path.join(out, f"{method}-{phase}.json")
+                if rc != 0 or not os.path.exists(got):
+                    print(f"FAIL {method} {phase}: exit {rc}\n{err[-3000:]}")
+                    ok = False
+                    continue
+                res.setdefault(method, {}).update(json.load(open(got)))
+    finally:
+        if not args.out and ok:
+            shutil.rmtree(out, ignore_errors=True)
+    if not ok:
+        sys.exit(1)
+
+    def steady(xs):  # the first save also allocates shared memory: shown apart
+        return statistics.median(xs[1:]) if len(xs) > 1 else xs[0]
+
+    print(f"state: {args.size / 2**30:.3f} GiB of float32 in 16 tensors, {args.repeats} disk saves each "
+          f"(first, then median of the rest)")
+    print(f"{'':24s} {'blocked first':>13s} {'blocked':>9s} {'on disk first':>13s} {'on disk':>9s} {'load':>8s}  loaded")
+    names = {"dlrover": "DLRover DdpCheckpointer", "xtimer": "xtimer DdpCheckpointer", "dcp": "DCP async_save"}
+    for m in ("dlrover", "xtimer", "dcp"):
+        r = res[m]
+        print(f"{names[m]:24s} {r['blocked'][0]:12.3f}s {steady(r['blocked']):8.3f}s {r['on_disk'][0]:12.3f}s "
+              f"{steady(r['on_disk']):8.3f}s {r['load']:7.3f}s  step {r.get('loaded_step')} "
+              f"{'intact' if r.get('loaded_ok') else 'WRONG'}")
+    x = res["xtimer"]
+    for m in ("dlrover", "dcp"):
+        r = res[m]
+        print(f"ratio {names[m]} / ours: blocked {steady(r['blocked']) / steady(x['blocked']):.2f}, "
+              f"on disk {steady(r['on_disk']) / steady(x['on_disk']):.2f}, load {r['load'] / x['load']:.2f}")
+    bad = [m for m in res if not res[m].get("loaded_ok")]
+    if bad:
+        print(f"FAIL the state loaded back is not the one saved: {bad}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""One worker of bench_ckpt.py, under the launcher its method belongs to (dlrover-run,
+xtimer_run, torchrun). Saves the same state REPEATS times to disk with METHOD and measures:
+
+  blocked  the save call: how long the training loop waits
+  on_disk  from the call until the step is on disk: DLRover's tracker file (dlrover_latest.txt,
+           polled every 10 ms: DLRover's own wait_latest_checkpoint polls every 3 s), our
+           Checkpointer.wait(), DCP's future.result()
+  load     (PHASE=load) a new job's load of the newest step into a fresh process; DLRover and ours
+           from memory if their shared memory still holds it, else from disk; DCP from disk
+
+METHOD: dlrover | xtimer | dcp. SIZE bytes of float32 in 16 tensors. Writes $OUT/<METHOD>-<PHASE>.json.
+"""
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+METHOD = os.environ["METHOD"]
+SIZE = int(os.environ["SIZE"])
+REPEATS = int(os.environ.get("REPEATS", "3"))
+PHASE = os.environ.get("PHASE", "save")
+OUT = os.environ["OUT"]
+CKPT_DIR = os.path.join(OUT, f"ckpt-{METHOD}")
+
+
+def make_state(fill):
+    n = SIZE // 4 // 16
+    return {"model": {f"w{i}": torch.full((n,), float(fill + i)) for i in range(16)}, "step": fill}
+
+
+def checkpointer():
+    if METHOD == "dlrover":
+        from dlrover.trainer.torch.flash_checkpoint.ddp import DdpCheckpointer
+        return DdpCheckpointer(CKPT_DIR)
+    from xtimer.ckpt import DdpCheckpointer
+    return DdpCheckpointer(CKPT_DIR)
+
+
+def disk_step(path):
+    try:
+        with open(path) as f:
+            return int(f.read().strip() or -1)
+    except (OSError, ValueError):
+        return -1
+
+
+def save_phase(res):
+    blocked, on_disk = [], []
+    if METHOD == "dcp":
+        import torch.distributed.checkpoint as dcp
+        pending = None
+        for step in range(1, REPEATS + 1):
+            state = make_state(step)
+            t0 = time.perf_counter()
+            fut = dcp.async_save(state, checkpoint_id=os.path.join(CKPT_DIR, str(step)))
+            blocked.append(time.perf_counter() - t0)
+            fut.result()
+            on_disk.append(time.perf_counter() - t0)
+            pending = fut
+        del pending
+    else:
+        if METHOD == "dlrover":
+            from dlrover.trainer.torch.flash_checkpoint.checkpointer import StorageType
+        else:
+            from xtimer.ckpt import StorageType
+        ck = checkpointer()
+        # From step 1: with a disk save of step 0 as the very first save, DLRover's saver never
+        # committed it in our runs (no shard written, "ready shards is 0" until its 600 s timeout).
+        for step in range(1, REPEATS + 1):
+            state = make_state(step)
+            t0 = time.perf_counter()
+            if METHOD == "dlrover":
+                ck.save_checkpoint(step, state, os.path.join(CKPT_DIR, f"{step}.pt"), storage_type=StorageType.DISK)
+                blocked.append(time.perf_counter() - t0)
+                tracker = os.path.join(CKPT_DIR, "dlrover_latest.txt")
+                while disk_step(tracker) != step:
+                    time.sleep(0.01)
+            else:
+                ck.save_checkpoint(step, state, storage_type=StorageType.DISK)
+                blocked.append(time.perf_counter() - t0)
+                ck.wait()
+            on_disk.append(time.perf_counter() - t0)
+    res.update(blocked=blocked, on_disk=on_disk)
+
+
+def load_phase(res):
+    want = REPEATS
+    if METHOD == "dcp":
+        import torch.distributed.checkpoint as dcp
+        state = make_state(-1)
+        t0 = time.perf_counter()
+        dcp.load(state, checkpoint_id=os.path.join(CKPT_DIR, str(want)))
+        res["load"] = time.perf_counter() - t0
+    else:
+        ck = checkpointer()
+        t0 = time.perf_counter()
+        state = ck.load_checkpoint()
+        res["load"] = time.perf_counter() - t0
+        if METHOD == "dlrover" and "model" in state.get("model_states", {}):
+            state = state["model_states"]
+    got = state.get("step")
+    res["loaded_step"] = int(got) if got is not None else None
+    w = state.get("model", {}).get("w0")
+    res["loaded_ok"] = bool(w is not None and float(w[0]) == float(want) and w.numel() == SIZE // 4 // 16)
+
+
+def main():
+    dist.init_process_group("gloo")
+    os.makedirs(CKPT_DIR, exist_ok=True)
+    torch.set_num_threads(1)
+    res = {"method": METHOD, "phase": PHASE, "size": SIZE}
+    (save_phase if PHASE == "save" else load_phase)(res)
+    with open(os.path.join(OUT, f"{METHOD}-{PHASE}.json"), "w") as f:
+        json.dump(res, f)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
