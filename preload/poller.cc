@@ -1,5 +1,6 @@
 #include "preload/poller.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/clock.h"
@@ -9,6 +10,7 @@
 #include "preload/internal_thread.h"
 #include "preload/op_names.h"
 #include "preload/report_writer.h"
+#include "preload/step_signals.h"
 #include "preload/tracker.h"
 
 namespace xtimer {
@@ -19,6 +21,7 @@ constexpr uint64_t kAgentSummaryEveryNs = 2000000000ull;
 
 Poller::Poller(Tracker& tracker) : tracker_(tracker) {
   trace_.Configure(static_cast<size_t>(tracker.config().trace_ops));
+  if (tracker.config().steps) steps_ = new StepSignals(tracker);
 }
 
 void Poller::Start() {
@@ -42,7 +45,8 @@ void Poller::Loop() {
       pending = CompleteFinished();
       cupti::Drain([](void* self, const CuptiOp& op) { static_cast<Poller*>(self)->AccountCupti(op); }, this);
       uint64_t now = MonotonicNs();
-      trace_.Tick(now);
+      if (trace_.enabled() || steps_ != nullptr) clock_.Tick(now);
+      if (steps_ != nullptr) steps_->Collect(now, OldestPending());
       if (now >= next_report_ns_) {
         WriteReports(false);
         next_report_ns_ = now + static_cast<uint64_t>(interval * 1e9);
@@ -53,6 +57,7 @@ void Poller::Loop() {
         next_agent_summary_ns_ = now + kAgentSummaryEveryNs;
       }
     }
+    if (steps_ != nullptr) steps_->Publish(MonotonicNs());  // file and agent, outside mu_
     tracker_.pools().Grow();
     // 1 ms while ops are in flight bounds how late a completion is noticed (durations come
     // from GPU events, so this is not a timing error); idle, poll less often.
@@ -64,7 +69,17 @@ void Poller::Loop() {
 
 void Poller::DrainQueue() {
   OpRecord rec;
-  while (tracker_.queue().Pop(&rec)) streams_[rec.stream_key].push_back(Pending{rec, 0});
+  while (tracker_.queue().Pop(&rec)) {
+    streams_[rec.stream_key].push_back(Pending{rec, 0});
+    if (steps_ != nullptr) steps_->OnIssued(rec);
+  }
+}
+
+uint64_t Poller::OldestPending() const {
+  uint64_t oldest = UINT64_MAX;
+  for (const auto& [key, fifo] : streams_)
+    if (!fifo.empty()) oldest = std::min(oldest, fifo.front().rec.issue_ns);
+  return oldest;
 }
 
 bool Poller::CompleteFinished() {
@@ -103,12 +118,13 @@ void Poller::Account(const Pending& p, double ms) {
   uint64_t ns = static_cast<uint64_t>(ms * 1e6 + 0.5);
   c.hist->Add(ns);
   c.bytes += p.rec.bytes;
-  if (trace_.enabled()) {
-    const EventPair& ev = tracker_.pools().Get(p.rec.pair);
-    uint64_t start = trace_.HostTimeOf(p.rec.device, ev.start, p.rec.issue_ns);
-    if (start == 0) start = p.rec.issue_ns;
-    trace_.Add(TraceEntry{p.rec.class_id, p.rec.stream, p.rec.device, start, ns, p.rec.seq, p.rec.peer});
-  }
+  if (!trace_.enabled() && steps_ == nullptr) return;
+  const EventPair& ev = tracker_.pools().Get(p.rec.pair);
+  const uint64_t start = clock_.HostTimeOf(p.rec.device, ev.start, p.rec.issue_ns);
+  if (steps_ != nullptr) steps_->OnTimed(p.rec, start, ns);
+  if (trace_.enabled())
+    trace_.Add(TraceEntry{p.rec.class_id, p.rec.stream, p.rec.device, start != 0 ? start : p.rec.issue_ns, ns,
+                          p.rec.seq, p.rec.peer});
 }
 
 uint32_t Poller::CuptiClass(const CuptiOp& op) {
@@ -146,6 +162,7 @@ void Poller::AccountCupti(const CuptiOp& op) {
   if (!c.hist) c.hist = std::make_unique<Histogram>();
   c.hist->Add(op.dur_ns);
   c.bytes += op.bytes;
+  if (steps_ != nullptr) steps_->OnCupti(id, op);
   if (trace_.enabled())
     trace_.Add(TraceEntry{id, op.stream, static_cast<uint8_t>(op.device), op.start_ns, op.dur_ns, 0, -1});
 }
@@ -177,6 +194,7 @@ void Poller::Stop() {
   DrainQueue();
   CompleteFinished();
   cupti::Drain([](void* self, const CuptiOp& op) { static_cast<Poller*>(self)->AccountCupti(op); }, this);
+  if (steps_ != nullptr) steps_->Finish(MonotonicNs());
   WriteReports(true);
 }
 

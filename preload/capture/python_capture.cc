@@ -16,6 +16,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "common/log.h"
 #include "preload/capture/elf_symtab.h"
@@ -289,7 +290,11 @@ bool PythonCapture::Dump(std::vector<PyThreadStack>* out, std::string* error) {
     return (*error = std::string("memfd: ") + std::strerror(errno)), false;
   }
   const char* result = nullptr;
+  // The fault guard's state is process-wide: one walk at a time (the dumper and the sampler).
+  static std::mutex guard_mu;
+  std::unique_lock<std::mutex> one_at_a_time(guard_mu);
   const bool ok = Guarded([&] { result = dump_(memfd_, nullptr, nullptr); });
+  one_at_a_time.unlock();
   if (!ok) return (*error = "the interpreter changed under the Python dumper (fault caught); no Python frames"), false;
   if (result != nullptr) return (*error = std::string("CPython: ") + result), false;
   off_t size = lseek(memfd_, 0, SEEK_CUR);
