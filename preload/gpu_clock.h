@@ -14,9 +14,10 @@ namespace xtimer {
 
 class GpuClock {
  public:
-  // Poller: keeps base events fresh for every device seen.
+  // Poller: keeps base events fresh (one a second) for every device seen.
   void Tick(uint64_t now_ns);
-  // Host CLOCK_MONOTONIC of an op's start event, given when it was issued; 0 if unknown.
+  // Host CLOCK_MONOTONIC of an op's start event, given when it was issued; 0 if unknown (issued
+  // before the device's first base, which is recorded when the device is first seen here).
   uint64_t HostTimeOf(int device, gpu::Event start, uint64_t issue_ns);
 
  private:
@@ -28,10 +29,11 @@ class GpuClock {
     gpu::Stream stream = nullptr;
     std::vector<Base> bases;  // ring, newest at next-1
     size_t next = 0;
+    uint64_t last_ns = 0;  // when the newest base was recorded
     bool failed = false;
   };
+  void RecordBase(int device, uint64_t now_ns);
   std::vector<DeviceClock> clocks_;
-  uint64_t last_tick_ns_ = 0;
 };
 
 }  // namespace xtimer
