@@ -35,6 +35,8 @@ constexpr Var kVars[] = {
     {"XTIMER_STEPS", "1",
      "1: find each rank's training step from its collectives and write one record per step (GPU busy/idle, kernels, "
      "collectives, GC and DataLoader time) to <rank>-<world>.steps.jsonl and the node agent; 0: off."},
+    {"XTIMER_NODE_NAME", "",
+     "The node a rank's step records name; empty = the host name. Set it where host names do not tell nodes apart."},
     {"XTIMER_PYTHON_HOOKS", "1",
      "1: xtimer_launch/xtimer_run put a sitecustomize on PYTHONPATH that times the rank's GC pauses and DataLoader "
      "waits for the step records; 0: Python is left alone."},

@@ -11,6 +11,7 @@
 
 #include "common/atomic_file.h"
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/json_writer.h"
 #include "common/log.h"
 #include "preload/agent_link.h"
@@ -59,10 +60,13 @@ int64_t WallMinusMono() {
 
 }  // namespace
 
-StepSignals::StepSignals(Tracker& tracker) : tracker_(tracker), wall_minus_mono_ns_(WallMinusMono()) {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  node_ = host;
+StepSignals::StepSignals(Tracker& tracker)
+    : tracker_(tracker), node_(env::String("XTIMER_NODE_NAME")), wall_minus_mono_ns_(WallMinusMono()) {
+  if (node_.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    node_ = host;
+  }
 }
 
 int64_t StepSignals::WallOffset() {
