@@ -9,14 +9,18 @@ import sys
 
 
 def _run_shadowed():
-    import importlib.machinery
-    import importlib.util
+    try:  # the import system's own modules, loaded already: importing importlib.util costs ms
+        from _frozen_importlib import module_from_spec
+        from _frozen_importlib_external import PathFinder
+    except ImportError:
+        from importlib.machinery import PathFinder
+        from importlib.util import module_from_spec
     here = os.path.dirname(os.path.abspath(__file__))
     rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    spec = PathFinder.find_spec("sitecustomize", rest)
     if spec is None or spec.loader is None:
         return
-    module = importlib.util.module_from_spec(spec)
+    module = module_from_spec(spec)
     spec.loader.exec_module(module)
 
 
