@@ -7,14 +7,12 @@
 #include <string>
 #include <string_view>
 
+#include "common/utf8_text.h"
+
 namespace xtimer::collector {
 
 // Cuts *s to at most n bytes without splitting a UTF-8 sequence.
-inline void Truncate(std::string* s, size_t n) {
-  if (s->size() <= n) return;
-  while (n > 0 && (static_cast<unsigned char>((*s)[n]) & 0xC0) == 0x80) --n;
-  s->resize(n);
-}
+inline void Truncate(std::string* s, size_t n) { CutUtf8(s, n); }
 
 // At most n bytes of s for a log line, control characters as '?', "..." when cut.
 inline std::string Printable(std::string_view s, size_t n = 64) {

@@ -60,6 +60,16 @@ constexpr Var kVars[] = {
     {"XTIMER_COLLECTOR_CA", "",
      "PEM file of the CA that signed a TLS collector's certificate; set = the agent uses TLS."},
     {"XTIMER_DUMP_WAIT", "30", "Seconds the collector waits for every rank's stacks after a hang before merging."},
+    {"XTIMER_NODE_NAME", "",
+     "The name the node agent gives its node in step records, slowdown.json and /metrics; default: the host name."},
+    // --- slowdown judgement
+    {"XTIMER_SLOW_WINDOW", "5", "Seconds of steps each slowdown evaluation looks at (at least 3 steps per rank)."},
+    {"XTIMER_SLOW_INTERVAL", "2", "Seconds between slowdown evaluations (each rewrites slowdown.json)."},
+    {"XTIMER_SLOW_THRESHOLD", "0.85",
+     "A rank, node or link whose rate falls below this fraction of its peers' (or the job below its best) is slow."},
+    {"XTIMER_SLOW_BASELINE", "300", "Seconds back the judge looks for the job's (and each communicator's) best."},
+    {"XTIMER_SLOW_SAMPLE", "10",
+     "Seconds of Python stack samples (20 Hz) asked of a rank suspected of a host-side slowdown; 0 = never."},
     // --- elastic launcher
     {"XTIMER_PYTHON", "python3",
      "Python interpreter xtimer_run starts the training script with (without --no-python); looked up on PATH."},

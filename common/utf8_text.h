@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace xtimer {
@@ -34,6 +35,14 @@ inline bool IsControlChar(std::string_view s, size_t i, size_t n) {
   unsigned char c = static_cast<unsigned char>(s[i]);
   if (n == 1) return c < 0x20 || c == 0x7f;
   return n == 2 && c == 0xC2 && static_cast<unsigned char>(s[i + 1]) < 0xA0;
+}
+
+// Cuts *s to at most n bytes without splitting a UTF-8 sequence (a cut string stays as valid as
+// it was).
+inline void CutUtf8(std::string* s, size_t n) {
+  if (s->size() <= n) return;
+  while (n > 0 && (static_cast<unsigned char>((*s)[n]) & 0xC0) == 0x80) --n;
+  s->resize(n);
 }
 
 }  // namespace xtimer
