@@ -118,10 +118,13 @@ void Poller::Account(const Pending& p, double ms) {
   uint64_t ns = static_cast<uint64_t>(ms * 1e6 + 0.5);
   c.hist->Add(ns);
   c.bytes += p.rec.bytes;
-  if (!trace_.enabled() && steps_ == nullptr) return;
+  // The GPU start on the host clock costs one more event query: only for the trace, or once the
+  // steps are found (a job with no collectives never has any).
+  const bool for_steps = steps_ != nullptr && steps_->wants_gpu();
+  if (!trace_.enabled() && !for_steps) return;
   const EventPair& ev = tracker_.pools().Get(p.rec.pair);
   const uint64_t start = clock_.HostTimeOf(p.rec.device, ev.start, p.rec.issue_ns);
-  if (steps_ != nullptr) steps_->OnTimed(p.rec, start, ns);
+  if (for_steps) steps_->OnTimed(p.rec, start, ns);
   if (trace_.enabled())
     trace_.Add(TraceEntry{p.rec.class_id, p.rec.stream, p.rec.device, start != 0 ? start : p.rec.issue_ns, ns,
                           p.rec.seq, p.rec.peer});
@@ -162,7 +165,7 @@ void Poller::AccountCupti(const CuptiOp& op) {
   if (!c.hist) c.hist = std::make_unique<Histogram>();
   c.hist->Add(op.dur_ns);
   c.bytes += op.bytes;
-  if (steps_ != nullptr) steps_->OnCupti(id, op);
+  if (steps_ != nullptr && steps_->wants_gpu()) steps_->OnCupti(id, op);
   if (trace_.enabled())
     trace_.Add(TraceEntry{id, op.stream, static_cast<uint8_t>(op.device), op.start_ns, op.dur_ns, 0, -1});
 }

@@ -238,7 +238,7 @@ void StepSignals::Write(const std::string& lines) {
     std::string error;
     file_ = RankFilePath(tracker_, "steps.jsonl");
     if (MakeDirs(tracker_.config().timeline_path, &error))
-      fd_ = open(file_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      fd_ = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd_ < 0) {
       if (error.empty()) error = file_ + ": " + std::strerror(errno);
       Log(LogLevel::kWarn, "cannot write step records (%s); set XTIMER_TIMELINE_PATH to a writable folder",

@@ -51,6 +51,9 @@ class StepSignals {
   void RequestSamples(double seconds, double hz) { sampler_.Request(seconds, hz); }
 
   const StepDetector& detector() const { return detector_; }
+  // Under the poller's lock: facts of GPU work are wanted (a step has begun, or the period is
+  // known and the first step is about to: the GPU clock gets its first reference before it).
+  bool wants_gpu() const { return book_.open() || detector_.locked(); }
 
  private:
   std::string RecordJson(const StepFacts& f, int64_t wall_minus_mono_ns);

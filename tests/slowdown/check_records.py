@@ -175,6 +175,8 @@ def main():
     ap.add_argument("--python", default="/usr/bin/python3")
     ap.add_argument("--phases", choices=["all", "short"], default="all")
     ap.add_argument("--phase-seconds", type=float, default=10)
+    ap.add_argument("--keep", action="store_true", help="keep the run's folder (records, logs)")
+    ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for the ranks (debugging)")
     args = ap.parse_args()
 
     out = tempfile.mkdtemp(prefix="xtimer-records-")
@@ -191,6 +193,7 @@ def main():
                    XTIMER_CUPTI="1" if args.mode == "cupti" else "0", RANK=str(rank), WORLD_SIZE=str(WORLD),
                    LOCAL_RANK=str(rank % NODE_SIZE), SIMGPU_NODE=str(rank // NODE_SIZE), SIMGPU_NET_GBPS="2",
                    SIMGPU_CONTROL=control)
+        env.update(kv.split("=", 1) for kv in args.env)
         cmd = [args.python, os.path.join(HERE, "train_rank.py"), args.lib, str(rank), str(WORLD), str(NODE_SIZE), ids,
                "--control", control, "--seconds", "600", "--ckpt-every", "0"] + (["--torch"] if use_torch else [])
         log = open(os.path.join(out, f"rank{rank}.log"), "w")
@@ -310,7 +313,7 @@ def main():
         check(data_s[0] > 0.07 and all(data_s[r] < 0.03 for r in (1, 2, 3)) and 0.003 < base_data < 0.03,
               f"slow DataLoader: rank 0's data_s per step ({ {r: round(v, 4) for r, v in data_s.items()} }, "
               f"healthy {base_data:.4f})")
-    if not failures:
+    if not failures and not args.keep:
         shutil.rmtree(out, ignore_errors=True)
     else:
         print(f"kept {out}")

@@ -189,6 +189,7 @@ int Verify(const std::string& dir, const Agent& agent) {
       CHECK(r["rank"] == rank && r["world"] == kRanks);
       if (i > 0) CHECK(r["step"].get<int>() == recs[i - 1]["step"].get<int>() + 1);
       CHECK(r["colls"].size() == 1 && r["colls"][0]["op"] == "AllReduce");
+      CHECK(!r["colls"][0]["start"].is_null() && !r["issue_latency_s"].is_null());  // from the first step on
       bool gemm = false;
       for (const auto& k : r["kernels"]) gemm |= k["sig"] == "GEMM f32 2048x2048x2048" && k["n"] == 3;
       CHECK(gemm);
