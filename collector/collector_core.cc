@@ -21,6 +21,7 @@
 #include "collector/rank_table.h"
 #include "collector/round_merge.h"
 #include "collector/session_registry.h"
+#include "collector/slowdown_watch.h"
 #include "collector/stack_file_writer.h"
 #include "collector/status_page.h"
 #include "collector/upload_refusal.h"
@@ -50,7 +51,7 @@ v1::Command MakeCommand(v1::Command::Kind kind, const std::string& dump_id, bool
 }  // namespace
 
 struct CollectorCore::Impl {
-  explicit Impl(CoreOptions o) : opt(std::move(o)) {
+  explicit Impl(CoreOptions o) : opt(std::move(o)), slow(opt.slowdown, opt.out_dir, opt.write_slowdown, /*log=*/true) {
     if (!opt.monotonic_s) opt.monotonic_s = RealMonotonic;
     if (!opt.wall_ms) opt.wall_ms = RealWallMs;
     if (!(opt.dump_wait_s >= 0)) opt.dump_wait_s = 30;
@@ -91,12 +92,18 @@ struct CollectorCore::Impl {
 
   std::mutex finish_mu;  // one merge at a time
   StackFileWriter writer;
-  LogLimiter refusal_log, report_log;
+  LogLimiter refusal_log, report_log, steps_log;
+  SlowdownWatch slow;  // its own locks; never taken under mu
+  std::atomic<uint64_t> steps_calls{0}, sample_commands{0};
 
   double Now() const { return opt.monotonic_s(); }
 
   CoreCounters CountersLocked() const {
     CoreCounters c = counters;
+    c.steps_calls = steps_calls;
+    c.step_records = slow.accepted();
+    c.step_records_invalid = slow.refused();
+    c.sample_commands_sent = sample_commands;
     c.uploads_accepted = uploads_accepted;
     c.uploads_duplicate = uploads_duplicate;
     c.uploads_refused = uploads_refused;
@@ -221,6 +228,44 @@ struct CollectorCore::Impl {
     }
     SendAll(out);
     return true;
+  }
+
+  // ---- slowdowns ----
+
+  bool Steps(const v1::StepsRequest& req, v1::Slowdown* reply) {
+    const double now = Now();
+    ++steps_calls;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      AgentSession* session = sessions.Find(req.session());
+      if (session == nullptr) return false;
+      session->last_seen_s = now;
+    }
+    std::string why;
+    size_t bad = slow.Add(req.session(), req.records(), static_cast<double>(opt.wall_ms()) / 1000, &why);
+    uint64_t suppressed = 0;
+    if (bad > 0 && steps_log.Allow(now, &suppressed))
+      Log(LogLevel::kWarn, "collector: dropped %zu step records of session %.8s...: %s", bad, req.session().c_str(),
+          Printable(why, 200).c_str());
+    if (reply != nullptr) slow.LatestFor(req.session(), reply);
+    return true;
+  }
+
+  // The judge's evaluation, when one is due; its SAMPLE commands go to the ranks' agents.
+  void TickSlowdown() {
+    std::vector<SlowdownWatch::Sample> samples = slow.Tick(static_cast<double>(opt.wall_ms()) / 1000);
+    if (samples.empty()) return;
+    std::vector<Outgoing> out;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (SlowdownWatch::Sample& s : samples) {
+        const AgentSession* session = sessions.Find(s.session);
+        if (session == nullptr || !session->send) continue;
+        out.push_back(Outgoing{session->send, std::move(s.command)});
+      }
+    }
+    sample_commands += out.size();
+    SendAll(out);
   }
 
   // ---- dump rounds ----
@@ -506,6 +551,7 @@ struct CollectorCore::Impl {
     }
     SendAll(out);
     for (auto& r : finish) FinishRound(r, now);
+    TickSlowdown();
   }
 
   // Closes the round, merges it (round_merge.h) in this thread and records the result.
@@ -543,6 +589,7 @@ struct CollectorCore::Impl {
 
   MetricsSnapshot TakeMetricsSnapshot() const {
     MetricsSnapshot s;
+    s.slowdown = slow.Latest();  // before mu: the watch's lock is never taken under it
     const double now = Now();
     std::lock_guard<std::mutex> lock(mu);
     s.reports.reserve(ranks.entries().size());
@@ -564,6 +611,7 @@ struct CollectorCore::Impl {
 
   StatusSnapshot TakeStatusSnapshot() const {
     StatusSnapshot s;
+    s.slowdown = slow.Latest();
     const double now = Now();
     s.dump_wait_s = opt.dump_wait_s;
     s.stale_after_s = opt.stale_after_s;
@@ -617,6 +665,8 @@ bool CollectorCore::Report(const v1::ReportRequest& request, v1::Command* reply_
   return impl_->Report(request, reply_command);
 }
 v1::UploadReply CollectorCore::Upload(const v1::StackUpload& upload) { return impl_->Upload(upload); }
+bool CollectorCore::Steps(const v1::StepsRequest& request, v1::Slowdown* reply) { return impl_->Steps(request, reply); }
+slowdown::Verdict CollectorCore::Slowdown() const { return impl_->slow.Latest(); }
 void CollectorCore::Tick() { impl_->Tick(false); }
 void CollectorCore::FinishRounds() { impl_->Tick(true); }
 

@@ -14,7 +14,11 @@
 //     out_dir/<hang time>/<rank:05d>-<world:05d>.stacktrace;
 //   - when every rank of the world has uploaded, or dump_wait_s has passed, Tick() finishes the
 //     round with the viewer's merge (xtimer_merge): folded stacks, flame graphs, call graphs and
-//     verdict.json (missing ranks named) in the same folder.
+//     verdict.json (missing ranks named) in the same folder;
+//   - agents' step records (Steps) feed the slowdown judge (slowdown_watch.h), which Tick()
+//     evaluates every XTIMER_SLOW_INTERVAL seconds: out_dir/slowdown.json, a log line per
+//     slowdown start and end, SAMPLE commands to the agents of suspected host stragglers, and the
+//     verdict in /metrics, the status object and each Steps reply.
 //
 // Guarantees: one dump round per hang episode; each agent asked once per round; a rank's first
 // stacks in a round win; every stack file kept is on disk before the round's verdict.json is;
@@ -31,7 +35,8 @@
 // many ranks are parsed and merged in parallel, outside the core's mutex); merges are serialized
 // by a third, taken before the core's. The parts, one per file: session_registry.h,
 // rank_table.h, hang_episode.h, dump_round.h, upload_pacing.h, pending_dumps.h,
-// stack_file_writer.h, round_merge.h, core_status.h, status_page.h.
+// stack_file_writer.h, round_merge.h, core_status.h, status_page.h, slowdown_watch.h (its own
+// lock, never taken with the core's).
 #pragma once
 
 #include <cstddef>
@@ -45,6 +50,8 @@
 
 #include "collector.pb.h"
 #include "common/prometheus_text.h"
+#include "common/slowdown/judge.h"
+#include "common/slowdown/verdict.h"
 
 namespace xtimer::collector {
 
@@ -66,6 +73,10 @@ struct CoreOptions {
   double upload_idle_s = 2;
   // Log each agent's registration (off for the node agent's embedded core: one agent, itself).
   bool log_registrations = true;
+  // The slowdown judge's settings (XTIMER_SLOW_*), and whether the core writes
+  // out_dir/slowdown.json itself (the node agent writes its own from the verdicts it gets).
+  slowdown::JudgeOptions slowdown = slowdown::JudgeOptions::FromEnv();
+  bool write_slowdown = true;
   // Test hooks: a monotonic clock and a wall clock. Empty: the real ones.
   std::function<double()> monotonic_s{};
   std::function<int64_t()> wall_ms{};
@@ -96,6 +107,7 @@ struct CoreCounters {
   uint64_t uploads_accepted = 0, uploads_duplicate = 0, uploads_refused = 0;
   uint64_t hang_episodes = 0, dump_rounds = 0, dump_rounds_timed_out = 0;
   uint64_t dump_commands_sent = 0, dump_commands_held = 0, upload_commands_sent = 0;
+  uint64_t steps_calls = 0, step_records = 0, step_records_invalid = 0, sample_commands_sent = 0;
 };
 
 class CollectorCore {
@@ -126,6 +138,13 @@ class CollectorCore {
   // format/version, for another rank, for an unknown or finished round, or from an unknown
   // session.
   v1::UploadReply Upload(const v1::StackUpload& upload);
+  // An agent's step records for the slowdown judge. false: unknown session (register again).
+  // Records that break the rules (common/slowdown/step_record.h) are dropped and counted, the
+  // first reason logged (rate-limited). *reply, when given, gets the latest verdict with the
+  // session's own ranks only (nothing before the first evaluation).
+  bool Steps(const v1::StepsRequest& request, v1::Slowdown* reply = nullptr);
+  // The latest slowdown verdict (updated 0 before the first evaluation).
+  slowdown::Verdict Slowdown() const;
 
   // Deadlines: asks the agents a round has not asked yet (0.1 s after it started), finishes
   // dump rounds that are complete or out of time (the merge runs in the calling thread), ends

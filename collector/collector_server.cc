@@ -268,6 +268,21 @@ struct CollectorServer::Impl final : public v1::Collector::CallbackService {
     return r;
   }
 
+  // Step records go to the judge at once (a few microseconds each); the reply has the verdict.
+  grpc::ServerUnaryReactor* Steps(CallbackServerContext* ctx, const v1::StepsRequest* req,
+                                  v1::StepsReply* reply) override {
+    grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+    if (!Authorized(ctx, "Steps")) {
+      r->Finish(Unauthenticated());
+      return r;
+    }
+    v1::Slowdown verdict;
+    reply->set_known(core->Steps(*req, &verdict));
+    if (verdict.updated() > 0) *reply->mutable_slowdown() = std::move(verdict);
+    r->Finish(Status::OK);
+    return r;
+  }
+
   grpc::ServerUnaryReactor* UploadStacks(CallbackServerContext* ctx, const v1::StackUpload* req,
                                          v1::UploadReply* reply) override {
     grpc::ServerUnaryReactor* r = ctx->DefaultReactor();

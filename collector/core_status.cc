@@ -7,6 +7,8 @@
 
 #include "common/clock.h"
 #include "common/rank_metrics.h"
+#include "common/slowdown/slowdown_metrics.h"
+#include "common/slowdown/verdict_json.h"
 #include "common/stacks/rank_set.h"
 
 namespace xtimer::collector {
@@ -76,6 +78,15 @@ void AppendCoreMetrics(const MetricsSnapshot& s, PrometheusText* out) {
           c.dump_commands_held);
   counter("xtimer_collector_upload_commands_total", "UPLOAD commands: an agent holding a round's stacks may send them",
           {}, c.upload_commands_sent);
+  counter("xtimer_collector_steps_calls_total", "Steps calls from agents (their ranks' step records)", {},
+          c.steps_calls);
+  counter("xtimer_collector_step_records_total", "Step records for the slowdown judge", {{"result", "ok"}},
+          c.step_records);
+  counter("xtimer_collector_step_records_total", "", {{"result", "invalid"}}, c.step_records_invalid);
+  counter("xtimer_collector_sample_commands_total",
+          "SAMPLE commands: a rank suspected of a host-side slowdown (or a peer) asked for Python samples", {},
+          c.sample_commands_sent);
+  slowdown::AppendSlowdownMetrics(s.slowdown, out);
 }
 
 nlohmann::json RoundsJson(const std::deque<std::shared_ptr<DumpRound>>& rounds, double now) {
@@ -119,6 +130,9 @@ nlohmann::json StatusJsonOf(const StatusSnapshot& s) {
   j["hang_active"] = s.hang_active;
   j["dump_wait_s"] = s.dump_wait_s;
   j["rounds"] = s.rounds;
+  j["slowdown"] = s.slowdown.updated > 0 ? slowdown::VerdictJson(s.slowdown, false) : J(nullptr);
+  std::map<int32_t, const slowdown::RankStatus*> judged;
+  for (const slowdown::RankStatus& r : s.slowdown.ranks) judged[r.rank] = &r;
   const CoreCounters& c = s.counters;
   j["counters"] = {{"report_calls", c.report_calls},
                    {"rank_reports", c.rank_reports},
@@ -126,7 +140,9 @@ nlohmann::json StatusJsonOf(const StatusSnapshot& s) {
                    {"uploads_duplicate", c.uploads_duplicate},
                    {"uploads_refused", c.uploads_refused},
                    {"hang_episodes", c.hang_episodes},
-                   {"dump_rounds", c.dump_rounds}};
+                   {"dump_rounds", c.dump_rounds},
+                   {"step_records", c.step_records},
+                   {"step_records_invalid", c.step_records_invalid}};
 
   std::map<std::string, std::vector<int32_t>> by_state;
   J rs = J::array();
@@ -149,6 +165,11 @@ nlohmann::json StatusJsonOf(const StatusSnapshot& s) {
       r["trigger"] = rep.trigger();
       r["dumps"] = rep.dumps();
       if (rep.state() == v1::RANK_STATE_EXITED) r["exit_code"] = rep.exit_code();
+    }
+    if (auto it = judged.find(row.rank); it != judged.end()) {
+      r["step_time_s"] = std::round(it->second->step_time_s * 1000) / 1000;
+      r["slow_score"] = std::round(it->second->score * 1000) / 1000;
+      if (it->second->slow) r["slow_cause"] = slowdown::CauseName(it->second->cause);
     }
     rs.push_back(std::move(r));
   }

@@ -22,6 +22,7 @@
 #include "collector/dump_round.h"
 #include "collector/upload_refusal.h"
 #include "common/prometheus_text.h"
+#include "common/slowdown/verdict.h"
 
 namespace xtimer::collector {
 
@@ -33,6 +34,7 @@ struct MetricsSnapshot {
   size_t sessions = 0, connected = 0, active_rounds = 0;
   int32_t world = 0, last_round_missing = 0;
   bool hang_active = false;
+  slowdown::Verdict slowdown;  // the latest (judged false before the first)
 };
 
 // Every rank's metrics (common/rank_metrics.h), its report age, and the collector's own.
@@ -54,12 +56,14 @@ struct StatusSnapshot {
   std::vector<Row> rows;  // by rank
   nlohmann::json rounds;  // RoundsJson
   CoreCounters counters;
+  slowdown::Verdict slowdown;
 };
 
 // Under the core's mutex: the rounds, newest first, as the status object lists them.
 nlohmann::json RoundsJson(const std::deque<std::shared_ptr<DumpRound>>& rounds, double now);
 // The status object (format "xtimer-collector-status", version 1): the job, ranks by state
-// (folded), every rank, the rounds, counters.
+// (folded), every rank (with its step time and slowdown score once judged), the rounds,
+// counters, and the slowdown verdict ("slowdown": slowdown.json without its ranks).
 nlohmann::json StatusJsonOf(const StatusSnapshot& snapshot);
 
 // "2026-11-22T10:15:30.123Z"

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -55,7 +57,65 @@ table{border-collapse:collapse;background:#fff} td,th{border:1px solid #ddd;padd
 th{background:#eee} .hung{background:#fdd} .stale{background:#ffe9c4} .exited{color:#888}
 .summary{font-family:ui-monospace,monospace;white-space:pre-wrap;background:#fff;border:1px solid #ddd;padding:.6em}
 .bad{color:#b00;font-weight:bold} .ok{color:#070} .muted{color:#777} ul{margin:.2em 0}
+.slow{background:#fdd}
 )";
+
+std::string Fixed(const J& j, const char* key, int digits) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return "";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, it->get<double>());
+  return buf;
+}
+
+std::string UtcTime(const J& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return "";
+  double d = it->get<double>();
+  if (!(d >= 0 && d < 1e11)) return "";
+  time_t secs = static_cast<time_t>(d);
+  tm t;
+  gmtime_r(&secs, &t);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%SZ", &t);
+  return buf;
+}
+
+// The slowdown verdict: who is slow, why, since when, what it costs; or the step time when none.
+void RenderSlowdown(const J& st, std::string* h) {
+  *h += "<h2>Slowdown</h2>\n<div id=\"slowdown\">";
+  const J* v = st.contains("slowdown") && st["slowdown"].is_object() ? &st["slowdown"] : nullptr;
+  if (v == nullptr || !v->contains("step_time_s") || !(*v)["step_time_s"].is_number()) {
+    *h += "<p class=\"muted\">no step records judged yet</p></div>\n";
+    return;
+  }
+  std::string best = Fixed(*v, "baseline_step_time_s", 3);
+  std::string steps =
+      "step time " + Fixed(*v, "step_time_s", 3) + " s" + (best.empty() ? "" : " (best " + best + " s)");
+  const J* slow = v->contains("slow") && (*v)["slow"].is_array() ? &(*v)["slow"] : nullptr;
+  if (slow == nullptr || slow->empty()) {
+    *h += "<p class=\"ok\">no slowdown: " + Esc(steps) + "</p></div>\n";
+    return;
+  }
+  *h += "<p class=\"bad\">" + std::to_string(slow->size()) + " slowdown" + (slow->size() == 1 ? "" : "s") + ": " +
+        Esc(steps) +
+        "</p>\n<table id=\"slow\"><tr><th>who</th><th>cause</th><th>scope</th><th>since</th>"
+        "<th>score</th><th>cost</th><th>detail</th></tr>\n";
+  for (const J& f : *slow) {
+    if (!f.is_object()) continue;
+    std::string scope = Str(f, "scope"), who;
+    if (scope == "rank") who = "rank " + Str(f, "rank") + " (" + Str(f, "node") + ")";
+    else if (scope == "node") who = "node " + Str(f, "node");
+    else if (scope == "link") who = "link " + Str(f, "node") + " - " + Str(f, "peer");
+    else who = "the job";
+    std::string cost = Fixed(f, "cost", 2);
+    if (!cost.empty()) cost = std::to_string(static_cast<int>(std::lround(f["cost"].get<double>() * 100))) + "%";
+    *h += "<tr class=\"slow\" data-cause=\"" + Esc(Str(f, "cause")) + "\"><td>" + Esc(who) + "</td><td>" +
+          Esc(Str(f, "cause")) + "</td><td>" + Esc(scope) + "</td><td>" + Esc(UtcTime(f, "since")) + "</td><td>" +
+          Esc(Fixed(f, "score", 2)) + "</td><td>" + Esc(cost) + "</td><td>" + Esc(Str(f, "detail")) + "</td></tr>\n";
+  }
+  *h += "</table></div>\n";
+}
 
 void RenderRound(const J& r, std::string_view prefix, bool latest, std::string* h) {
   std::string name = Str(r, "name");
@@ -126,6 +186,8 @@ std::string RenderStatusPage(const J& st, std::string_view prefix) {
            Esc(Str(v, "count")) + "</td></tr>";
   h += "</table>\n";
 
+  RenderSlowdown(st, &h);
+
   // The latest verdict, then older rounds.
   h += "<h2>Latest verdict</h2>\n";
   const J* rounds = st.contains("rounds") && st["rounds"].is_array() ? &st["rounds"] : nullptr;
@@ -167,7 +229,8 @@ std::string RenderStatusPage(const J& st, std::string_view prefix) {
   std::stable_sort(rows.begin(), rows.end(),
                    [&](const J* a, const J* b) { return StateOrder(state_of(*a)) < StateOrder(state_of(*b)); });
   h += "<h2>Ranks</h2>\n<table id=\"ranks\"><tr><th>rank</th><th>host</th><th>local</th><th>pid</th><th>state</th>"
-       "<th>last report</th><th>oldest op in flight</th><th>trigger</th><th>dumps</th></tr>\n";
+       "<th>last report</th><th>oldest op in flight</th><th>trigger</th><th>dumps</th><th>step (s)</th>"
+       "<th>slow score</th></tr>\n";
   for (size_t i = 0; i < rows.size() && i < kRows; ++i) {
     const J& r = *rows[i];
     std::string state = state_of(r);
@@ -178,7 +241,9 @@ std::string RenderStatusPage(const J& st, std::string_view prefix) {
     h += "<tr class=\"" + Esc(state) + "\" data-rank=\"" + Esc(Str(r, "rank")) + "\"><td>" + Esc(Str(r, "rank")) +
          "</td><td>" + Esc(Str(r, "host")) + "</td><td>" + Esc(Str(r, "local_rank")) + "</td><td>" +
          Esc(Str(r, "pid")) + "</td><td>" + Esc(state) + "</td><td>" + Esc(last) + "</td><td>" + Esc(op) + "</td><td>" +
-         Esc(Str(r, "trigger")) + "</td><td>" + Esc(Str(r, "dumps")) + "</td></tr>\n";
+         Esc(Str(r, "trigger")) + "</td><td>" + Esc(Str(r, "dumps")) + "</td><td>" + Esc(Fixed(r, "step_time_s", 3)) +
+         "</td><td>" + Esc(Fixed(r, "slow_score", 2) + (r.contains("slow_cause") ? " " + Str(r, "slow_cause") : "")) +
+         "</td></tr>\n";
   }
   h += "</table>\n";
   if (rows.size() > kRows)

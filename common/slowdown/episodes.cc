@@ -34,14 +34,16 @@ std::string StartLine(const Finding& f) {
 }
 
 std::string EndLine(const Finding& f, double duration_s, double cost_s) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, " after %.0f s; it cost about %.1f s of the job's time", duration_s, cost_s);
-  return "slowdown over: " + Who(f) + " (" + CauseName(f.cause) + ")" + buf + " (" + Percent(f.cost) +
-         " of its step time when last seen)";
+  char buf[128];
+  std::snprintf(buf, sizeof buf, ", after %.0f s; it cost about %.1f s of the job's time", duration_s, cost_s);
+  std::string line = "slowdown over: " + Who(f) + ", " + CauseName(f.cause) + buf;
+  if (duration_s > 0) line += " (" + Percent(cost_s / duration_s) + " of its step time)";
+  return line;
 }
 
 std::vector<Finding> Episodes::Update(const std::vector<Candidate>& candidates, double now,
                                       std::vector<SlowEvent>* events) {
+  // `now`: the window's end, on the job's (reference) clock.
   std::map<std::string, const Candidate*> seen;
   for (const Candidate& c : candidates) seen.try_emplace(c.finding.key, &c);  // the costliest per key
   for (auto& [key, c] : seen) {

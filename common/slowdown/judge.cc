@@ -223,7 +223,7 @@ struct Judge::Impl {
           if (rw.rank == c.series_rank) fallback = rw.first;
         c.finding.since = OnsetOf(series, c.level, fallback);
       }
-      last_active = episodes.Update(candidates, now, &v.events);
+      last_active = episodes.Update(candidates, end, &v.events);
       AskForSamples(w, candidates, samples, now, &v);
     }
     v.slow = last_active;

@@ -1,9 +1,12 @@
 // How the node agent reaches a collector: over gRPC to xtimer_collector (XTIMER_COLLECTOR), or
 // in-process to an embedded collector core for this node alone. Calls never block the agent:
-// reports and uploads are queued and sent by the link's own thread. A link that loses its
-// collector keeps trying with backoff; a restarted collector learns the node again.
+// reports, uploads and step records are queued and sent by the link's own thread. A link that
+// loses its collector keeps trying with backoff; a restarted collector learns the node again.
+// The collector's slowdown judge answers with its verdicts and asks for Python samples
+// (SetSlowdownHandlers).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -16,7 +19,16 @@ namespace xtimer {
 class CollectorLink {
  public:
   using OnDump = std::function<void(const std::string& dump_id)>;
+  using OnSample = std::function<void(int32_t rank, double seconds, double hz)>;
+  using OnVerdict = std::function<void(const v1::Slowdown& verdict)>;
   virtual ~CollectorLink() = default;
+  // Before Start: where the judge's sample requests (ask this local rank for Python samples of
+  // its main thread) and its verdicts (each new evaluation: the job's slowdowns, this node's
+  // ranks' step times) go. Called from the link's threads; must not block.
+  void SetSlowdownHandlers(OnSample on_sample, OnVerdict on_verdict) {
+    on_sample_ = std::move(on_sample);
+    on_verdict_ = std::move(on_verdict);
+  }
   // `on_dump` is called (from the link's thread) when the collector wants every local rank's stacks.
   virtual void Start(OnDump on_dump) = 0;
   // The node's ranks now; `urgent` sends them at once (a hang: their state, the op statistics
@@ -24,12 +36,19 @@ class CollectorLink {
   virtual void Report(std::vector<v1::RankReport> reports, bool urgent) = 0;
   // A rank's (symbolised) stack file for the dump round `dump_id` ("" for a dump of its own).
   virtual void Upload(int rank, const std::string& dump_id, std::string stack_json) = 0;
+  // Local ranks' step records for the slowdown judge (sent about once a second; a backlog
+  // beyond what the link holds loses its oldest records).
+  virtual void Steps(std::vector<v1::StepRecord> records) = 0;
   // Sends what is queued for at most `ms` milliseconds, then stops.
   virtual void Stop(int ms) = 0;
   virtual bool connected() const = 0;
   // A dump round is still open (waiting for stacks or merging); only the embedded collector
   // knows, a remote one says false.
   virtual bool RoundOpen() const { return false; }
+
+ protected:
+  OnSample on_sample_;
+  OnVerdict on_verdict_;
 };
 
 // XTIMER_COLLECTOR=host:port. `token_file` (may be empty) holds the bearer token; `ca_file`

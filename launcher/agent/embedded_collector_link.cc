@@ -1,6 +1,7 @@
 // CollectorLink to a collector core in this process: a single-node job (no XTIMER_COLLECTOR)
 // gets the same dump rounds and merged verdicts as a cluster, written under
-// XTIMER_TIMELINE_PATH/<hang time>/.
+// XTIMER_TIMELINE_PATH/<hang time>/, and the same slowdown judge (its verdicts go to the agent,
+// which writes slowdown.json itself, as it does with a remote collector).
 #include <unistd.h>
 
 #include <atomic>
@@ -10,6 +11,7 @@
 
 #include "collector/collector_core.h"
 #include "common/log.h"
+#include "common/slowdown/slowdown_proto.h"
 #include "launcher/agent/collector_link.h"
 
 namespace xtimer {
@@ -27,13 +29,18 @@ class EmbeddedCollectorLink : public CollectorLink {
     gethostname(host, sizeof host - 1);
     req.set_node(host);
     req.set_agent_id("embedded");
-    session_ = core_.Register(req, [on_dump = std::move(on_dump)](const v1::Command& c) {
+    session_ = core_.Register(req, [this, on_dump = std::move(on_dump)](const v1::Command& c) {
       if (c.kind() == v1::Command::DUMP) on_dump(c.dump_id());
+      if (c.kind() == v1::Command::SAMPLE && on_sample_) on_sample_(c.rank(), c.seconds(), c.hz());
     });
-    // Deadlines of dump rounds.
+    // Deadlines of dump rounds; the slowdown judge's evaluations, each new verdict handed on.
     ticker_ = std::thread([this] {
+      double last_verdict = 0;
       while (!stopping_) {
         core_.Tick();
+        slowdown::Verdict v = core_.Slowdown();
+        if (v.updated != last_verdict && on_verdict_) on_verdict_(slowdown::VerdictToProto(v));
+        last_verdict = v.updated;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     });
@@ -57,6 +64,13 @@ class EmbeddedCollectorLink : public CollectorLink {
       Log(LogLevel::kWarn, "agent: rank %d's stacks were not merged: %s", rank, reply.reason().c_str());
   }
 
+  void Steps(std::vector<v1::StepRecord> records) override {
+    v1::StepsRequest req;
+    req.set_session(session_);
+    for (auto& r : records) *req.add_records() = std::move(r);
+    core_.Steps(req);
+  }
+
   void Stop(int ms) override {
     if (stopping_.exchange(true)) return;
     if (ticker_.joinable()) ticker_.join();
@@ -76,7 +90,8 @@ class EmbeddedCollectorLink : public CollectorLink {
     o.out_dir = out_dir;
     o.dump_wait_s = dump_wait_s;
     o.log_registrations = false;
-    o.upload_window = 0;  // one agent, in this process: nothing to pace
+    o.upload_window = 0;       // one agent, in this process: nothing to pace
+    o.write_slowdown = false;  // the agent writes slowdown.json from the verdicts
     return o;
   }
 

@@ -30,6 +30,10 @@ constexpr auto kUploadDeadline = std::chrono::seconds(30);
 // At exit, how long a link that has not reached its collector yet waits for it (Stop()).
 constexpr auto kFirstContactWait = std::chrono::milliseconds(1000);
 constexpr size_t kMaxQueuedUploads = 256;
+// Step records go about once a second; a collector out of reach for long loses the oldest
+// beyond this many (a few minutes of a node's records).
+constexpr auto kStepsPeriod = std::chrono::seconds(1);
+constexpr size_t kMaxQueuedSteps = 20000;
 // A rank's own dump waits this long before it goes: if the collector asks for a dump round
 // meanwhile (or did shortly before), the rank answers the round with this same dump, and the
 // own copy is not sent (in a storm every rank would otherwise send its stacks twice, unpaced).
@@ -88,6 +92,22 @@ class GrpcCollectorLink : public CollectorLink {
     q.upload.set_stack_json(std::move(stack_json));
     q.queued = Clock::now();
     uploads_.push_back(std::move(q));
+    cv_.notify_all();
+  }
+
+  void Steps(std::vector<v1::StepRecord> records) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!steps_wanted_) return;
+    for (auto& r : records) steps_.push_back(std::move(r));
+    if (steps_.size() > kMaxQueuedSteps) {
+      if (!steps_dropping_)
+        Log(LogLevel::kWarn,
+            "agent: %zu step records waiting for the collector at %s; dropping the oldest (the slowdown judge loses "
+            "them)",
+            steps_.size(), address_.c_str());
+      steps_dropping_ = true;
+      while (steps_.size() > kMaxQueuedSteps) steps_.pop_front();
+    }
     cv_.notify_all();
   }
 
@@ -156,6 +176,7 @@ class GrpcCollectorLink : public CollectorLink {
       have_reports_ = have_reports_ || !reports_.empty();  // a new collector needs our state now
       urgent_ = true;
       ops_sent_.clear();
+      steps_wanted_ = true;  // this collector may judge slowdowns (an older one says so once)
     }
     Log(LogLevel::kInfo, "agent: connected to the collector at %s", address_.c_str());
     failures_logged_ = 0;
@@ -230,7 +251,62 @@ class GrpcCollectorLink : public CollectorLink {
       std::lock_guard<std::mutex> lock(mu_);
       held_.erase(cmd.dump_id());
       cv_.notify_all();
+    } else if (cmd.kind() == v1::Command::SAMPLE) {
+      if (on_sample_) on_sample_(cmd.rank(), cmd.seconds(), cmd.hz());
     }
+  }
+
+  // The queued step records (as many as fit in half a message); the reply's verdict goes to the
+  // agent. Kept for a retry when the call fails; dropped for good by a collector without Steps.
+  void SendSteps() {
+    v1::StepsRequest req;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      req.set_session(session_);
+      size_t bytes = 0;
+      while (!steps_.empty() && bytes < max_message_bytes_ / 2) {
+        bytes += steps_.front().ByteSizeLong();
+        *req.add_records() = std::move(steps_.front());
+        steps_.pop_front();
+      }
+      steps_dropping_ = false;
+    }
+    grpc::ClientContext ctx;
+    AddToken(&ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + kCallDeadline);
+    v1::StepsReply reply;
+    grpc::Status st;
+    {
+      CallScope scope(this, &ctx);
+      st = stub_->Steps(&ctx, req, &reply);
+    }
+    auto keep = [&] {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (int i = req.records_size(); i-- > 0;) steps_.push_front(std::move(*req.mutable_records(i)));
+      while (steps_.size() > kMaxQueuedSteps) steps_.pop_back();
+    };
+    if (st.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+      Log(LogLevel::kInfo,
+          "agent: the collector at %s does not judge slowdowns (an older version); no step records sent",
+          address_.c_str());
+      std::lock_guard<std::mutex> lock(mu_);
+      steps_wanted_ = false;
+      steps_.clear();
+      return;
+    }
+    if (!st.ok()) {
+      LogFailure("send step records to", st);
+      registered_ = false;
+      keep();
+      return;
+    }
+    if (!reply.known()) {
+      Log(LogLevel::kInfo, "agent: the collector does not know us (restarted?); registering again");
+      registered_ = false;
+      keep();
+      return;
+    }
+    if (reply.has_slowdown() && on_verdict_) on_verdict_(reply.slowdown());
   }
 
   // Under mu_. The first upload that may go now (uploads_.end() if none); drops own dumps a
@@ -365,6 +441,7 @@ class GrpcCollectorLink : public CollectorLink {
   void Loop() {
     auto backoff = std::chrono::milliseconds(500);
     auto next_report = Clock::now();
+    auto next_steps = Clock::now();
     while (!stopping_) {
       if (!registered_) {
         if (!Register()) {
@@ -375,15 +452,19 @@ class GrpcCollectorLink : public CollectorLink {
         }
         backoff = std::chrono::milliseconds(500);
       }
-      bool send_reports, send_upload;
+      bool send_reports, send_upload, send_steps;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        // Until the next report, or a held upload is due; any change (notify) looks again.
+        // Until the next report, a held upload or the step records are due; any change (notify)
+        // looks again.
         Clock::time_point wake = next_report;
+        if (!steps_.empty()) wake = std::min(wake, next_steps);
         bool upload_ready = NextUpload(Clock::now(), &wake) != uploads_.end();
-        if (!(stopping_ || !registered_ || urgent_ || upload_ready)) cv_.wait_until(lock, wake);
+        bool steps_ready = !steps_.empty() && Clock::now() >= next_steps;
+        if (!(stopping_ || !registered_ || urgent_ || upload_ready || steps_ready)) cv_.wait_until(lock, wake);
         send_reports = have_reports_ && (urgent_ || Clock::now() >= next_report || stopping_);
         send_upload = !uploads_.empty();  // SendOneUpload sends the first that may go, if any
+        send_steps = !steps_.empty() && Clock::now() >= next_steps && !draining_;
       }
       if (send_reports && registered_) {
         SendReports(/*periodic=*/Clock::now() >= next_report || stopping_);
@@ -392,6 +473,10 @@ class GrpcCollectorLink : public CollectorLink {
         next_report = Clock::now() + kReportPeriod;
       }
       if (send_upload && registered_) SendOneUpload();
+      if (send_steps && registered_) {
+        SendSteps();
+        next_steps = Clock::now() + kStepsPeriod;
+      }
       cv_.notify_all();  // Stop() waits for the queues to drain
     }
   }
@@ -418,6 +503,9 @@ class GrpcCollectorLink : public CollectorLink {
   bool draining_ = false;         // Stop() was called: send everything queued
   std::set<int32_t> ops_sent_;    // ranks whose op statistics reached this registration
   bool last_state_only_ = false;  // the last report sent had no op statistics
+  std::deque<v1::StepRecord> steps_;
+  bool steps_wanted_ = true;     // false once the collector said it has no Steps
+  bool steps_dropping_ = false;  // the backlog is over kMaxQueuedSteps (said once)
   std::unique_ptr<grpc::ClientContext> commands_ctx_;
   grpc::ClientContext* call_ctx_ = nullptr;  // the unary call under way (CallScope)
 };

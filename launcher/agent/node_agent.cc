@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "common/atomic_file.h"
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/http_server.h"
@@ -15,6 +16,9 @@
 #include "common/prometheus_text.h"
 #include "common/rank_metrics.h"
 #include "common/regular_file.h"
+#include "common/slowdown/slowdown_metrics.h"
+#include "common/slowdown/slowdown_proto.h"
+#include "common/slowdown/verdict_json.h"
 #include "common/stacks/stack_reader.h"
 #include "common/stacks/stack_symbolize.h"
 #include "common/stacks/symbolizer.h"
@@ -44,6 +48,12 @@ AgentConfig AgentConfig::FromEnv() {
   c.token_file = env::String("XTIMER_COLLECTOR_TOKEN_FILE");
   c.ca_file = env::String("XTIMER_COLLECTOR_CA");
   c.dump_wait_s = env::Double("XTIMER_DUMP_WAIT");
+  c.node_name = env::String("XTIMER_NODE_NAME");
+  if (c.node_name.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    c.node_name = host;
+  }
   return c;
 }
 
@@ -69,7 +79,11 @@ bool NodeAgent::Start(std::string* error) {
     link_ = ConnectToCollector(config_.collector, config_.token_file, config_.ca_file, &link_error);
     if (!link_) Log(LogLevel::kError, "agent: %s; not reporting to a collector", link_error.c_str());
   }
-  if (link_) link_->Start([this](const std::string& id) { OnDumpRequest(id); });
+  if (link_) {
+    link_->SetSlowdownHandlers([this](int32_t rank, double seconds, double hz) { OnSampleRequest(rank, seconds, hz); },
+                               [this](const v1::Slowdown& verdict) { OnVerdict(verdict); });
+    link_->Start([this](const std::string& id) { OnDumpRequest(id); });
+  }
 
   channel_.Start([this](int conn, const nlohmann::json& msg) { OnRankMessage(conn, msg); },
                  [this](int conn) { registry_.OnClose(conn); });
@@ -111,6 +125,7 @@ void NodeAgent::FinishSaver() {
 }
 
 void NodeAgent::OnRankMessage(int conn, const nlohmann::json& msg) {
+  if (msg.value("type", "") == "steps") return OnSteps(msg);
   std::string request_id;
   registry_.OnMessage(conn, msg, &request_id);
   if (msg.value("type", "") == "dump_written") {
@@ -118,6 +133,64 @@ void NodeAgent::OnRankMessage(int conn, const nlohmann::json& msg) {
     dumps_.push_back(Dump{msg.value("path", ""), msg.value("rank", -1), request_id});
     cv_.notify_all();
   }
+}
+
+// A rank's step records go to the collector's slowdown judge, stamped with this node's name
+// (ranks of one agent are one node to the judge: one clock, one network).
+void NodeAgent::OnSteps(const nlohmann::json& msg) {
+  std::vector<slowdown::StepRecord> records;
+  std::string why;
+  size_t bad = StepRecordsOf(msg, &records, &why);
+  if (bad > 0) {
+    const int64_t now = static_cast<int64_t>(WallNs() / 1000000);
+    int64_t last = steps_warned_ms_;
+    if (now - last >= 60000 && steps_warned_ms_.compare_exchange_strong(last, now))
+      Log(LogLevel::kWarn,
+          "agent: rank %s sent %zu step record(s) that cannot be used (%s); dropped (said once a minute)",
+          msg.contains("rank") ? msg["rank"].dump().substr(0, 24).c_str() : "?", bad, why.c_str());
+  }
+  if (!link_ || records.empty()) return;
+  std::vector<v1::StepRecord> out;
+  out.reserve(records.size());
+  for (slowdown::StepRecord& r : records) {
+    r.node = config_.node_name;
+    out.push_back(slowdown::StepRecordToProto(r));
+  }
+  link_->Steps(std::move(out));
+}
+
+// The judge suspects `rank` of a host-side slowdown (or wants it as the peer to compare with):
+// the rank samples its main thread's Python stack and puts the counts in its next records.
+void NodeAgent::OnSampleRequest(int32_t rank, double seconds, double hz) {
+  int conn = registry_.ConnectionOfRank(rank);
+  std::string msg = nlohmann::json{{"type", "sample"}, {"seconds", seconds}, {"hz", hz}}.dump();
+  if (conn < 0 || !channel_.Send(conn, msg)) {
+    Log(LogLevel::kDebug, "agent: rank %d cannot be asked for Python samples (not running here)", rank);
+    return;
+  }
+  Log(LogLevel::kInfo, "agent: asked rank %d for %g s of Python stack samples at %g Hz (slowdown judge)", rank, seconds,
+      hz);
+}
+
+// Each new verdict: XTIMER_TIMELINE_PATH/slowdown.json rewritten whole, /metrics from it.
+void NodeAgent::OnVerdict(const v1::Slowdown& p) {
+  slowdown::Verdict v = slowdown::VerdictFromProto(p);
+  {
+    std::lock_guard<std::mutex> lock(slow_mu_);
+    bool fresh = v.updated != verdict_.updated;
+    verdict_ = v;
+    if (!fresh) return;
+  }
+  if (config_.timeline_path.empty()) return;
+  std::string error;
+  AtomicWrite how;
+  how.sync = false;  // rewritten every few seconds: whole for readers is enough
+  if (MakeDirs(config_.timeline_path, &error) &&
+      WriteFileAtomically(config_.timeline_path + "/slowdown.json", slowdown::VerdictText(v), &error, how))
+    return;
+  std::lock_guard<std::mutex> lock(slow_mu_);
+  if (!slowdown_write_warned_) Log(LogLevel::kWarn, "agent: cannot write slowdown.json: %s (said once)", error.c_str());
+  slowdown_write_warned_ = true;
 }
 
 // The collector wants every rank's stacks: ask each local rank (its dump_written answer
@@ -219,6 +292,10 @@ std::string NodeAgent::MetricsText() {
   PrometheusText text;
   std::vector<v1::RankReport> reports = registry_.Reports(true);
   AppendRankMetrics(reports, &text);
+  {
+    std::lock_guard<std::mutex> lock(slow_mu_);
+    slowdown::AppendSlowdownMetrics(verdict_, &text);
+  }
   text.Family("xtimer_agent_collector_connected", "gauge", "1 when the agent is registered with its collector");
   text.Add("xtimer_agent_collector_connected", {}, link_ && link_->connected() ? 1 : 0);
   return text.Text();

@@ -2,8 +2,11 @@
 // ranks below it connect to, symbolises their stack dumps (elfutils, outside the training
 // processes), serves their metrics for Prometheus, relays everything to a collector (or to a
 // collector core embedded here, for a single node), and is the node's flash-checkpoint saver
-// (ckpt/saver.h) unless another one already runs. Nothing it does can stop the job: every
-// failure is one log line and the command runs on.
+// (ckpt/saver.h) unless another one already runs. It relays its ranks' step records to the
+// collector's slowdown judge (stamped with its node name), asks a rank for Python samples when
+// the judge wants them, and writes each new verdict into XTIMER_TIMELINE_PATH/slowdown.json and
+// its /metrics. Nothing it does can stop the job: every failure is one log line and the command
+// runs on.
 #pragma once
 
 #include <atomic>
@@ -15,6 +18,7 @@
 #include <thread>
 
 #include "ckpt/saver.h"
+#include "common/slowdown/verdict.h"
 #include "launcher/agent/collector_link.h"
 #include "launcher/agent/rank_channel.h"
 #include "launcher/agent/rank_registry.h"
@@ -31,6 +35,7 @@ struct AgentConfig {
   std::string token_file;     // XTIMER_COLLECTOR_TOKEN_FILE
   std::string ca_file;        // XTIMER_COLLECTOR_CA
   double dump_wait_s = 30;    // XTIMER_DUMP_WAIT
+  std::string node_name;      // XTIMER_NODE_NAME, else the host name
   static AgentConfig FromEnv();
 };
 
@@ -61,6 +66,9 @@ class NodeAgent {
  private:
   void OnRankMessage(int conn, const nlohmann::json& msg);
   void OnDumpRequest(const std::string& dump_id);
+  void OnSteps(const nlohmann::json& msg);
+  void OnSampleRequest(int32_t rank, double seconds, double hz);
+  void OnVerdict(const v1::Slowdown& verdict);
   void StartMetrics();
   std::string MetricsText();
   void SymbolizeLoop();
@@ -90,6 +98,11 @@ class NodeAgent {
   int symbolizing_ = 0;  // dumps taken from the queue and not yet handed on
   bool stopping_ = false;
   std::atomic<int64_t> last_dump_request_ms_{0};
+  std::atomic<int64_t> steps_warned_ms_{0};  // the last line about unusable step records
+
+  std::mutex slow_mu_;  // guards the verdict (written by the link's thread, read by /metrics)
+  slowdown::Verdict verdict_;
+  bool slowdown_write_warned_ = false;
 };
 
 }  // namespace xtimer

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/slowdown/step_json.h"
 
 namespace xtimer {
 
@@ -46,6 +47,29 @@ bool ParseRankMessage(std::string_view bytes, nlohmann::json* msg, std::string* 
           return *why = "a summary with a fraction or a huge number where an integer belongs", false;
   }
   return true;
+}
+
+size_t StepRecordsOf(const nlohmann::json& msg, std::vector<slowdown::StepRecord>* out, std::string* why) {
+  auto records = msg.find("records");
+  if (records == msg.end() || !records->is_array()) return *why = "no \"records\" array", 1;
+  int64_t rank = -1;  // the message's (ParseRankMessage refused a fraction there)
+  if (auto r = msg.find("rank"); r != msg.end() && r->is_number_integer()) rank = r->get<int64_t>();
+  size_t bad = 0;
+  std::string reason;
+  for (const nlohmann::json& j : *records) {
+    slowdown::StepRecord rec;
+    if (!slowdown::StepRecordFromJson(j, &rec, &reason)) {
+      if (bad++ == 0) *why = reason;
+      continue;
+    }
+    if (rank >= 0 && rec.rank != rank) {
+      if (bad++ == 0)
+        *why = "a record of rank " + std::to_string(rec.rank) + " in rank " + std::to_string(rank) + "'s message";
+      continue;
+    }
+    out->push_back(std::move(rec));
+  }
+  return bad;
 }
 
 RankChannel::~RankChannel() { Stop(); }

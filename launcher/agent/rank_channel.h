@@ -11,6 +11,9 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
+
+#include "common/slowdown/step_record.h"
 
 namespace xtimer {
 
@@ -20,6 +23,11 @@ namespace xtimer {
 // types still reach the handler, which runs under a catch (see Loop). The fuzz target
 // tests/launcher/rank_message_fuzz.cc feeds it and the registry arbitrary bytes.
 bool ParseRankMessage(std::string_view bytes, nlohmann::json* msg, std::string* why);
+
+// The step records of a `steps` message (docs/formats.md, "Agent channel"): each element of
+// "records" read by the record rules (common/slowdown/step_json.h); a record of another rank
+// than the message's is not taken. Returns how many could not be used (*why: the first reason).
+size_t StepRecordsOf(const nlohmann::json& msg, std::vector<slowdown::StepRecord>* out, std::string* why);
 
 class RankChannel {
  public:

@@ -47,6 +47,7 @@ RankRegistry::Entry* RankRegistry::Find(int conn) {
 
 pid_t RankRegistry::OnMessage(int conn, const nlohmann::json& msg, std::string* request_id) {
   const std::string type = msg.value("type", "");
+  if (type == "steps") return -1;
   std::lock_guard<std::mutex> lock(mu_);
   pid_t pid = msg.value("pid", -1);
   Entry* e = nullptr;
@@ -123,6 +124,13 @@ std::vector<int> RankRegistry::LiveConnections() const {
   for (const auto& [pid, e] : ranks_)
     if (e.conn >= 0) out.push_back(e.conn);
   return out;
+}
+
+int RankRegistry::ConnectionOfRank(int rank) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [pid, e] : ranks_)
+    if (e.conn >= 0 && e.has_link && e.report.has_rank() && e.report.rank().rank() == rank) return e.conn;
+  return -1;
 }
 
 RankRegistry::DumpPlan RankRegistry::PlanDump(double recent_s) const {

@@ -19,7 +19,8 @@ class RankRegistry {
  public:
   // hello, status, summary and dump_written messages; returns the rank's pid (or -1). For a
   // dump_written, *request_id (if given) is the request it answers: the message's, or the one
-  // the rank was asked by signal (NoteSignalled), whose answer carries none.
+  // the rank was asked by signal (NoteSignalled), whose answer carries none. A steps message is
+  // not the registry's (the agent relays it; docs/formats.md): ignored, -1.
   pid_t OnMessage(int conn, const nlohmann::json& msg, std::string* request_id = nullptr);
   // The connection closed: the process exited (or will not talk to us again).
   void OnClose(int conn);
@@ -28,6 +29,8 @@ class RankRegistry {
   std::vector<v1::RankReport> Reports(bool with_ops) const;
   // Connections of ranks still running.
   std::vector<int> LiveConnections() const;
+  // The connection of the running rank `rank` whose link thread reads messages; -1 if none.
+  int ConnectionOfRank(int rank) const;
   // How to answer a dump request. Running ranks that dumped on their own in the last
   // `recent_s` seconds are not asked again: their dump (hang reason and trigger included) is
   // the one that matters and is sent again for the round, in case the collector that got it

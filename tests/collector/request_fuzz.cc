@@ -1,9 +1,9 @@
 // Fuzz target: any bytes as a sequence of collector requests, parsed from the gRPC wire format as
 // the service parses them, and handed to a CollectorCore (collector/collector_core.h) with a fake
 // clock: registrations, rank reports (hangs start dump rounds), stack uploads (validated, merged,
-// written), ticks (rounds finish and are merged into their outputs), disconnects, and the HTTP
-// front end's question for a round's file. Built with libFuzzer when the compiler is clang and
-// XTIMER_FUZZ is on; with tests/viewer/corpus_replay_main.cc the kept corpus
+// written), step records for the slowdown judge, ticks (rounds finish and are merged into their
+// outputs; the judge evaluates), disconnects, and the HTTP front end's question for a round's file. Built with
+// libFuzzer when the compiler is clang and XTIMER_FUZZ is on; with tests/viewer/corpus_replay_main.cc the kept corpus
 // (tests/collector/corpus) replays as an ordinary test under any compiler.
 //
 // Input: records of [kind byte][length, 2 bytes little-endian][length bytes]. A request that names
@@ -66,7 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto session_or_last = [&](const std::string& s) { return s.empty() && !sessions.empty() ? sessions.back() : s; };
 
   for (const fuzz::Record& r : fuzz::SplitRecords(std::string_view(reinterpret_cast<const char*>(data), size))) {
-    switch ((r.kind & 0x7f) % 6) {
+    switch ((r.kind & 0x7f) % fuzz::kRecordKinds) {
       case fuzz::kRegister: {
         v1::RegisterRequest req;
         if (!req.ParseFromArray(r.bytes.data(), static_cast<int>(r.bytes.size()))) break;
@@ -98,6 +98,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         core.Upload(u);
         break;
       }
+      case fuzz::kSteps: {
+        v1::StepsRequest req;
+        if (!req.ParseFromArray(r.bytes.data(), static_cast<int>(r.bytes.size()))) break;
+        req.set_session(session_or_last(req.session()));
+        v1::Slowdown reply;
+        core.Steps(req, (r.kind & 0x80) ? &reply : nullptr);
+        break;
+      }
       case fuzz::kTick:
         now += r.bytes.empty() ? 0.1 : static_cast<unsigned char>(r.bytes[0]) * 0.05;
         core.Tick();
@@ -124,5 +132,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)core.MetricsText();
   (void)core.StatusJson();
   (void)core.StatusPageHtml();
+  (void)core.Slowdown();
   return 0;
 }

@@ -10,10 +10,19 @@
 
 namespace xtimer::fuzz {
 
-enum RecordKind : uint8_t { kRegister = 0, kReport = 1, kUpload = 2, kTick = 3, kDisconnect = 4, kRoundFile = 5 };
+enum RecordKind : uint8_t {
+  kRegister = 0,
+  kReport = 1,
+  kUpload = 2,
+  kTick = 3,
+  kDisconnect = 4,
+  kRoundFile = 5,
+  kSteps = 6,
+};
+inline constexpr int kRecordKinds = 7;
 
 struct Record {
-  uint8_t kind;  // RecordKind: (kind & 0x7f) % 6; bit 7 on a report: take the DUMP with the reply
+  uint8_t kind;  // RecordKind: (kind & 0x7f) % kRecordKinds; bit 7 on a report: take the DUMP with the reply
   std::string_view bytes;
 };
 

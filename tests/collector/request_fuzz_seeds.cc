@@ -62,6 +62,38 @@ std::string Upload(const StackFile& f, const std::string& dump_id) {
   return u.SerializeAsString();
 }
 
+// Steps of `world` ranks from `first` (n of them) at `t`: one world all-reduce each, rank
+// `slow` arriving late.
+std::string Steps(int first, int n, int world, int64_t step, double t, int slow) {
+  v1::StepsRequest req;
+  for (int r = first; r < first + n; ++r) {
+    v1::StepRecord* rec = req.add_records();
+    rec->set_rank(r);
+    rec->set_world(world);
+    rec->set_node(r < world / 2 ? "node-a" : "node-b");
+    rec->set_pid(1000 + r);
+    rec->set_step(step);
+    rec->set_t_begin(t);
+    rec->set_t_end(t + 0.2);
+    rec->set_gpu_idle_s(0.02);
+    v1::KernelTime* k = rec->add_kernels();
+    k->set_sig("GEMM bf16 4096x4096x4096");
+    k->set_n(4);
+    k->set_s(r == slow ? 0.16 : 0.08);
+    v1::CollTime* c = rec->add_colls();
+    c->set_comm("9f3a01");
+    c->set_seq(step);
+    c->set_op("AllReduce");
+    c->set_bytes(67108864);
+    c->set_ranks(world);
+    c->set_start(t + (r == slow ? 0.17 : 0.09));
+    c->set_end(t + 0.19);
+    if (r == slow) rec->add_samples()->set_frames("slow_fn (train.py:40);main (train.py:88)");
+    if (r == slow) rec->mutable_samples(0)->set_n(3);
+  }
+  return req.SerializeAsString();
+}
+
 void Write(const std::string& dir, const std::string& name, const std::string& bytes) {
   std::ofstream(dir + "/" + name, std::ios::binary) << bytes;
 }
@@ -108,6 +140,24 @@ int main(int argc, char** argv) {
   AppendRecord(&s, fuzz::kTick, "\xff");
   Write(dir, "seed-own-dumps", s);
 
+  // Two agents' step records, rank 1 slower, evaluated on the ticks; a bad record.
+  s.clear();
+  AppendRecord(&s, fuzz::kRegister, Register("node-a", 0, 2, 4));
+  AppendRecord(&s, fuzz::kRegister, Register("node-b", 2, 2, 4));
+  for (int step = 0; step < 40; ++step) {
+    double t = 1795341531.0 + step * 0.2;
+    AppendRecord(&s, fuzz::kSteps | (step % 2 ? 0x80 : 0), Steps(0, 2, 4, step, t, 1));
+    AppendRecord(&s, fuzz::kSteps, Steps(2, 2, 4, step, t, 1));
+    if (step % 5 == 4) AppendRecord(&s, fuzz::kTick, "\x14");
+  }
+  v1::StepsRequest bad;
+  v1::StepRecord* rec = bad.add_records();
+  rec->set_rank(7);
+  rec->set_world(4);
+  AppendRecord(&s, fuzz::kSteps, bad.SerializeAsString());
+  AppendRecord(&s, fuzz::kTick, "\x28");
+  Write(dir, "seed-steps", s);
+
   // Refused: another protocol version, an unknown session, a report before registering.
   s.clear();
   AppendRecord(&s, fuzz::kReport, Report(0, 1, 1, -1));
@@ -124,6 +174,6 @@ int main(int argc, char** argv) {
   AppendRecord(&s, fuzz::kReport | 0x80, Report(1048575, 1, 1048576, 1048575));
   AppendRecord(&s, fuzz::kTick, "\x40");
   Write(dir, "seed-big-world", s);
-  std::printf("wrote 5 seeds to %s\n", dir.c_str());
+  std::printf("wrote 6 seeds to %s\n", dir.c_str());
   return 0;
 }

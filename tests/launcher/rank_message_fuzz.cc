@@ -1,11 +1,14 @@
 // Fuzz target: any bytes as one datagram on the agent socket (docs/formats.md, "Agent
 // channel"), handled as the node agent handles it: ParseRankMessage, then, under the same catch
 // as RankChannel::Loop, the registry (RankRegistry::OnMessage) and the fields NodeAgent reads of
-// a dump_written message; then what the agent makes of the registry: reports (serialised as for
-// the collector), /metrics text, a dump plan. Two connections send the message, one closes.
+// a dump_written message, and for a steps message its records (StepRecordsOf) through a slowdown
+// judge, its verdict's JSON and metrics; then what the agent makes of the registry: reports
+// (serialised as for the collector), /metrics text, a dump plan. Two connections send the
+// message, one closes.
 // Nothing may crash or trip a sanitizer (a float where an int belongs, say). Built with
 // libFuzzer when the compiler is clang and XTIMER_FUZZ is on; tests/viewer/corpus_replay_main.cc
 // replays the kept corpus (tests/launcher/fuzz_corpus) as an ordinary test.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -14,6 +17,9 @@
 
 #include "common/prometheus_text.h"
 #include "common/rank_metrics.h"
+#include "common/slowdown/judge.h"
+#include "common/slowdown/slowdown_metrics.h"
+#include "common/slowdown/verdict_json.h"
 #include "launcher/agent/rank_channel.h"
 #include "launcher/agent/rank_registry.h"
 
@@ -33,6 +39,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     } catch (const std::exception&) {  // a field of the wrong type: the message is dropped
     }
+  }
+  if (msg.value("type", "") == "steps") {  // NodeAgent::OnSteps, and the judge behind it
+    std::vector<xtimer::slowdown::StepRecord> records;
+    (void)xtimer::StepRecordsOf(msg, &records, &why);
+    xtimer::slowdown::Judge judge;
+    double now = 0;
+    for (auto& r : records) {
+      now = std::max(now, r.t_end);
+      judge.Add(r, now);
+      judge.Add(std::move(r), now);  // the same batch twice (an agent that retried)
+    }
+    xtimer::slowdown::Verdict v = judge.Evaluate(now);
+    v = judge.Evaluate(now + 3);
+    (void)xtimer::slowdown::VerdictText(v);
+    xtimer::PrometheusText metrics;
+    xtimer::slowdown::AppendSlowdownMetrics(v, &metrics);
+    (void)metrics.Text();
   }
   std::string wire;
   for (const auto& r : registry.Reports(true)) wire += r.SerializeAsString();

@@ -40,3 +40,34 @@ TEST(RankMessage, RefusesWhatIsNotAnObjectWithAType) {
 
 }  // namespace
 }  // namespace xtimer
+
+namespace xtimer {
+namespace {
+
+TEST(RankMessage, StepsRecordsAreReadOneByOne) {
+  nlohmann::json msg;
+  std::string why;
+  ASSERT_TRUE(ParseRankMessage(R"J({"type": "steps", "rank": 3, "records": [
+      {"v": 1, "rank": 3, "world": 8, "t_begin": 10.0, "t_end": 10.5,
+       "colls": [{"comm": "c1", "seq": 7, "ranks": 8, "start": 10.2, "end": 10.4}]},
+      {"v": 1, "rank": 4, "world": 8, "t_begin": 10.5, "t_end": 11.0},
+      {"v": 1, "rank": 3, "world": 8, "t_begin": "late", "t_end": 11.0},
+      {"v": 1, "rank": 3, "world": 8, "t_begin": 11.0, "t_end": 11.5}]})J",
+                               &msg, &why))
+      << why;
+  std::vector<slowdown::StepRecord> records;
+  EXPECT_EQ(StepRecordsOf(msg, &records, &why), 2u) << "another rank's record and a broken one";
+  EXPECT_EQ(why, "a record of rank 4 in rank 3's message");
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].colls.size(), 1u);
+  EXPECT_EQ(records[1].t_begin, 11.0);
+
+  records.clear();
+  ASSERT_TRUE(ParseRankMessage(R"({"type": "steps", "rank": 3, "records": {"v": 1}})", &msg, &why));
+  EXPECT_EQ(StepRecordsOf(msg, &records, &why), 1u);
+  EXPECT_EQ(why, "no \"records\" array");
+  EXPECT_TRUE(records.empty());
+}
+
+}  // namespace
+}  // namespace xtimer

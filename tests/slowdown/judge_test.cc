@@ -242,7 +242,8 @@ TEST(Judge, SlowdownEndsWithWhatItCost) {
   EXPECT_NE(events[0].line.find("slowdown: rank 3 (node node0) is slow since"), std::string::npos) << events[0].line;
   EXPECT_NE(events[0].line.find("of the job's step time"), std::string::npos) << events[0].line;
   EXPECT_FALSE(events[1].started);
-  EXPECT_NE(events[1].line.find("slowdown over: rank 3"), std::string::npos) << events[1].line;
+  EXPECT_NE(events[1].line.find("slowdown over: rank 3 (node node0), gpu_compute, after "), std::string::npos)
+      << events[1].line;
   // 30 s at about 38%: about 11 s of the job's time.
   EXPECT_NEAR(events[1].cost_s, 30 * 0.38, 4) << events[1].line;
   EXPECT_NEAR(events[1].duration_s, 30, 6);

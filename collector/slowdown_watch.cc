@@ -1,0 +1,105 @@
+#include "collector/slowdown_watch.h"
+
+#include "common/atomic_file.h"
+#include "common/log.h"
+#include "common/slowdown/slowdown_proto.h"
+#include "common/slowdown/verdict_json.h"
+
+namespace xtimer::collector {
+
+SlowdownWatch::SlowdownWatch(const slowdown::JudgeOptions& options, std::string out_dir, bool write_file, bool log)
+    : options_(options),
+      path_(write_file && !out_dir.empty() ? out_dir + "/slowdown.json" : ""),
+      log_(log),
+      judge_(options) {}
+
+size_t SlowdownWatch::Add(const std::string& session, const google::protobuf::RepeatedPtrField<v1::StepRecord>& records,
+                          double now, std::string* first_error) {
+  size_t bad = 0;
+  std::string why;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const v1::StepRecord& p : records) {
+    slowdown::StepRecord r;
+    if (!slowdown::StepRecordFromProto(p, &r, &why)) {
+      if (bad++ == 0 && first_error != nullptr) *first_error = why;
+      continue;
+    }
+    auto [it, fresh] = session_of_.try_emplace(r.rank, session);
+    if (!fresh && it->second != session) {
+      ranks_of_[it->second].erase(r.rank);
+      it->second = session;
+    }
+    ranks_of_[session].insert(r.rank);
+    judge_.Add(std::move(r), now);
+  }
+  accepted_ += records.size() - bad;
+  refused_ += bad;
+  return bad;
+}
+
+std::vector<SlowdownWatch::Sample> SlowdownWatch::Tick(double now) {
+  std::vector<Sample> out;
+  slowdown::Verdict v;
+  std::lock_guard<std::mutex> serial(tick_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (now < next_eval_ || judge_.ranks() == 0) return out;
+    next_eval_ = now + options_.interval_s;
+    v = judge_.Evaluate(now);
+    ++evaluations_;
+    latest_ = v;
+    slowdown::Verdict findings = v;
+    findings.ranks.clear();
+    latest_findings_ = slowdown::VerdictToProto(findings);
+    latest_ranks_.clear();
+    slowdown::Verdict ranks_only;
+    ranks_only.ranks = v.ranks;
+    v1::Slowdown p = slowdown::VerdictToProto(ranks_only);
+    for (v1::RankStep& r : *p.mutable_ranks()) latest_ranks_[r.rank()] = std::move(r);
+    for (const slowdown::SampleRequest& s : v.samples) {
+      auto it = session_of_.find(s.rank);
+      if (it == session_of_.end()) continue;
+      Sample order;
+      order.session = it->second;
+      order.command.set_kind(v1::Command::SAMPLE);
+      order.command.set_rank(s.rank);
+      order.command.set_seconds(s.seconds);
+      order.command.set_hz(s.hz);
+      out.push_back(std::move(order));
+    }
+  }
+  if (log_)
+    for (const slowdown::SlowEvent& e : v.events)
+      Log(e.started ? LogLevel::kWarn : LogLevel::kInfo, "%s", e.line.c_str());
+  if (!path_.empty()) {
+    std::string error;
+    AtomicWrite how;
+    how.sync = false;  // whole for readers is enough: rewritten every few seconds
+    if (!WriteFileAtomically(path_, slowdown::VerdictText(v), &error, how)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!warned_write_) Log(LogLevel::kWarn, "slowdown: %s (slowdown.json is not kept up to date)", error.c_str());
+      warned_write_ = true;
+    }
+  }
+  return out;
+}
+
+slowdown::Verdict SlowdownWatch::Latest() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return latest_;
+}
+
+bool SlowdownWatch::LatestFor(const std::string& session, v1::Slowdown* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (evaluations_ == 0) return false;
+  *out = latest_findings_;
+  auto mine = ranks_of_.find(session);
+  if (mine != ranks_of_.end())
+    for (int32_t r : mine->second) {
+      auto it = latest_ranks_.find(r);
+      if (it != latest_ranks_.end()) *out->add_ranks() = it->second;
+    }
+  return true;
+}
+
+}  // namespace xtimer::collector

@@ -1,0 +1,68 @@
+// The slowdown judge (common/slowdown/judge.h) inside the collector core: agents' step records
+// in (Steps calls, or the node agent's own), an evaluation every XTIMER_SLOW_INTERVAL seconds
+// (Tick), and what comes of it: out_dir/slowdown.json rewritten atomically, one log line when a
+// slowdown starts and one when it ends, the SAMPLE commands for the agents of the ranks the judge
+// wants Python samples of, and the latest verdict for /metrics, /status.json, the page and each
+// agent's reply (with only that agent's ranks).
+//
+// Threads: any method from any thread. Its own mutexes, never held while the core's is taken:
+// the judge's work (an evaluation of thousands of ranks) does not hold up Report calls.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "collector.pb.h"
+#include "common/slowdown/judge.h"
+#include "common/slowdown/verdict.h"
+
+namespace xtimer::collector {
+
+class SlowdownWatch {
+ public:
+  // `out_dir` empty: no file. `log`: the start and end lines.
+  SlowdownWatch(const slowdown::JudgeOptions& options, std::string out_dir, bool write_file, bool log);
+
+  // One agent's records, at `now` (unix s). Returns how many were refused (*first_error: why
+  // the first was).
+  size_t Add(const std::string& session, const google::protobuf::RepeatedPtrField<v1::StepRecord>& records, double now,
+             std::string* first_error);
+
+  struct Sample {
+    std::string session;  // the agent of the rank
+    v1::Command command;
+  };
+  // Evaluates when one is due: writes the file, logs, returns the samples to ask for.
+  std::vector<Sample> Tick(double now);
+
+  // The latest verdict (a copy), and its ranks limited to those `session` sent records for.
+  slowdown::Verdict Latest() const;
+  bool LatestFor(const std::string& session, v1::Slowdown* out) const;
+  uint64_t evaluations() const { return evaluations_; }
+  uint64_t accepted() const { return accepted_; }  // records taken
+  uint64_t refused() const { return refused_; }    // records dropped
+
+ private:
+  const slowdown::JudgeOptions options_;
+  const std::string path_;  // "" for none
+  const bool log_;
+
+  std::mutex tick_mu_;     // one Tick at a time (the file is written in evaluation order); before mu_
+  mutable std::mutex mu_;  // guards what follows
+  slowdown::Judge judge_;
+  slowdown::Verdict latest_;
+  v1::Slowdown latest_findings_;  // latest_ without its ranks
+  std::map<int32_t, v1::RankStep> latest_ranks_;
+  std::map<int32_t, std::string> session_of_;  // the session that last sent a rank's records
+  std::map<std::string, std::set<int32_t>> ranks_of_;
+  double next_eval_ = 0;
+  bool warned_write_ = false;
+  std::atomic<uint64_t> evaluations_{0}, accepted_{0}, refused_{0};  // read without the lock
+};
+
+}  // namespace xtimer::collector
