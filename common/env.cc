@@ -31,6 +31,13 @@ constexpr Var kVars[] = {
     {"XTIMER_TRACE", "0", "Keep the last N operations per rank and write them as Chrome trace-event JSON; 0 = off."},
     {"XTIMER_MAX_INFLIGHT", "65536",
      "Timed operations that may be in flight at once per process; beyond it launches go untimed (and are counted)."},
+    // --- slowdown signals
+    {"XTIMER_STEPS", "1",
+     "1: find each rank's training step from its collectives and write one record per step (GPU busy/idle, kernels, "
+     "collectives, GC and DataLoader time) to <rank>-<world>.steps.jsonl and the node agent; 0: off."},
+    {"XTIMER_PYTHON_HOOKS", "1",
+     "1: xtimer_launch/xtimer_run put a sitecustomize on PYTHONPATH that times the rank's GC pauses and DataLoader "
+     "waits for the step records; 0: Python is left alone."},
     // --- hang detection
     {"XTIMER_HANG_TIMEOUT", "300",
      "Seconds an operation (or a synchronising call) may run before it is a hang; fractions allowed.",
@@ -52,7 +59,8 @@ constexpr Var kVars[] = {
      "PEM file of the CA that signed a TLS collector's certificate; set = the agent uses TLS."},
     {"XTIMER_DUMP_WAIT", "30", "Seconds the collector waits for every rank's stacks after a hang before merging."},
     {"XTIMER_NODE_NAME", "",
-     "The name the node agent gives its node in step records, slowdown.json and /metrics; default: the host name."},
+     "The name the node agent (and each rank, in its steps file) gives its node in step records, slowdown.json and "
+     "/metrics; default: the host name."},
     // --- slowdown judgement
     {"XTIMER_SLOW_WINDOW", "5", "Seconds of steps each slowdown evaluation looks at (at least 3 steps per rank)."},
     {"XTIMER_SLOW_INTERVAL", "2", "Seconds between slowdown evaluations (each rewrites slowdown.json)."},

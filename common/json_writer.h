@@ -39,6 +39,15 @@ class JsonWriter {
     return out_ += buf, *this;
   }
 
+  // A number with a fixed count of decimals (timestamps: seconds since the epoch to the µs).
+  JsonWriter& Fixed(double v, int decimals) {
+    Value();
+    if (!std::isfinite(v)) return out_ += "null", *this;
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+    return out_ += buf, *this;
+  }
+
   // "key": value, the JSON type chosen from the C++ type.
   template <typename T>
   JsonWriter& Field(std::string_view k, const T& v) {

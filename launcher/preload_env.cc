@@ -77,6 +77,21 @@ std::string NotAPreloadableLibrary(const char* path) {
   return "";
 }
 
+// XTIMER_PYTHON_HOOKS: the hook module's folder (xtimer-site, beside the library) first on
+// PYTHONPATH, so a Python rank times its GC pauses and DataLoader waits (preload/python/).
+void SetPythonPath(const std::string& library) {
+  if (!env::Bool("XTIMER_PYTHON_HOOKS")) return;
+  std::string site = library.substr(0, library.rfind('/')) + "/xtimer-site";
+  if (access((site + "/sitecustomize.py").c_str(), R_OK) != 0) return;  // an install without it
+  std::string path = site;
+  if (const char* old = std::getenv("PYTHONPATH"); old != nullptr && *old != '\0') {
+    std::string current = old;
+    if ((":" + current + ":").find(":" + site + ":") != std::string::npos) return;  // nested launcher
+    path += ":" + current;
+  }
+  setenv("PYTHONPATH", path.c_str(), 1);
+}
+
 }  // namespace
 
 bool SetPreloadEnvironment(std::string* error) {
@@ -103,6 +118,7 @@ bool SetPreloadEnvironment(std::string* error) {
     }
   }
   setenv("LD_PRELOAD", preload.c_str(), 1);
+  SetPythonPath(resolved);
   return true;
 }
 

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/clock.h"
@@ -17,6 +19,7 @@
 #include "preload/capture/dumper.h"
 #include "preload/internal_thread.h"
 #include "preload/poller.h"
+#include "preload/step_signals.h"
 #include "preload/tracker.h"
 
 namespace xtimer {
@@ -39,6 +42,20 @@ std::string StringField(const std::string& json, const char* key) {
     return json.substr(i + 1, end - i - 1);
   }
   return {};
+}
+
+// The number value of "key" in a flat JSON object; NaN if absent or not a number.
+double NumberField(const std::string& json, const char* key) {
+  const std::string quoted = std::string("\"") + key + "\"";
+  for (size_t at = json.find(quoted); at != std::string::npos; at = json.find(quoted, at + 1)) {
+    size_t i = json.find_first_not_of(" \t\r\n", at + quoted.size());
+    if (i == std::string::npos || json[i] != ':') continue;
+    const char* start = json.c_str() + i + 1;
+    char* end = nullptr;
+    double v = std::strtod(start, &end);
+    return end != start ? v : std::nan("");
+  }
+  return std::nan("");
 }
 
 }  // namespace
@@ -77,10 +94,54 @@ void AgentLink::OfferSummary(std::string summary_json) {
   Wake();
 }
 
+void AgentLink::OfferSteps(const std::string& lines) {
+  if (!active_) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t at = 0; at < lines.size();) {
+    size_t eol = lines.find('\n', at);
+    if (eol == std::string::npos) eol = lines.size();
+    if (eol > at) steps_.emplace_back(lines, at, eol - at);
+    at = eol + 1;
+  }
+  while (steps_.size() > kMaxQueuedSteps) steps_.pop_front();
+}
+
+// One message of as many queued records as fit; the rest wait for the next second, and so do
+// all of them when the agent is busy or gone.
+void AgentLink::SendSteps() {
+  std::deque<std::string> batch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    batch.swap(steps_);
+  }
+  // Like every message, with who we are (the agent reads rank and world size from any message).
+  JsonWriter w;
+  w.BeginObject().Field("type", "steps");
+  WriteRankFields(w);
+  std::string head = w.Take() + ",\"records\":[";
+  while (!batch.empty() && head.size() + batch.front().size() + 2 > kMaxMessage) batch.pop_front();  // never fits
+  if (batch.empty()) return;
+  std::string msg = head;
+  size_t taken = 0;
+  for (const std::string& rec : batch) {
+    if (msg.size() + rec.size() + 3 > kMaxMessage) break;
+    if (taken++ > 0) msg += ',';
+    msg += rec;
+  }
+  if (Send(msg + "]}")) batch.erase(batch.begin(), batch.begin() + static_cast<ptrdiff_t>(taken));
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = batch.rbegin(); it != batch.rend(); ++it) steps_.push_front(std::move(*it));
+  while (steps_.size() > kMaxQueuedSteps) steps_.pop_front();
+}
+
 void AgentLink::Flush(int ms) {
   if (!active_) return;
   std::unique_lock<std::mutex> lock(mu_);
-  sent_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return summary_.empty(); });
+  flush_steps_ = true;  // the last step records go now, not at the next second
+  lock.unlock();
+  Wake();
+  lock.lock();
+  sent_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return summary_.empty() && steps_.empty(); });
 }
 
 void AgentLink::SetHang(bool hung, const std::string& trigger) {
@@ -180,7 +241,13 @@ void AgentLink::ReceiveCommands() {
     }
     if (n < 0) return;
     std::string msg(buf, static_cast<size_t>(n));
-    if (StringField(msg, "type") == "dump") AnswerDumpRequest(StringField(msg, "request_id"));
+    const std::string type = StringField(msg, "type");
+    if (type == "dump") {
+      AnswerDumpRequest(StringField(msg, "request_id"));
+    } else if (type == "sample") {  // the agent suspects a host-side slowdown here
+      if (StepSignals* steps = tracker_.poller().steps())
+        steps->RequestSamples(NumberField(msg, "seconds"), NumberField(msg, "hz"));
+    }
   }
 }
 
@@ -219,7 +286,7 @@ void AgentLink::ReportFinishedDumps() {
 }
 
 void AgentLink::Loop() {
-  uint64_t next_connect = 0, next_status = 0;
+  uint64_t next_connect = 0, next_status = 0, next_steps = 0;
   for (;;) {
     uint64_t now = MonotonicNs();
     if (fd_ < 0 && now >= next_connect) {
@@ -249,10 +316,20 @@ void AgentLink::Loop() {
         next_status = now + 1000000000ull;
       }
       if (fd_ >= 0 && !summary.empty()) Send("{\"type\":\"summary\",\"summary\":" + summary + "}");
+      bool flush_steps;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        flush_steps = flush_steps_;
+      }
+      if (fd_ >= 0 && (now >= next_steps || flush_steps)) {
+        SendSteps();
+        next_steps = now + 1000000000ull;
+      }
       if (fd_ >= 0) ReportFinishedDumps();
     } else {
       std::lock_guard<std::mutex> lock(mu_);
       summary_.clear();  // no agent: nobody to give it to
+      if (flush_steps_) steps_.clear();
     }
     sent_.notify_all();
     // Sleep until the next tick, a command from the agent, or something to send.

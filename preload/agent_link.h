@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -26,9 +27,13 @@ class AgentLink {
 
   // Poller: the latest summary JSON (sent with the next tick).
   void OfferSummary(std::string summary_json);
+  // Poller: step records, one JSON object per line (step_signals.h); sent in batches, at most
+  // one message a second. The oldest are dropped beyond kMaxQueuedSteps.
+  void OfferSteps(const std::string& lines);
+  static constexpr size_t kMaxQueuedSteps = 512;
   // Watchdog: a hang was found (hung, with what), or the hang resolved. Sent at once.
   void SetHang(bool hung, const std::string& trigger);
-  // At exit: waits (at most `ms`) until the offered summary has been sent.
+  // At exit: waits (at most `ms`) until the offered summary and step records have been sent.
   void Flush(int ms);
 
  private:
@@ -36,6 +41,7 @@ class AgentLink {
   bool Connect();
   bool Send(const std::string& msg);
   void SendStatus();
+  void SendSteps();
   void ReceiveCommands();
   void ReportFinishedDumps();
   void AnswerDumpRequest(const std::string& request_id);
@@ -53,6 +59,8 @@ class AgentLink {
   std::mutex mu_;  // guards what follows
   std::condition_variable sent_;
   std::string summary_;
+  std::deque<std::string> steps_;  // records not sent yet
+  bool flush_steps_ = false;       // exiting: send them without waiting for the next second
   std::string hang_trigger_;
   bool hung_ = false;
   bool state_changed_ = false;

@@ -18,6 +18,7 @@ struct PreloadConfig {
   int64_t max_inflight = 65536;
   double hang_timeout_s = 300;
   HangAction hang_action = HangAction::kDump;
+  bool steps = true;  // step records (step_signals.h)
 
   static PreloadConfig FromEnv();
 };

@@ -11,6 +11,7 @@
 #include "preload/op_names.h"
 #include "preload/report_writer.h"
 #include "preload/stream_watch.h"
+#include "preload/step_signals.h"
 #include "preload/tracker.h"
 
 namespace xtimer {
@@ -21,6 +22,7 @@ constexpr uint64_t kAgentSummaryEveryNs = 2000000000ull;
 
 Poller::Poller(Tracker& tracker) : tracker_(tracker) {
   trace_.Configure(static_cast<size_t>(tracker.config().trace_ops));
+  if (tracker.config().steps) steps_ = new StepSignals(tracker);
 }
 
 void Poller::Start() {
@@ -47,7 +49,8 @@ void Poller::Loop() {
       if (StreamWatch* watch = cupti::Watch(); watch != nullptr && flushed != 0)
         watch->AfterFlush(flushed, tracker_.config().hang_timeout_s / 2);
       uint64_t now = MonotonicNs();
-      trace_.Tick(now);
+      if (trace_.enabled() || steps_ != nullptr) clock_.Tick(now);
+      if (steps_ != nullptr) steps_->Collect(now, OldestPending());
       if (now >= next_report_ns_) {
         WriteReports(false);
         next_report_ns_ = now + static_cast<uint64_t>(interval * 1e9);
@@ -58,6 +61,7 @@ void Poller::Loop() {
         next_agent_summary_ns_ = now + kAgentSummaryEveryNs;
       }
     }
+    if (steps_ != nullptr) steps_->Publish(MonotonicNs());  // file and agent, outside mu_
     tracker_.pools().Grow();
     // 1 ms while ops are in flight bounds how late a completion is noticed (durations come
     // from GPU events, so this is not a timing error); idle, poll less often.
@@ -69,7 +73,17 @@ void Poller::Loop() {
 
 void Poller::DrainQueue() {
   OpRecord rec;
-  while (tracker_.queue().Pop(&rec)) streams_[rec.stream_key].push_back(Pending{rec, 0});
+  while (tracker_.queue().Pop(&rec)) {
+    streams_[rec.stream_key].push_back(Pending{rec, 0});
+    if (steps_ != nullptr) steps_->OnIssued(rec);
+  }
+}
+
+uint64_t Poller::OldestPending() const {
+  uint64_t oldest = UINT64_MAX;
+  for (const auto& [key, fifo] : streams_)
+    if (!fifo.empty()) oldest = std::min(oldest, fifo.front().rec.issue_ns);
+  return oldest;
 }
 
 bool Poller::CompleteFinished() {
@@ -108,12 +122,16 @@ void Poller::Account(const Pending& p, double ms) {
   uint64_t ns = static_cast<uint64_t>(ms * 1e6 + 0.5);
   c.hist->Add(ns);
   c.bytes += p.rec.bytes;
-  if (trace_.enabled()) {
-    const EventPair& ev = tracker_.pools().Get(p.rec.pair);
-    uint64_t start = trace_.HostTimeOf(p.rec.device, ev.start, p.rec.issue_ns);
-    if (start == 0) start = p.rec.issue_ns;
-    trace_.Add(TraceEntry{p.rec.class_id, p.rec.stream, p.rec.device, start, ns, p.rec.seq, p.rec.peer});
-  }
+  // The GPU start on the host clock costs one more event query: only for the trace, or once the
+  // steps are found (a job with no collectives never has any).
+  const bool for_steps = steps_ != nullptr && steps_->wants_gpu();
+  if (!trace_.enabled() && !for_steps) return;
+  const EventPair& ev = tracker_.pools().Get(p.rec.pair);
+  const uint64_t start = clock_.HostTimeOf(p.rec.device, ev.start, p.rec.issue_ns);
+  if (for_steps) steps_->OnTimed(p.rec, start, ns);
+  if (trace_.enabled())
+    trace_.Add(TraceEntry{p.rec.class_id, p.rec.stream, p.rec.device, start != 0 ? start : p.rec.issue_ns, ns,
+                          p.rec.seq, p.rec.peer});
 }
 
 uint32_t Poller::CuptiClass(const CuptiOp& op) {
@@ -151,6 +169,7 @@ void Poller::AccountCupti(const CuptiOp& op) {
   if (!c.hist) c.hist = std::make_unique<Histogram>();
   c.hist->Add(op.dur_ns);
   c.bytes += op.bytes;
+  if (steps_ != nullptr && steps_->wants_gpu()) steps_->OnCupti(id, op);
   if (trace_.enabled()) {
     // On the track of the stream's handle, where its ops with event pairs are, not CUPTI's id.
     StreamWatch* watch = cupti::Watch();
@@ -186,6 +205,7 @@ void Poller::Stop() {
   DrainQueue();
   CompleteFinished();
   cupti::Drain([](void* self, const CuptiOp& op) { static_cast<Poller*>(self)->AccountCupti(op); }, this);
+  if (steps_ != nullptr) steps_->Finish(MonotonicNs());
   WriteReports(true);
 }
 

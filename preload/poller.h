@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "preload/cupti_backend.h"
+#include "preload/gpu_clock.h"
 #include "preload/inflight_op.h"
 #include "preload/op_record.h"
 #include "preload/trace_buffer.h"
@@ -22,6 +23,7 @@
 namespace xtimer {
 
 class StreamWatch;
+class StepSignals;
 class Tracker;
 
 class Poller {
@@ -42,6 +44,9 @@ class Poller {
   // heartbeat means the poller is stuck inside a CUDA call: the driver itself is hung.
   uint64_t heartbeat_ns() const { return heartbeat_ns_.load(std::memory_order_relaxed); }
 
+  // The step records (XTIMER_STEPS), or null when off.
+  StepSignals* steps() { return steps_; }
+
  private:
   struct Pending {
     OpRecord rec;
@@ -58,12 +63,16 @@ class Poller {
   // CUPTI mode: counts and times one op from its activity record.
   void AccountCupti(const CuptiOp& op);
   uint32_t CuptiClass(const CuptiOp& op);
+  // Issue time of the oldest op still pending (UINT64_MAX: none). Under mu_.
+  uint64_t OldestPending() const;
 
   Tracker& tracker_;
   std::mutex mu_;  // guards streams_ (poller vs. Snapshot)
   std::unordered_map<uint64_t, std::deque<Pending>> streams_;
   std::unordered_map<std::string, uint32_t> cupti_kernels_;  // kernel name -> class (poller only)
   TraceBuffer trace_;
+  GpuClock clock_;                // GPU event times on the host clock (trace, steps)
+  StepSignals* steps_ = nullptr;  // lives as long as the process (threads may still read it)
   std::thread thread_;
   std::mutex wake_mu_;
   std::condition_variable wake_;

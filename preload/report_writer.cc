@@ -153,7 +153,10 @@ void WriteReportFiles(Tracker& t, const TraceBuffer& trace, bool final) {
   static bool reported_failure = false;  // one line, not one per interval
   // The rank can change once (RANK unset, then learned from the first NCCL communicator):
   // files written under the earlier name are removed so every rank has one summary.
-  static std::string last_summary, last_trace;
+  // Never destroyed: the final report is written from an exit handler, after static destructors
+  // registered later (at the first periodic report) have run.
+  static std::string& last_summary = *new std::string;
+  static std::string& last_trace = *new std::string;
   std::string summary = RankFilePath(t, "summary.json"), trace_path = RankFilePath(t, "trace.json");
   std::string error;
   bool ok = MakeDirs(t.config().timeline_path, &error) && WriteFileAtomically(summary, SummaryJson(t, final), &error);

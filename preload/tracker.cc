@@ -10,6 +10,7 @@
 #include "preload/agent_link.h"
 #include "preload/cupti_backend.h"
 #include "preload/poller.h"
+#include "preload/python_hooks.h"
 #include "preload/watchdog.h"
 
 namespace xtimer {
@@ -80,7 +81,8 @@ Tracker* Tracker::Instance() {
   t = new Tracker(config);  // lives until exit; never freed (threads may still read it)
   t->ChooseTimingMode();
   g_tracker.store(t, std::memory_order_release);
-  t->agent_->Start();  // before the watchdog: the dumper then leaves symbolising to the agent
+  python::Enable(config.steps);  // the Python hook module's GC and DataLoader spans
+  t->agent_->Start();            // before the watchdog: the dumper then leaves symbolising to the agent
   t->poller_->Start();
   t->watchdog_->Start();
   Log(LogLevel::kDebug, "started: output in %s", config.timeline_path.c_str());
@@ -186,6 +188,7 @@ void Tracker::AfterForkInChild() {
     g_tracker.store(nullptr, std::memory_order_relaxed);
     g_off.store(true, std::memory_order_relaxed);
   }
+  python::Enable(false);          // nobody drains the child's spans
   new (&g_init_mu) std::mutex();  // the parent may have held it while forking
 }
 

@@ -1,4 +1,4 @@
-// Step records as JSON (docs/formats.md, "Step record"): one object per record, as a rank sends
+// Step records as JSON (docs/formats.md, "Step records"): one object per record, as a rank sends
 // them in a `steps` message and appends them to `<rank>-<world>.steps.jsonl`. Reading checks every
 // field's type (a fraction where an integer belongs, a string where a number belongs: the record is
 // refused with the field named) and then CheckStepRecord's rules. Unknown fields are ignored, so a

@@ -24,7 +24,12 @@ void GuardHandler(int sig, siginfo_t*, void*) {
 
 sigjmp_buf* FaultGuard::Jump() { return &g_jump; }
 
-FaultGuard::FaultGuard() {
+static std::mutex& GuardTurn() {
+  static std::mutex* turn = new std::mutex;  // never destroyed: a guard may run during exit
+  return *turn;
+}
+
+FaultGuard::FaultGuard() : turn_(GuardTurn()) {
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = GuardHandler;

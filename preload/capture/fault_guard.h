@@ -3,7 +3,7 @@
 // raised by the thread that made it jump back out of the read that faulted; a fault on any other
 // thread meanwhile puts the previous action back and returns, so the fault repeats under it.
 //
-//   FaultGuard guard;                       // dumper thread only; one at a time
+//   FaultGuard guard;                       // one at a time in the process: a second waits
 //   bool ok = guard.Copy(&word, address, 8); // false: the read faulted (or no guard)
 //   bool ok2 = guard.Run([&] { ... });       // false: something in fn faulted
 //
@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 
 namespace xtimer::capture {
 
@@ -38,6 +39,9 @@ class FaultGuard {
 
  private:
   static sigjmp_buf* Jump();
+  // The handlers and the jump buffer are the process's: guards of two threads (the dumper and the
+  // step sampler) take turns.
+  std::unique_lock<std::mutex> turn_;
   bool installed_ = false;
 };
 

@@ -252,7 +252,7 @@ bool PythonCapture::Dump(std::vector<PyThreadStack>* out, std::string* error) {
   }
   // The dumper reads live interpreter structures other threads may be changing (faulthandler's
   // watchdog does the same); a torn read is rare, but a crash would kill the job.
-  FaultGuard guard;
+  FaultGuard guard;  // one at a time in the process: the dumper and the sampler wait for each other
   const char* result = nullptr;
   const bool ok = guard.installed() ? guard.Run([&] { result = dump_(memfd_, nullptr, nullptr); })
                                     : (result = dump_(memfd_, nullptr, nullptr), true);

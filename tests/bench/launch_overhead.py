@@ -13,7 +13,10 @@ every launch, or the figure would mean nothing. The simulated libcupti's own cos
 CUPTI's: the CUPTI figures say what xtimer's side costs; tests/gpu/overhead.py measures both on a
 real GPU.
 
-  launch_overhead.py BENCH XTIMER_LAUNCH SIMGPU_DIR [--rounds N]
+  launch_overhead.py BENCH XTIMER_LAUNCH SIMGPU_DIR [--rounds N] [--compare-lib OLD/libxtimer_preload.so]
+
+--compare-lib runs the timed modes once more per round with another build of the library (the
+one before a change), so "unchanged" is measured in the same run.
 """
 import glob
 import json
@@ -26,10 +29,15 @@ import tempfile
 
 def run(bench, launch, simgpu, mode, step=False):
     """ns per call of each benchmark; `mode` None = without the library, else (XTIMER_CUPTI,
-    XTIMER_KERNEL_SAMPLE) under xtimer_launch; and the share of the launches it timed. `step`
-    runs BM_Step alone, else the launch benchmarks (so the share is about the gated launches)."""
+    XTIMER_KERNEL_SAMPLE[, XTIMER_PRELOAD_LIB]) under xtimer_launch; and the share of the launches
+    it timed. `step` runs BM_Step alone, else the launch benchmarks (so the share is about the
+    gated launches)."""
     env = dict(os.environ, LD_LIBRARY_PATH=simgpu)
     env.pop("LD_PRELOAD", None)
+    env.pop("XTIMER_PRELOAD_LIB", None)
+    if mode is not None and len(mode) > 2:
+        env["XTIMER_PRELOAD_LIB"] = mode[2]
+        mode = mode[:2]
     with tempfile.TemporaryDirectory() as out:
         env["XTIMER_TIMELINE_PATH"] = out
         cmd = [bench, "--benchmark_format=json",
@@ -66,7 +74,10 @@ def run(bench, launch, simgpu, mode, step=False):
 def main():
     bench, launch, simgpu = sys.argv[1:4]
     rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 5
+    compare = sys.argv[sys.argv.index("--compare-lib") + 1] if "--compare-lib" in sys.argv else None
     modes = {"bare": None, "pairs": ("0", "1"), "cupti": ("1", "1"), "hooked": ("0", "0")}
+    if compare:  # the same runs with another build of the library (before a change), interleaved
+        modes.update({"pairs_before": ("0", "1", compare), "cupti_before": ("1", "1", compare)})
     launch_ns = {m: [] for m in modes}
     step_ns = {m: [] for m in modes}
     pair, shares, step_shares = [], {"pairs": [], "cupti": []}, {"pairs": [], "cupti": []}
@@ -117,6 +128,12 @@ def main():
           f"the pool grows counts as untimed), CUPTI {min(step_shares['cupti']):.0%}")
     print(f"  ratio CUPTI / event pairs: per launch {med['cupti'] / med['pairs']:.2f}, per step "
           f"{step['cupti'] / step['pairs']:.2f}")
+    if compare:
+        print(f"  before ({compare}) -> now, added per timed launch: event pairs without the events "
+              f"{med['pairs_before'] - bare - events:.1f} -> {med['pairs'] - bare - events:.1f}, CUPTI mode "
+              f"{med['cupti_before'] - bare:.1f} -> {med['cupti'] - bare:.1f}; step us: event pairs "
+              f"{step['pairs_before'] / 1e3:.1f} -> {step['pairs'] / 1e3:.1f}, CUPTI "
+              f"{step['cupti_before'] / 1e3:.1f} -> {step['cupti'] / 1e3:.1f}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
 
 #include "common/activity.h"
 #include "common/clock.h"
+#include "common/control.h"
 #include "driver/api_params.h"
 #include "driver/driver.h"
 // After driver.h, which selects the API version cuda.h declares.
@@ -491,7 +492,8 @@ SIMGPU_DEFINE_PTSZ(cuLaunchHostFunc, (CUstream h, CUhostFn fn, void* user), h, f
 // Sleeps `ns` of device time inside a kernel (simgpu/kernel.h: simgpu_sleep_ns). The real
 // sleep ends at an absolute deadline on the device clock, so a worker that started late
 // catches up, and the kernel's device-clock duration is exactly what it slept plus its own
-// work. Outside a kernel it is a plain sleep.
+// work. Outside a kernel it is a plain sleep. Inside one, a slow GPU injected through
+// SIMGPU_CONTROL (common/control.h, gpu_factor) stretches it.
 SIMGPU_EXPORT void simgpu_kernel_sleep_ns(int64_t ns) {
   using namespace simgpu;
   auto& k = simgpu::drv::tls_kernel;
@@ -500,6 +502,7 @@ SIMGPU_EXPORT void simgpu_kernel_sleep_ns(int64_t ns) {
     sleep_until_ns(now_ns() + ns);
     return;
   }
+  ns = int64_t(double(ns) * current_faults().gpu_factor);
   k.cursor += (now_ns() - k.mark) + ns;
   sleep_until_ns(k.cursor);
   k.mark = now_ns();

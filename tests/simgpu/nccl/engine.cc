@@ -12,6 +12,7 @@
 #include <deque>
 
 #include "common/clock.h"
+#include "common/control.h"
 #include "common/env.h"
 #include "nccl/comm.h"
 #include "nccl/reduce.h"
@@ -57,9 +58,11 @@ struct Plan {
   double p2p_send = 0, p2p_recv = 0;
 };
 
+// This process' network rate: SIMGPU_CONTROL's net_gbps when a test set one, else SIMGPU_NET_GBPS.
 double net_gbps() {
   static const double g = env_double("SIMGPU_NET_GBPS", 0.0);
-  return g;
+  const Faults f = current_faults();
+  return f.net_gbps >= 0 ? f.net_gbps : g;
 }
 
 class Builder {
@@ -240,6 +243,12 @@ ncclResult_t run(ncclComm& c, Plan& plan) {
   RankSlot* mine = seg.rank(me);
   const int64_t t0 = now_ns();
   int64_t latest_start = t0;
+  // Publish our network rate; the transfer goes at the slowest rate among the ranks it
+  // exchanges with (read at the end: by then every one of them has started and published).
+  mine->net_mbps.store(uint32_t(std::min(net_gbps() * 1000.0, 4e9)), std::memory_order_release);
+  std::vector<int> partners;
+  for (int p = 0; p < n; ++p)
+    if (p != me && (!plan.out[size_t(p)].empty() || !plan.in[size_t(p)].empty())) partners.push_back(p);
   std::vector<char> wake(size_t(n), 0);
   std::vector<const void*> srcs(static_cast<size_t>(n), nullptr);
 
@@ -363,11 +372,17 @@ ncclResult_t run(ncclComm& c, Plan& plan) {
     }
   }
 
-  // SIMGPU_NET_GBPS: the op ends no earlier than its bus bytes take at that rate, counted
-  // from when the last participant started.
-  if (const double gbps = net_gbps(); gbps > 0) {
+  // SIMGPU_NET_GBPS (or a test's net_gbps): the op ends no earlier than its bus bytes take at
+  // the slowest partner's rate, counted from when the last participant started. A slow node
+  // thus slows every collective of its communicators on every member, as a ring does.
+  uint32_t mbps = mine->net_mbps.load(std::memory_order_acquire);
+  for (int p : partners) {
+    const uint32_t theirs = seg.rank(p)->net_mbps.load(std::memory_order_acquire);
+    if (theirs > 0 && (mbps == 0 || theirs < mbps)) mbps = theirs;
+  }
+  if (mbps > 0) {
     const double bytes = plan.bus_bytes + std::max(plan.p2p_send, plan.p2p_recv);
-    sleep_until_ns(latest_start + int64_t(bytes / gbps));  // bytes / (GB/s) = ns
+    sleep_until_ns(latest_start + int64_t(bytes / (mbps / 1000.0)));  // bytes / (GB/s) = ns
   }
   return ncclSuccess;
 }

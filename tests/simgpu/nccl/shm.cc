@@ -25,7 +25,7 @@ namespace simgpu::nccl {
 namespace {
 
 constexpr uint64_t kMagic = 0x314c43434e4d4953ULL;  // "SIMNCCL1"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 

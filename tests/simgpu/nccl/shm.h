@@ -24,6 +24,7 @@ struct alignas(64) RankSlot {
   int32_t pid;
   int32_t dev;
   BootRecord boot[2];
+  std::atomic<uint32_t> net_mbps;  // this rank's network rate in MB/s for its current op; 0 = unlimited
 };
 
 // What a filled slot carries besides its bytes.

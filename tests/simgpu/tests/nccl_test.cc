@@ -558,6 +558,94 @@ TEST(Nccl, NetworkRateStretchesTransfers) {
   EXPECT_EQ(codes, all_zero(2));
 }
 
+// SIMGPU_CONTROL (common/control.h): faults a test turns on mid-run. A slow node's network
+// slows every member of its communicators (a ring goes at its slowest link), a slow GPU only its
+// own kernels and GEMMs.
+float timed_allreduce(const RankSetup& s, char* v, size_t bytes) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  cudaEventRecord(a, s.stream);
+  ncclAllReduce(v, v, bytes / 4, ncclFloat32, ncclSum, s.comm, s.stream);
+  cudaEventRecord(b, s.stream);
+  cudaStreamSynchronize(s.stream);
+  float ms = -1;
+  cudaEventElapsedTime(&ms, a, b);
+  return ms;
+}
+
+TEST(Faults, SlowNodeSlowsEveryMember) {
+  const ncclUniqueId id = new_id();
+  char path[] = "/tmp/simgpu-control-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  auto codes = run_ranks(kRanks, [&](int rank) -> int {
+    setenv("SIMGPU_NET_GBPS", "100", 1);
+    setenv("SIMGPU_CONTROL", path, 1);
+    setenv("SIMGPU_NODE", rank < 2 ? "0" : "1", 1);
+    RankSetup s;
+    if (setup(rank, kRanks, id, &s)) return 1;
+    const size_t bytes = 4u << 20;
+    char* v = dev_alloc<char>(bytes);
+    MP_CHECK(timed_allreduce(s, v, bytes) >= 0);  // fast: 6 MB of bus bytes at 100 GB/s
+    if (rank == 0) std::ofstream(path) << "node=1 net_gbps=0.5  # the network of ranks 2 and 3\n";
+    NCCL_OK(ncclAllReduce(v, v, 1, ncclFloat32, ncclSum, s.comm, s.stream));  // the file is written now
+    CUDA_OK(cudaStreamSynchronize(s.stream));
+    usleep(60000);  // each process looks at the file again after 50 ms
+    // 2(n-1)/n * 4 MiB = 6.3 MB at 0.5 GB/s: 12.6 ms at least, on ranks 0 and 1 too.
+    const float ms = timed_allreduce(s, v, bytes);
+    if (ms < 12.0f) fprintf(stderr, "rank %d: all-reduce took %.2f ms\n", rank, ms);
+    MP_CHECK(ms >= 12.0f);
+    NCCL_OK(ncclCommDestroy(s.comm));
+    return 0;
+  });
+  unlink(path);
+  EXPECT_EQ(codes, all_zero(kRanks));
+}
+
+TEST(Faults, SlowGpuStretchesItsOwnKernels) {
+  char path[] = "/tmp/simgpu-control-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  auto codes = run_ranks(2, [&](int rank) -> int {
+    setenv("SIMGPU_CONTROL", path, 1);
+    setenv("RANK", std::to_string(rank).c_str(), 1);
+    CUDA_OK(cudaSetDevice(rank));
+    cudaStream_t st;
+    CUDA_OK(cudaStreamCreate(&st));
+    auto kernel_ms = [&]() -> float {
+      int64_t ns = 5000000;
+      void* args[] = {&ns};
+      cudaEvent_t a, b;
+      cudaEventCreate(&a);
+      cudaEventCreate(&b);
+      cudaEventRecord(a, st);
+      cudaLaunchKernel(reinterpret_cast<const void*>(simgpu_test_sleep), dim3(1), dim3(1), args, 0, st);
+      cudaEventRecord(b, st);
+      cudaStreamSynchronize(st);
+      float ms = -1;
+      cudaEventElapsedTime(&ms, a, b);
+      return ms;
+    };
+    const float before = kernel_ms();
+    MP_CHECK(before > 4.9f && before < 5.5f);  // device clock: exact even on a loaded machine
+    if (rank == 0) std::ofstream(path) << "rank=1 gpu_factor=3\n";
+    for (int i = 0; i < 1000 && std::ifstream(path).peek() == EOF; ++i) usleep(10000);
+    usleep(60000);  // each process looks at the file again after 50 ms
+    const float after = kernel_ms();
+    if (rank == 1) {
+      MP_CHECK(after > 14.9f && after < 15.5f);
+    } else {
+      MP_CHECK(after > 4.9f && after < 5.5f);
+    }
+    return 0;
+  });
+  unlink(path);
+  EXPECT_EQ(codes, all_zero(2));
+}
+
 TEST(Nccl, MisuseIsReported) {
   auto codes = run_ranks(1, [&](int) -> int {
     int v = 0;

@@ -1,0 +1,79 @@
+// The rank's step records (docs/formats.md, "Step records"): one JSON line per completed training
+// step, found from the rank's own collectives (step_detector.h), with the step's GPU busy and idle
+// time, issue latency, kernel and GEMM time per signature, every collective's host call and GPU
+// start/end, Python GC and DataLoader time (python_hooks.h) and, while the node agent asks,
+// main-thread Python stack samples (python_sampler.h). Each record is appended to
+// <XTIMER_TIMELINE_PATH>/<rank>-<world>.steps.jsonl and handed to the agent link, which sends
+// them in batches.
+//
+// Everything runs on the poller thread, from what the poller already sees: nothing is added to
+// the launch path and nothing waits on the GPU. The facts of a step are complete once every op
+// issued up to its end has completed and CUPTI has had time to deliver its records; then the
+// record is written.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "preload/cupti_backend.h"
+#include "preload/op_record.h"
+#include "preload/python_sampler.h"
+#include "preload/step_book.h"
+#include "preload/step_detector.h"
+
+namespace xtimer {
+
+class Tracker;
+
+class StepSignals {
+ public:
+  explicit StepSignals(Tracker& tracker);
+
+  // Under the poller's lock (the poller's thread, or a Snapshot that drains the queue):
+  // a record taken from the launch queue, in issue order.
+  void OnIssued(const OpRecord& rec);
+  // Poller thread, under its lock: an event-paired op finished; GPU start on the host clock
+  // (0: unknown) and duration.
+  void OnTimed(const OpRecord& rec, uint64_t start_ns, uint64_t dur_ns);
+  // Poller thread, under its lock: an op from a CUPTI record, of class `class_id`.
+  void OnCupti(uint32_t class_id, const CuptiOp& op);
+  // Poller thread, under its lock: takes Python spans and samples in, closes complete steps.
+  // `oldest_pending_ns`: issue time of the oldest event-paired op not finished (UINT64_MAX: none).
+  void Collect(uint64_t now_ns, uint64_t oldest_pending_ns);
+  // Poller thread, outside its lock: takes a Python sample if one is due, writes the records
+  // Collect closed.
+  void Publish(uint64_t now_ns);
+  // At exit (poller stopped): closes every step that ended and writes it.
+  void Finish(uint64_t now_ns);
+
+  // Agent link thread: the agent asked for Python samples.
+  void RequestSamples(double seconds, double hz) { sampler_.Request(seconds, hz); }
+
+  const StepDetector& detector() const { return detector_; }
+  // Under the poller's lock: facts of GPU work are wanted (a step has begun, or the period is
+  // known and the first step is about to: the GPU clock gets its first reference before it).
+  bool wants_gpu() const { return book_.open() || detector_.locked(); }
+
+ private:
+  std::string RecordJson(const StepFacts& f, int64_t wall_minus_mono_ns);
+  int64_t WallOffset();
+  void Write(const std::string& lines);
+
+  Tracker& tracker_;
+  StepDetector detector_;
+  StepBook book_;
+  PythonSampler sampler_;
+  // Frontier of completed work, as seen `grace` ago: (when seen, frontier).
+  std::vector<std::pair<uint64_t, uint64_t>> frontier_;
+  uint64_t delayed_frontier_ns_ = 0;
+  std::vector<std::pair<uint64_t, std::string>> samples_;  // taken outside the lock, booked in Collect
+  std::string ready_;                                      // closed records, one per line
+  std::string file_;
+  int fd_ = -1;
+  bool file_failed_ = false;
+  std::string node_;
+  int64_t wall_minus_mono_ns_;
+};
+
+}  // namespace xtimer

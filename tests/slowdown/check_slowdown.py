@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""Why is my job slow, end to end, on the simulated runtime: Python ranks (train_rank.py, torch's
+DataLoader, Debian's /usr/bin/python3) under xtimer_launch, faults turned on and off mid-run
+through the simulated runtime's control file, and the judge's slowdown.json read every half
+second. Each fault must be named (the right rank, or node, and cause) within 15 s of its onset,
+and at no time may anything else be named; a healthy run, with a checkpoint-like pause on every
+rank every 50 steps, must name nothing.
+
+  check_slowdown.py LAYOUT --bin BUILD/bin --lib libslowdown_train.so --simgpu DIR [--python PY]
+  LAYOUT: one-node   4 ranks under one agent (its embedded judge): healthy, then a slow GPU,
+                     a host straggler (named with its Python function), GC pauses, a slow
+                     DataLoader, one after the other
+          two-nodes  8 ranks under 2 agents and a collector: a healthy run of 2 minutes, then a
+                     slow network on one node, a slow GPU, a host straggler
+
+Prints "figure:" lines: detection latency per cause, step records' bytes per rank per hour.
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
+from checks import check, failures, load_json, wait_for  # noqa: E402
+
+ONSET_LIMIT_S = 15
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_ok(url):
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+class Watcher(threading.Thread):
+    """Reads every slowdown.json twice a second; keeps (time, file, verdict) for each change."""
+
+    def __init__(self, paths):
+        super().__init__(daemon=True)
+        self.paths, self.seen, self.stop = paths, [], False
+        self.lock = threading.Lock()
+        self.last = {}
+
+    def run(self):
+        while not self.stop:
+            now = time.time()
+            for p in self.paths:
+                v = load_json(p)
+                if v is None:
+                    continue
+                with self.lock:
+                    self.seen.append((now, p, v))
+                    self.last[p] = v
+            time.sleep(0.5)
+
+    def between(self, t0, t1):
+        with self.lock:
+            return [s for s in self.seen if t0 <= s[0] < t1]
+
+
+def matches(finding, want):
+    return all(finding.get(k) == v for k, v in want.items() if k != "detail")
+
+
+def describe(f):
+    who = f"rank {f.get('rank')}" if f.get("rank") is not None else f"node {f.get('node')}"
+    return f"{who} {f.get('cause')}/{f.get('scope')} ({f.get('detail', '')[:100]})"
+
+
+class Job:
+    def __init__(self, args, out, nodes, nproc, control, extra_env):
+        self.procs, self.out, self.nodes = [], out, nodes
+        ids = os.path.join(out, "ids")
+        os.makedirs(ids, exist_ok=True)
+        for node in range(nodes):
+            env = dict(os.environ, LD_LIBRARY_PATH=args.simgpu, XTIMER_TIMELINE_PATH=os.path.join(out, f"node{node}"),
+                       XTIMER_METRICS_PORT=str(free_port()), XTIMER_NODE_NAME=f"node{node}", SIMGPU_NET_GBPS="2",
+                       SIMGPU_CONTROL=control, **extra_env)
+            for k in ("LD_PRELOAD", "XTIMER_AGENT_SOCKET", "RANK", "WORLD_SIZE", "LOCAL_RANK", "PYTHONPATH"):
+                env.pop(k, None)
+            cmd = [os.path.join(args.bin, "xtimer_launch"), sys.executable, os.path.join(HERE, "node_ranks.py"),
+                   "--nproc", str(nproc), "--node-rank", str(node), "--world", str(nodes * nproc), "--python",
+                   args.python, args.lib, ids, "--", "--control", control, "--seconds", "1200", "--torch"]
+            log = open(os.path.join(out, f"agent{node}.log"), "w")
+            self.procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                               start_new_session=True))
+
+    def timelines(self):
+        return [os.path.join(self.out, f"node{n}") for n in range(self.nodes)]
+
+    def kill(self):
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+
+
+def set_control(path, line):
+    with open(path + ".tmp", "w") as f:
+        f.write(line + "\n")
+    os.replace(path + ".tmp", path)
+
+
+def run(args, layout):
+    out = tempfile.mkdtemp(prefix=f"xtimer-slowdown-{layout}-")
+    control = os.path.join(out, "control")
+    set_control(control, "")
+    collector = None
+    if layout == "one-node":
+        nodes, nproc, healthy_s = 1, 4, args.healthy or 30
+        faults = [("gpu", "rank=1 gpu_factor=1.6", {"rank": 1, "cause": "gpu_compute", "scope": "rank"}),
+                  ("host", "rank=2 host_ms=80", {"rank": 2, "cause": "host", "scope": "rank",
+                                                 "detail": "straggle_in_preprocessing"}),
+                  ("gc", "rank=3 gc_objects=300000", {"rank": 3, "cause": "python_gc", "scope": "rank"}),
+                  ("data", "rank=0 data_ms=20", {"rank": 0, "cause": "data_loading", "scope": "rank"})]
+        extra = {}
+    else:
+        nodes, nproc, healthy_s = 2, 4, args.healthy or 120
+        faults = [("network", "node=1 net_gbps=0.1", {"node": "node1", "cause": "network", "scope": "node"}),
+                  ("gpu", "rank=6 gpu_factor=1.6", {"rank": 6, "cause": "gpu_compute", "scope": "rank"}),
+                  ("host", "rank=5 host_ms=80", {"rank": 5, "cause": "host", "scope": "rank",
+                                                 "detail": "straggle_in_preprocessing"})]
+        port, http = free_port(), free_port()
+        clog = open(os.path.join(out, "collector.log"), "w")
+        collector = subprocess.Popen([os.path.join(args.bin, "xtimer_collector"), "--listen", f"127.0.0.1:{port}",
+                                      "--out", os.path.join(out, "collected"), "--http", f"127.0.0.1:{http}"],
+                                     stdout=clog, stderr=subprocess.STDOUT)
+        wait_for(lambda: http_ok(f"http://127.0.0.1:{http}/metrics"), 20)
+        extra = {"XTIMER_COLLECTOR": f"127.0.0.1:{port}"}
+    job = Job(args, out, nodes, nproc, control, extra)
+    judged = [os.path.join(tl, "slowdown.json") for tl in job.timelines()]
+    if collector:
+        judged.insert(0, os.path.join(out, "collected", "slowdown.json"))
+    watcher = Watcher(judged)
+    watcher.start()
+    phases = []
+    try:
+        # The judge has every rank's steps: a verdict with a step time.
+        ready = wait_for(lambda: all((load_json(p) or {}).get("step_time_s") for p in judged), 240, step=1)
+        check(bool(ready), f"{layout}: every slowdown.json judges the job's steps ({judged})")
+        if not ready:
+            return
+        t = time.time()
+        time.sleep(healthy_s)
+        phases.append(("healthy", None, t, time.time(), time.time()))
+        for name, line, want in faults:
+            set_control(control, line)
+            t_on = time.time()
+            time.sleep(args.hold)
+            set_control(control, "")
+            t_off = time.time()
+            # The next fault starts once this one is no longer named anywhere.
+            gone = wait_for(lambda: not any(matches(f, want) for p in judged
+                                            for f in (load_json(p) or {}).get("slow", [])), 40, step=0.5)
+            check(bool(gone), f"{layout}: {name}: no longer named after the fault ended ({time.time() - t_off:.1f} s)")
+            time.sleep(2)
+            phases.append((name, want, t_on, t_off, time.time()))
+        set_control(control, "all stop=1")
+        codes = [p.wait(timeout=120) for p in job.procs]
+        check(codes == [0] * nodes, f"{layout}: the job finished ({codes})")
+    finally:
+        watcher.stop = True
+        job.kill()
+        if collector:
+            collector.kill()
+            collector.wait()
+
+    # ---- what was named, and when
+    for name, want, t0, t_off, t1 in phases:
+        seen = watcher.between(t0, t1)
+        wrong, job = {}, {}
+        for when, path, v in seen:
+            for f in v.get("slow", []):
+                if want is not None and matches(f, want):
+                    continue
+                # During a fault, a finding of the whole job names no rank (e.g. a checkpoint step
+                # on top of a straggler's): reported, not a failure. On a healthy job, anything is.
+                named = want is None or f.get("rank") is not None or f.get("node") is not None
+                (wrong if named else job).setdefault(describe(f), (when - t0, path))
+        where = lambda d: [(k, round(w[0], 1), os.path.basename(os.path.dirname(w[1]))) for k, w in d.items()][:4]  # noqa: E731
+        check(not wrong, f"{layout}: {name}: no other rank or node named at any time ({where(wrong)})")
+        if job:
+            print(f"note: {layout}: {name}: the job (no rank) was also named: {where(job)}")
+        if want is None:
+            check(len(seen) > 0 and all(not v.get("slow") for _, _, v in seen),
+                  f"{layout}: healthy for {t1 - t0:.0f} s, with a checkpoint pause every 50 steps: nothing named")
+            continue
+        first = {}
+        for when, path, v in seen:
+            for f in v.get("slow", []):
+                if matches(f, want) and path not in first:
+                    first[path] = (when, f)
+        main = judged[0]
+        if main not in first:
+            check(False, f"{layout}: {name}: {want} named in {main}")
+            continue
+        when, f = first[main]
+        latency = when - t0
+        check(latency <= ONSET_LIMIT_S, f"{layout}: {name}: {describe(f)} named {latency:.1f} s after the onset")
+        print(f"figure: detection latency {layout} {name}: {latency:.1f} s (since {f.get('since', 0) - t0:+.1f} s, "
+              f"cost {f.get('cost')}, score {f.get('score')}): {f.get('detail')}")
+        if "detail" in want:
+            check(want["detail"] in f.get("detail", ""), f"{layout}: {name}: the detail names {want['detail']}")
+        for path in judged[1:]:
+            check(path in first, f"{layout}: {name}: also named in {path}")
+    # ---- the records' size: bytes per rank per hour
+    sizes = [os.path.getsize(p) for tl in job.timelines() for p in glob.glob(os.path.join(tl, "*.steps.jsonl"))]
+    lines = [sum(1 for _ in open(p)) for tl in job.timelines() for p in glob.glob(os.path.join(tl, "*.steps.jsonl"))]
+    span = phases[-1][4] - phases[0][2] if phases else 0
+    if sizes and span > 0:
+        per_rank = sum(sizes) / len(sizes)
+        print(f"figure: steps files {layout}: {per_rank / 1e3:.0f} kB per rank over {span:.0f} s "
+              f"({sum(sizes) / max(1, sum(lines)):.0f} bytes a step, {sum(lines) / len(lines) / span:.1f} steps/s): "
+              f"{per_rank / span * 3600 / 1e6:.1f} MB per rank per hour")
+    if not failures:
+        shutil.rmtree(out, ignore_errors=True)
+    else:
+        print(f"kept {out}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("layout", choices=["one-node", "two-nodes"])
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--simgpu", required=True)
+    ap.add_argument("--python", default="/usr/bin/python3")
+    ap.add_argument("--healthy", type=float, default=0, help="seconds of healthy run (default: 30 / 120)")
+    ap.add_argument("--hold", type=float, default=14, help="seconds each fault lasts")
+    args = ap.parse_args()
+    run(args, args.layout)
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
