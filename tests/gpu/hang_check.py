@@ -50,7 +50,7 @@ def main():
     ok &= delay <= 3.0
     frames = [f for t in stack["threads"] for f in t.get("python", [])]
     # Event pairs: the kernel is in flight and the dump comes while the launch is still on the
-    # stack. CUPTI mode (issue 14): a plain kernel has no in-flight record; the hang is the
+    # stack. CUPTI mode: a plain kernel has no in-flight record; the hang is the
     # thread blocked in torch.cuda.synchronize() in main(), which is what the stack shows.
     want = "launch_long_kernel" if os.environ.get("XTIMER_CUPTI") == "0" else "main"
     named = any(f["function"] == want and f["file"].endswith("hang_sleep.py") for f in frames)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hang-detection checks on the simulated runtime (issue 3): what must and must not be reported.
+"""Hang-detection checks on the simulated runtime: what must and must not be reported.
 
   check_watchdog.py CHECK --bin BUILD/bin --workload PATH --simgpu DIR [--seconds 60]
   CHECK: long-op | actions | steady | fork | agent-request
@@ -51,7 +51,7 @@ def check_long_op(args):
         if files:
             with open(files[0]) as f:
                 s = json.load(f)
-            # Event pairs: the kernel is in flight and named. CUPTI mode (issue 14): a plain kernel
+            # Event pairs: the kernel is in flight and named. CUPTI mode: a plain kernel
             # has no in-flight record (CUPTI reports it when it ends); the hang is the thread
             # blocked waiting for it (preload/README.md, "Two timing modes").
             want = "xt_long_kernel" if os.environ.get("XTIMER_CUPTI") == "0" else "cudaStreamSynchronize"
