@@ -6,11 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "common/kinds.h"
+
 namespace xtimer {
 
 struct InflightOp {
-  std::string name;     // "ncclAllReduce", a kernel's symbol, "cublasGemmEx", "cudaStreamSynchronize"
-  std::string kind;     // kernel | matmul | collective | p2p | memcpy | sync
+  std::string name;  // "ncclAllReduce", a kernel's symbol, "cublasGemmEx", "cudaStreamSynchronize"
+  OpKind kind = OpKind::kKernel;
   uint64_t stream = 0;  // cudaStream_t as an integer (0 = legacy default stream)
   std::string comm;     // hex communicator id, empty if not NCCL
   int comm_rank = -1;
