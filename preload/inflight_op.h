@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/identity.h"
 #include "common/kinds.h"
 
 namespace xtimer {
@@ -31,6 +32,17 @@ struct RankInfo {
   int world_size = 1;
   int local_rank = -1;
 };
+
+// Who the launcher's variables say this process is (common/identity.h); rank 0 of 1 for what
+// they do not say.
+inline RankInfo RankFromEnv() {
+  const RankEnv env = ReadRankEnv();
+  RankInfo r;
+  if (env.rank >= 0) r.rank = env.rank;
+  if (env.world_size > 0) r.world_size = env.world_size;
+  r.local_rank = env.local_rank;
+  return r;
+}
 
 using InflightOps = std::vector<InflightOp>;
 

@@ -8,6 +8,7 @@
 
 #include "common/atomic_file.h"
 #include "common/clock.h"
+#include "common/identity.h"
 #include "common/json_writer.h"
 #include "common/log.h"
 #include "preload/cupti_backend.h"
@@ -16,12 +17,6 @@
 
 namespace xtimer {
 namespace {
-
-std::string HostName() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
 
 void WriteRankHeader(JsonWriter& w, Tracker& t, const char* format) {
   RankInfo r = t.rank_info();

@@ -42,6 +42,8 @@
 #include <set>
 #include <thread>
 
+#include "common/clock.h"
+#include "common/identity.h"
 #include "common/log.h"
 #include "launcher/run/etcd_client.h"
 #include "launcher/run/network_check.h"
@@ -50,8 +52,6 @@
 
 namespace xtimer::run {
 namespace {
-
-double NowS() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 struct State {
   int64_t round = 0;
@@ -92,9 +92,7 @@ std::string RandomHex() {
 class EtcdRendezvous : public Rendezvous {
  public:
   EtcdRendezvous(const RunOptions& o) : o_(o), etcd_(o.rdzv_endpoint), prefix_("/xtimer/run/" + o.rdzv_id + "/") {
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    node_id_ = std::string(host) + "-" + std::to_string(getpid()) + "-" + RandomHex();
+    node_id_ = HostName() + "-" + std::to_string(getpid()) + "-" + RandomHex();
     addr_ = LocalAddress(o);
   }
 
@@ -117,7 +115,7 @@ class EtcdRendezvous : public Rendezvous {
   std::string Name() const override { return "etcd"; }
 
   bool Join(Round* round, std::string* error) override {
-    double deadline = NowS() + o_.join_timeout_s;
+    double deadline = MonotonicS() + o_.join_timeout_s;
     bool said_waiting = false;
     for (;;) {
       State st;
@@ -139,7 +137,7 @@ class EtcdRendezvous : public Rendezvous {
               (long long)st.round);
           said_waiting = true;
         }
-        if (NowS() > deadline) return (*error = "no round took this node in within the join timeout"), false;
+        if (MonotonicS() > deadline) return (*error = "no round took this node in within the join timeout"), false;
         WaitForChange(0.5);
         continue;
       }
@@ -179,7 +177,7 @@ class EtcdRendezvous : public Rendezvous {
       if (ReadState(&st, &error) && st.round != current_.number) return (*why = st.reason), true;
     }
     // Membership, once a second: lost nodes and nodes waiting to come in.
-    double now = NowS();
+    double now = MonotonicS();
     if (now - last_check_s_ < 1.0) return false;
     last_check_s_ = now;
     std::string rp = RoundPrefix(current_.number);
@@ -283,7 +281,7 @@ class EtcdRendezvous : public Rendezvous {
         std::vector<KeyValue> joined;
         if (!etcd_.GetPrefix(rp + "join/", &joined, error)) return -1;
         int n = static_cast<int>(joined.size());
-        double t = NowS();
+        double t = MonotonicS();
         if (n >= o_.min_nodes && enough_since < 0) enough_since = t;
         if (n < o_.min_nodes) enough_since = -1;
         // After a network check left nodes out, the nodes that stay need not wait for them.
@@ -345,7 +343,7 @@ class EtcdRendezvous : public Rendezvous {
         round->master_port = std::atoi(v.c_str() + colon + 1);
         return true;
       }
-      if (NowS() > deadline) return (*error = "group rank 0 did not publish the master address in time"), false;
+      if (MonotonicS() > deadline) return (*error = "group rank 0 did not publish the master address in time"), false;
       WaitForChange(0.05);
     }
   }
@@ -371,8 +369,8 @@ class EtcdRendezvous : public Rendezvous {
   // (this node then moves the state on); -1 with *error after `limit_s` or when etcd fails.
   int WaitForKey(const std::string& key, const State& st, const Round& round, double limit_s, std::string* value,
                  std::string* error) {
-    const double until = NowS() + limit_s;
-    double next_host_check = NowS() + 1;
+    const double until = MonotonicS() + limit_s;
+    double next_host_check = MonotonicS() + 1;
     for (;;) {
       bool found = false;
       if (!etcd_.Get(key, value, &found, error)) return -1;
@@ -380,8 +378,8 @@ class EtcdRendezvous : public Rendezvous {
       State now;
       if (!ReadState(&now, error)) return -1;
       if (now.round != st.round) return 0;
-      if (NowS() >= next_host_check) {
-        next_host_check = NowS() + 1;
+      if (MonotonicS() >= next_host_check) {
+        next_host_check = MonotonicS() + 1;
         std::string ignored;
         bool alive = false;
         if (!etcd_.Get(RoundPrefix(round.number) + "join/" + round.nodes[0], &ignored, &alive, error)) return -1;
@@ -396,7 +394,7 @@ class EtcdRendezvous : public Rendezvous {
           return 0;
         }
       }
-      if (NowS() > until) {
+      if (MonotonicS() > until) {
         *error = "group rank 0 did not put etcd key " + key + " within " + std::to_string(static_cast<int>(limit_s)) +
                  " s of the network check";
         return -1;
@@ -430,7 +428,7 @@ class EtcdRendezvous : public Rendezvous {
     const ProbeSettings settings = ProbeSettingsFromEnv(o_.exclude_straggler);
     // Between two messages the probe waits at most 3 deadlines + 10 s; ten rounds at most.
     const double verdict_limit = 10 * (3 * settings.timeout_s + 10) + 30;
-    const double t0 = NowS();
+    const double t0 = MonotonicS();
     Log(LogLevel::kInfo, "run: network check of round %lld: %d nodes, %lld bytes per test, %g s deadlines",
         (long long)round.number, n, (long long)settings.size, settings.timeout_s);
     std::string verdict_raw;
@@ -496,7 +494,7 @@ class EtcdRendezvous : public Rendezvous {
       return 1;
     }
     Log(LogLevel::kInfo, "run: network check of round %lld: verdict after %.2f s: %s", (long long)round.number,
-        NowS() - t0, summary.c_str());
+        MonotonicS() - t0, summary.c_str());
     const NodeFate& me = v.nodes[round.group_rank];
     if (me.fate == Fate::kExcluded) {
       *error = "left out by the network check of round " + std::to_string(round.number) + ": this node (group rank " +

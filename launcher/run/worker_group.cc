@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/clock.h"
 #include "common/log.h"
 
 namespace xtimer::run {
@@ -21,18 +22,6 @@ namespace {
 
 constexpr size_t kTailLines = 20;
 constexpr size_t kMaxLine = 4096;  // a longer line is cut in the tail (the terminal gets it whole)
-
-double NowS() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-int64_t NowUnixMs() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
 
 // PATH search in the parent: after fork only async-signal-safe calls are allowed.
 std::string Resolve(const std::string& prog) {
@@ -235,8 +224,8 @@ void WorkerGroup::Reaped(pid_t pid, int status) {
     first_failure_.rank = w.spec.rank;
     first_failure_.pid = pid;
     first_failure_.status = status;
-    first_failure_.when_s = NowS();
-    first_failure_.when_unix_ms = NowUnixMs();
+    first_failure_.when_s = MonotonicS();
+    first_failure_.when_unix_ms = WallMs();
   }
 }
 
@@ -261,7 +250,7 @@ void WorkerGroup::Stop(double grace_s) {
       if (!w.done) kill(-w.pid, sig);
   };
   signal_all(SIGTERM);
-  double deadline = NowS() + grace_s;
+  double deadline = MonotonicS() + grace_s;
   bool killed = false;
   for (;;) {
     bool all = true;
@@ -273,7 +262,7 @@ void WorkerGroup::Stop(double grace_s) {
     }
     for (const Worker& w : workers_) all = all && w.done;
     if (all) break;
-    if (!killed && NowS() >= deadline) {
+    if (!killed && MonotonicS() >= deadline) {
       signal_all(SIGKILL);
       killed = true;
     }
