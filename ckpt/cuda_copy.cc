@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "common/cuda_libraries.h"
 #include "common/log.h"
 
 namespace xtimer::ckpt {
@@ -49,7 +50,7 @@ const CudaRt* LoadRuntime(std::string* error) {
   static bool ok = false;
   std::call_once(once, [] {
     void* lib = nullptr;
-    for (const char* name : {"libcudart.so.13", "libcudart.so.12"}) {
+    for (const char* name : kCudartSonames) {
       lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
       if (lib != nullptr) {
         rt.library = name;
@@ -58,7 +59,7 @@ const CudaRt* LoadRuntime(std::string* error) {
     }
     if (lib == nullptr) {
       const char* e = dlerror();
-      load_error = std::string("cannot load the CUDA runtime (libcudart.so.13 or .so.12): ") + (e ? e : "not found");
+      load_error = std::string("cannot load the CUDA runtime (") + kCudartSonamesText + "): " + (e ? e : "not found");
       return;
     }
     bool all = Sym(lib, "cudaGetDevice", &rt.GetDevice) && Sym(lib, "cudaSetDevice", &rt.SetDevice) &&

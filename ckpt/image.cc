@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <ctime>
 #include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/identity.h"
 
 namespace xtimer::ckpt {
 namespace {
@@ -20,23 +22,6 @@ constexpr DtypeRow kDtypes[] = {
     {"int16", 2},   {"int32", 4},     {"int64", 8},       {"bool", 1},      {"uint16", 2},        {"uint32", 4},
     {"uint64", 8},  {"complex64", 8}, {"complex128", 16}, {"complex32", 4}, {"float8_e4m3fn", 1}, {"float8_e5m2", 1},
 };
-
-std::string NowIso() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  tm t;
-  gmtime_r(&ts.tv_sec, &t);
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
-                t.tm_hour, t.tm_min, t.tm_sec, ts.tv_nsec / 1000000);
-  return buf;
-}
-
-std::string Hostname() {
-  char h[256] = {};
-  gethostname(h, sizeof h - 1);
-  return h;
-}
 
 bool MulOverflow(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
 
@@ -65,8 +50,8 @@ std::string BuildIndex(const ImageInfo& info, const std::vector<Entry>& entries)
   j["step"] = info.step;
   j["rank"] = info.rank;
   j["world_size"] = info.world_size;
-  j["created"] = NowIso();
-  j["host"] = Hostname();
+  j["created"] = IsoUtc(WallNs());
+  j["host"] = HostName();
   j["pid"] = static_cast<int>(getpid());
   json list = json::array();
   for (const Entry& e : entries) {

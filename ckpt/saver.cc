@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "ckpt/proc.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 extern char** environ;
@@ -23,18 +24,16 @@ extern char** environ;
 namespace xtimer::ckpt {
 namespace {
 
-double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
 // "\r" progress on stderr for long writes (a terminal only).
 class TermProgress {
  public:
-  TermProgress(bool enabled, std::string label) : enabled_(enabled), label_(std::move(label)), start_(Now()) {}
+  TermProgress(bool enabled, std::string label) : enabled_(enabled), label_(std::move(label)), start_(MonotonicS()) {}
   ~TermProgress() {
     if (shown_) std::fprintf(stderr, "\n");
   }
   void Update(uint64_t done, uint64_t total) {
     if (!enabled_) return;
-    double now = Now();
+    double now = MonotonicS();
     if (now - start_ < 2.0 || now - last_ < 0.5) return;
     last_ = now;
     shown_ = true;
@@ -167,13 +166,13 @@ void Saver::Serve(Segment& seg, bool* busy, bool* pending) {
   auto persist = [&](int slot, const char* why) {
     int64_t step = A(c->slot[slot].step).load();
     TermProgress term(opt_.progress, "rank " + std::to_string(seg.rank()) + " step " + std::to_string(step));
-    double t0 = Now();
+    double t0 = MonotonicS();
     int64_t written = -1;
     Status st = PersistSlot(
         seg, slot, [&](uint64_t d, uint64_t t) { term.Update(d, t); }, &written);
     if (st.ok())
       Log(LogLevel::kInfo, "wrote step %lld of rank %d to %s (%s, %.2f s)", static_cast<long long>(written), seg.rank(),
-          RankFile(seg.ckpt_dir(), written, seg.rank()).c_str(), why, Now() - t0);
+          RankFile(seg.ckpt_dir(), written, seg.rank()).c_str(), why, MonotonicS() - t0);
     else if (st.code() != Status::Code::kBusy) Log(LogLevel::kError, "%s", st.message().c_str());
   };
 
@@ -284,7 +283,7 @@ int Saver::RemoveFinishedSegments(bool log_kept) {
 }
 
 void Saver::Run(const std::atomic<bool>* stop) {
-  double idle_since = Now();
+  double idle_since = MonotonicS();
   if (wake_fd_ < 0) {
     std::string path = SaverWakePath(opt_.shm_dir);
     if (mkfifo(path.c_str(), 0600) != 0 && errno != EEXIST)
@@ -313,7 +312,7 @@ void Saver::Run(const std::atomic<bool>* stop) {
       Log(LogLevel::kInfo, "saver for %s: the folder is gone, exiting", opt_.shm_dir.c_str());
       return;
     }
-    double now = Now();
+    double now = MonotonicS();
     if (busy) idle_since = now;
     if (opt_.idle_exit_s >= 0 && now - idle_since >= opt_.idle_exit_s) {
       RemoveFinishedSegments(/*log_kept=*/true);
@@ -326,7 +325,7 @@ void Saver::Run(const std::atomic<bool>* stop) {
       }
       std::string why;
       if (!AcquireNodeLock(&why)) return;  // another saver took over
-      idle_since = Now();
+      idle_since = MonotonicS();
     }
     if (wake_fd_ >= 0) {
       pollfd p{wake_fd_, POLLIN, 0};

@@ -37,9 +37,6 @@ namespace {
 constexpr size_t kMaxRoundsKept = 50;
 constexpr size_t kMaxFinishedIds = 1000;
 
-double RealMonotonic() { return static_cast<double>(MonotonicNs()) * 1e-9; }
-int64_t RealWallMs() { return static_cast<int64_t>(WallNs() / 1000000ull); }
-
 v1::Command MakeCommand(v1::Command::Kind kind, const std::string& dump_id, bool wait = false) {
   v1::Command c;
   c.set_kind(kind);
@@ -52,8 +49,8 @@ v1::Command MakeCommand(v1::Command::Kind kind, const std::string& dump_id, bool
 
 struct CollectorCore::Impl {
   explicit Impl(CoreOptions o) : opt(std::move(o)), slow(opt.slowdown, opt.out_dir, opt.write_slowdown, /*log=*/true) {
-    if (!opt.monotonic_s) opt.monotonic_s = RealMonotonic;
-    if (!opt.wall_ms) opt.wall_ms = RealWallMs;
+    if (!opt.monotonic_s) opt.monotonic_s = MonotonicS;
+    if (!opt.wall_ms) opt.wall_ms = WallMs;
     if (!(opt.dump_wait_s >= 0)) opt.dump_wait_s = 30;
     std::random_device rd;
     rng.seed((uint64_t{rd()} << 32) ^ rd());

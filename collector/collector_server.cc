@@ -24,6 +24,7 @@
 
 #include "collector.grpc.pb.h"
 #include "collector/collector_server.h"
+#include "common/clock.h"
 #include "common/grpc_defaults.h"
 #include "common/log.h"
 
@@ -179,10 +180,6 @@ struct CollectorServer::Impl final : public v1::Collector::CallbackService {
 
   // ---- authentication ----
 
-  static double Now() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  }
-
   static bool SameSecret(std::string_view a, std::string_view b) {
     unsigned char diff = a.size() != b.size();
     for (size_t i = 0; i < a.size() && i < b.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
@@ -203,7 +200,7 @@ struct CollectorServer::Impl final : public v1::Collector::CallbackService {
     bool log = false;
     {
       std::lock_guard<std::mutex> lock(mu);
-      double now = Now();
+      double now = MonotonicS();
       if (auth_logged.size() > 10000) auth_logged.clear();
       auto [entry, fresh] = auth_logged.try_emplace(peer, now);
       if (fresh || now - entry->second >= 60) entry->second = now, log = true;

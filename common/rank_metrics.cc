@@ -3,14 +3,20 @@
 #include <set>
 #include <string>
 
+#include "common/kinds.h"
+
 namespace xtimer {
 namespace {
+
+bool IsCommunication(const v1::OpStat& op) {
+  return IsKind(op.kind(), OpKind::kCollective) || IsKind(op.kind(), OpKind::kP2p);
+}
 
 // What tells apart classes of one op name: the shape of a matmul, size and communicator of a
 // collective.
 std::string Detail(const v1::OpStat& op) {
   if (!op.shape().empty()) return op.shape();
-  if (op.kind() == "collective" || op.kind() == "p2p") {
+  if (IsCommunication(op)) {
     std::string d = std::to_string(op.bytes()) + "B";
     if (!op.comm().empty()) d += " comm " + op.comm();
     return d;
@@ -53,8 +59,8 @@ void AppendRankMetrics(const std::vector<v1::RankReport>& reports, PrometheusTex
       out->Add("xtimer_op_latency_seconds", q99, op.p99_us() / 1e6);
       out->Add("xtimer_op_latency_seconds", "xtimer_op_latency_seconds_sum", l, op.total_ms() / 1e3);
       out->Add("xtimer_op_latency_seconds", "xtimer_op_latency_seconds_count", l, static_cast<double>(op.count()));
-      if (op.kind() == "matmul") out->Add("xtimer_op_tflops", l, op.tflops());
-      if (op.kind() == "collective" || op.kind() == "p2p") {
+      if (IsKind(op.kind(), OpKind::kMatmul)) out->Add("xtimer_op_tflops", l, op.tflops());
+      if (IsCommunication(op)) {
         out->Add("xtimer_op_algbw_gbps", l, op.algbw_gbps());
         out->Add("xtimer_op_busbw_gbps", l, op.busbw_gbps());
       }

@@ -90,8 +90,6 @@ int Deadline::poll_ms() const {
   return ms > 1e9 ? 1000000000 : static_cast<int>(ms);
 }
 
-double NowSeconds() { return std::chrono::duration<double>(Deadline::Clock::now().time_since_epoch()).count(); }
-
 Fd& Fd::operator=(Fd&& o) noexcept {
   if (this != &o) reset(o.release());
   return *this;

@@ -28,8 +28,6 @@ class Deadline {
   Clock::time_point t_;
 };
 
-double NowSeconds();  // steady clock, for measuring durations
-
 // Owns a file descriptor.
 class Fd {
  public:

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
+#include "common/identity.h"
 #include "common/log.h"
 #include "netprobe/gpu_probe.h"
 #include "netprobe/net.h"
@@ -33,12 +34,6 @@ json ErrorReport(const std::string& what) { return json{{"node_error", true}, {"
 void Print(const std::string& text) {
   std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
-}
-
-std::string HostName() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "?";
-  return buf;
 }
 
 // Writes the report (with "self") to --json; false with a message on failure.

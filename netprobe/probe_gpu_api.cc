@@ -2,15 +2,19 @@
 
 #include <dlfcn.h>
 
+#include <span>
+
+#include "common/cuda_libraries.h"
+
 namespace xtimer::netprobe {
 namespace {
 
-void* Open(const char* const* names, std::string* error) {
+void* Open(std::span<const char* const> names, std::string* error) {
   std::string tried;
-  for (const char* const* n = names; *n != nullptr; ++n) {
-    if (void* h = dlopen(*n, RTLD_NOW | RTLD_LOCAL)) return h;
+  for (const char* n : names) {
+    if (void* h = dlopen(n, RTLD_NOW | RTLD_LOCAL)) return h;
     const char* e = dlerror();
-    tried += std::string(tried.empty() ? "" : "; ") + (e != nullptr ? e : *n);
+    tried += std::string(tried.empty() ? "" : "; ") + (e != nullptr ? e : n);
   }
   *error = "cannot load " + tried;
   return nullptr;
@@ -26,8 +30,7 @@ bool Sym(void* h, const char* name, F* out, std::string* error) {
 }  // namespace
 
 bool LoadCudaRt(CudaRt* a, std::string* error) {
-  static const char* const kNames[] = {"libcudart.so.13", "libcudart.so.12", nullptr};
-  a->handle = Open(kNames, error);
+  a->handle = Open(kCudartSonames, error);
   if (a->handle == nullptr) return false;
   void* h = a->handle;
   return Sym(h, "cudaGetErrorString", &a->GetErrorString, error) &&
@@ -46,7 +49,7 @@ bool LoadCudaRt(CudaRt* a, std::string* error) {
 }
 
 bool LoadNccl(Nccl* a, std::string* error) {
-  static const char* const kNames[] = {"libnccl.so.2", nullptr};
+  static const char* const kNames[] = {"libnccl.so.2"};
   a->handle = Open(kNames, error);
   if (a->handle == nullptr) return false;
   void* h = a->handle;

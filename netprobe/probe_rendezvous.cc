@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "netprobe/plan.h"
 
@@ -40,7 +41,7 @@ Rendezvous::Rendezvous(const Options& options, Fd listen_fd, bool print_progress
 Rendezvous::~Rendezvous() = default;
 
 json Rendezvous::Run() {
-  started_ = NowSeconds();
+  started_ = MonotonicS();
   const int n = o_.nnodes;
   inputs_.assign(n, NodeInput{});
   info_.assign(n, NodeInfo{});
@@ -55,7 +56,7 @@ json Rendezvous::Run() {
   }
   phase_ = Phase::kLocal;
   Progress("rendezvous: " + std::to_string(present.size()) + " of " + std::to_string(n) + " nodes joined in " +
-           std::to_string(static_cast<int>((NowSeconds() - started_) * 1000)) + " ms" +
+           std::to_string(static_cast<int>((MonotonicS() - started_) * 1000)) + " ms" +
            (missing.empty() ? "" : "; missing: " + missing) + "\n");
   if (o_.backend == Backend::kNccl) LocalPhase();
 
@@ -87,7 +88,7 @@ json Rendezvous::Run() {
   in.tests = tests_;
   in.rounds = rounds_;
   in.verdict = JudgeNow(true);
-  in.probe_time_s = NowSeconds() - started_;
+  in.probe_time_s = MonotonicS() - started_;
   json report = BuildReport(in);
   Finish(&report);
   return report;
@@ -138,10 +139,10 @@ void Rendezvous::RunRound(const RoundPlan& plan) {
   RoundRecord rr;
   rr.round = static_cast<int>(rounds_.size()) + 1;
   rr.plan = plan;
-  double t0 = NowSeconds();
+  double t0 = MonotonicS();
   for (size_t s = 0; s < plan.steps.size(); ++s)
     RunStep(plan.steps[s], rr.round, static_cast<int>(s) + 1, plan.base, &rr.tests);
-  rr.elapsed_s = NowSeconds() - t0;
+  rr.elapsed_s = MonotonicS() - t0;
   rounds_.push_back(rr);
   Progress(RenderRound(rr, tests_, JudgeNow(false), ConfigOf(o_)));
 }

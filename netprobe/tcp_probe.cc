@@ -8,6 +8,8 @@
 #include <cstring>
 #include <vector>
 
+#include "common/clock.h"
+
 namespace xtimer::netprobe {
 namespace {
 
@@ -155,31 +157,31 @@ void RunTcpInitiator(const TcpTestSpec& spec, const std::string& host, int port,
   // Latency: ping-pong on the control connection.
   std::vector<double> rtts;
   for (int i = 0; i <= kPings; ++i) {
-    double t0 = NowSeconds();
+    double t0 = MonotonicS();
     Op op;
     uint64_t arg;
     if (!SendCmd(control.get(), kPing, i, deadline, &error) || !RecvCmd(control.get(), &op, &arg, deadline, &error))
       return fail("latency: " + error);
     if (op != kPing || arg != static_cast<uint64_t>(i)) return fail("latency: wrong echo from peer");
-    if (i > 0) rtts.push_back(NowSeconds() - t0);  // the first one warms up
+    if (i > 0) rtts.push_back(MonotonicS() - t0);  // the first one warms up
   }
   out->latency_us = Median(rtts) / 2 * 1e6;
 
   // Forward: we send, the peer confirms.
-  double t0 = NowSeconds();
+  double t0 = MonotonicS();
   if (!SendCmd(control.get(), kRecv, static_cast<uint64_t>(spec.size), deadline, &error)) return fail(error);
   if (!Pump(data, spec.size, true, deadline, &error)) return fail("forward: " + error);
   Op op;
   uint64_t arg;
   if (!RecvCmd(control.get(), &op, &arg, deadline, &error)) return fail("forward: " + error);
   if (op != kDone || arg != static_cast<uint64_t>(spec.size)) return fail("forward: peer confirmed the wrong amount");
-  double fwd = NowSeconds() - t0;
+  double fwd = MonotonicS() - t0;
 
   // Backward: the peer sends, we receive.
-  t0 = NowSeconds();
+  t0 = MonotonicS();
   if (!SendCmd(control.get(), kSend, static_cast<uint64_t>(spec.size), deadline, &error)) return fail(error);
   if (!Pump(data, spec.size, false, deadline, &error)) return fail("backward: " + error);
-  double bwd = NowSeconds() - t0;
+  double bwd = MonotonicS() - t0;
   if (!RecvCmd(control.get(), &op, &arg, deadline, &error)) return fail("backward: " + error);
   if (op != kDone) return fail("backward: unexpected reply from peer");
 

@@ -11,9 +11,11 @@
 #include <cstring>
 
 #include "common/env.h"
+#include "common/identity.h"
 #include "common/json_writer.h"
 #include "common/log.h"
 #include "preload/capture/dumper.h"
+#include "preload/inflight_op.h"
 
 namespace xtimer {
 namespace {
@@ -23,21 +25,12 @@ std::atomic<int> g_fd{-1};  // the socket opened at load, until the link thread 
 // this file's static initialisers.
 char g_path[sizeof(sockaddr_un::sun_path)];
 
-int EnvInt(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
-  return *end == '\0' ? static_cast<int>(x) : fallback;
-}
-
 // The same fields the link thread sends (agent_link.cc), from the environment only: before
 // CUDA there is no communicator to take a rank from.
 void WriteRankFields(JsonWriter& w) {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  w.Field("rank", EnvInt("RANK", 0)).Field("world_size", EnvInt("WORLD_SIZE", 1));
-  w.Field("local_rank", EnvInt("LOCAL_RANK", -1)).Field("host", host).Field("pid", static_cast<int>(getpid()));
+  const RankInfo r = RankFromEnv();
+  w.Field("rank", r.rank).Field("world_size", r.world_size).Field("local_rank", r.local_rank);
+  w.Field("host", HostName()).Field("pid", static_cast<int>(getpid()));
 }
 
 void Send(int fd, const std::string& msg) {

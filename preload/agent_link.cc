@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 #include "common/env.h"
+#include "common/identity.h"
 #include "common/json_writer.h"
 #include "common/log.h"
 #include "preload/agent_hello.h"
@@ -196,10 +197,8 @@ bool AgentLink::Send(const std::string& msg) {
 
 void AgentLink::WriteRankFields(JsonWriter& w) {
   RankInfo r = tracker_.rank_info();
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
   w.Field("rank", r.rank).Field("world_size", r.world_size).Field("local_rank", r.local_rank);
-  w.Field("host", host).Field("pid", static_cast<int>(getpid()));
+  w.Field("host", HostName()).Field("pid", static_cast<int>(getpid()));
 }
 
 void AgentLink::SendStatus() {

@@ -11,7 +11,7 @@ namespace {
 struct Slot {
   std::atomic<pid_t> tid{0};  // 0 = free
   std::atomic<const char*> what{nullptr};
-  std::atomic<const char*> kind{nullptr};
+  std::atomic<OpKind> kind{OpKind::kSync};
   std::atomic<uint64_t> since_ns{0};  // 0 = not inside a call
 };
 
@@ -45,7 +45,7 @@ int MySlot() {
 
 }  // namespace
 
-BlockedThreads::Scope::Scope(const char* what, const char* kind) : slot_(t_depth++ == 0 ? MySlot() : -1) {
+BlockedThreads::Scope::Scope(const char* what, OpKind kind) : slot_(t_depth++ == 0 ? MySlot() : -1) {
   if (slot_ < 0) return;
   g_slots[slot_].what.store(what, std::memory_order_relaxed);
   g_slots[slot_].kind.store(kind, std::memory_order_relaxed);

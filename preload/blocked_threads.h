@@ -11,16 +11,14 @@
 #include <cstdint>
 #include <vector>
 
-namespace xtimer {
+#include "common/kinds.h"
 
-// What a blocked thread waits for; the in-flight op's `kind` in stack files.
-inline constexpr const char* kBlockedSync = "sync";           // the GPU
-inline constexpr const char* kBlockedCommInit = "comm_init";  // the other ranks of a communicator
+namespace xtimer {
 
 struct BlockedCall {
   pid_t tid;
   const char* what;   // the API name, a string literal
-  const char* kind;   // kBlockedSync or kBlockedCommInit
+  OpKind kind;        // what it waits for: kSync (the GPU) or kCommInit (the communicator's ranks)
   uint64_t since_ns;  // CLOCK_MONOTONIC at entry
 };
 
@@ -31,7 +29,7 @@ class BlockedThreads {
   // (a sync inside communicator set-up) keep the outermost.
   class Scope {
    public:
-    explicit Scope(const char* what, const char* kind = kBlockedSync);
+    explicit Scope(const char* what, OpKind kind = OpKind::kSync);
     ~Scope();
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;

@@ -7,8 +7,6 @@
 
 extern "C" {
 
-#define XTIMER_EXPORT __attribute__((visibility("default")))
-
 static xtimer::RealFunction<decltype(&cudaStreamBeginCapture)> real_cudaStreamBeginCapture("cudaStreamBeginCapture",
                                                                                            xtimer::Lib::kCudart);
 static xtimer::RealFunction<decltype(&cudaStreamBeginCapture)> real_cudaStreamBeginCapture_ptsz(

@@ -7,8 +7,6 @@
 #include "preload/real_function.h"
 #include "preload/timed_call.h"
 
-#define XTIMER_EXPORT extern "C" __attribute__((visibility("default")))
-
 namespace xtimer {
 namespace {
 

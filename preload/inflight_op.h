@@ -6,11 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "common/identity.h"
+#include "common/kinds.h"
+
 namespace xtimer {
 
 struct InflightOp {
-  std::string name;     // "ncclAllReduce", a kernel's symbol, "cublasGemmEx", "cudaStreamSynchronize"
-  std::string kind;     // kernel | matmul | collective | p2p | memcpy | sync
+  std::string name;  // "ncclAllReduce", a kernel's symbol, "cublasGemmEx", "cudaStreamSynchronize"
+  OpKind kind = OpKind::kKernel;
   uint64_t stream = 0;  // cudaStream_t as an integer (0 = legacy default stream)
   std::string comm;     // hex communicator id, empty if not NCCL
   int comm_rank = -1;
@@ -34,6 +37,17 @@ struct RankInfo {
   int world_size = 1;
   int local_rank = -1;
 };
+
+// Who the launcher's variables say this process is (common/identity.h); rank 0 of 1 for what
+// they do not say.
+inline RankInfo RankFromEnv() {
+  const RankEnv env = ReadRankEnv();
+  RankInfo r;
+  if (env.rank >= 0) r.rank = env.rank;
+  if (env.world_size > 0) r.world_size = env.world_size;
+  r.local_rank = env.local_rank;
+  return r;
+}
 
 using InflightOps = std::vector<InflightOp>;
 

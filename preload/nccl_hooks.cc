@@ -16,8 +16,6 @@
 #include "preload/real_function.h"
 #include "preload/timed_call.h"
 
-#define XTIMER_EXPORT extern "C" __attribute__((visibility("default")))
-
 namespace xtimer {
 namespace {
 
@@ -247,7 +245,7 @@ XTIMER_REAL_NCCL(ncclRecv);
 // watchdog treats like a blocked sync. The first NCCL call may be this one: it starts the tracker.
 BlockedThreads::Scope CommSetUp(const char* name) {
   Tracker::Instance();
-  return BlockedThreads::Scope(name, kBlockedCommInit);
+  return BlockedThreads::Scope(name, OpKind::kCommInit);
 }
 
 }  // namespace

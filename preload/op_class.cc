@@ -4,18 +4,6 @@
 
 namespace xtimer {
 
-const char* KindName(OpKind kind) {
-  switch (kind) {
-    case OpKind::kKernel: return "kernel";
-    case OpKind::kMatmul: return "matmul";
-    case OpKind::kCollective: return "collective";
-    case OpKind::kP2p: return "p2p";
-    case OpKind::kMemcpy: return "memcpy";
-    case OpKind::kCount: break;
-  }
-  return "kernel";
-}
-
 uint64_t OpKey::Hash() const {
   // splitmix64-style mixing of the fields; never returns 0 (the empty-slot marker).
   auto mix = [](uint64_t h, uint64_t v) {
@@ -39,14 +27,14 @@ OpClassTable::OpClassTable()
     : slots_(new Slot[kSlots]), classes_(new OpClass[kMaxClasses]), ready_(new std::atomic<bool>[kMaxClasses]) {
   for (uint32_t i = 0; i < kMaxClasses; ++i) ready_[i].store(false, std::memory_order_relaxed);
   // The first ids are the per-kind overflow classes.
-  for (int k = 0; k < static_cast<int>(OpKind::kCount); ++k) {
+  for (int k = 0; k < kTimedOpKinds; ++k) {
     OpClass& c = classes_[k];
     c.key.kind = static_cast<OpKind>(k);
     c.key.api = "(other)";
-    c.name = std::string("(other ") + KindName(c.key.kind) + ")";
+    c.name = std::string("(other ") + Name(c.key.kind) + ")";
     ready_[k].store(true, std::memory_order_release);
   }
-  next_.store(static_cast<uint32_t>(OpKind::kCount), std::memory_order_release);
+  next_.store(static_cast<uint32_t>(kTimedOpKinds), std::memory_order_release);
 }
 
 uint32_t OpClassTable::Overflow(OpKind kind) { return static_cast<uint32_t>(kind); }
@@ -78,7 +66,7 @@ uint32_t OpClassTable::Intern(const OpKey& key) {
     uint32_t id = s.id.load(std::memory_order_acquire);
     for (int spin = 0; id == kNoClass && spin < 1000; ++spin) id = s.id.load(std::memory_order_acquire);
     if (id == kNoClass) return Overflow(key.kind);
-    if (id < static_cast<uint32_t>(OpKind::kCount) || classes_[id].key == key) return id;
+    if (id < static_cast<uint32_t>(kTimedOpKinds) || classes_[id].key == key) return id;
   }
   return Overflow(key.kind);
 }

@@ -1,7 +1,7 @@
 // Operation classes: what the summary has one line for. A class is interned on the launch path
 // with a lock-free open-addressing table (a few loads in the common case); its statistics are
 // kept by the poller thread alone. The table is fixed-size; when it is full, new kinds of ops
-// fall into one "(other <kind>)" class per kind.
+// fall into one "(other <kind>)" class per timed kind (common/kinds.h).
 #pragma once
 
 #include <atomic>
@@ -9,12 +9,10 @@
 #include <memory>
 #include <string>
 
+#include "common/kinds.h"
 #include "preload/histogram.h"
 
 namespace xtimer {
-
-enum class OpKind : uint8_t { kKernel = 0, kMatmul, kCollective, kP2p, kMemcpy, kCount };
-const char* KindName(OpKind kind);
 
 // Identifies a class. `api` is a string literal (compared by address). The meaning of a..d:
 //   kernel     : func = kernel function / CUfunction / graph; a = 1 for a driver CUfunction,

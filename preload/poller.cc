@@ -227,7 +227,7 @@ bool Poller::Snapshot(InflightOps* out, int wait_ms) {
       OpClass& c = tracker_.classes().at(p.rec.class_id);
       InflightOp op;
       op.name = NameOf(c);
-      op.kind = KindName(c.key.kind);
+      op.kind = c.key.kind;
       op.stream = p.rec.stream;
       if (p.rec.comm >= 0) {
         Comm& comm = tracker_.comms().at(p.rec.comm);

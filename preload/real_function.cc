@@ -3,14 +3,19 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <iterator>
 
+#include "common/cuda_libraries.h"
 #include "common/log.h"
 
 namespace xtimer {
 namespace {
 
 const char* const* SonamesOf(Lib lib) {
-  static const char* const kCudart[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so", nullptr};
+  // The supported sonames, then the development name: a program that dlopen'ed "libcudart.so"
+  // has it loaded under that name, and RTLD_NOLOAD matches names only.
+  static_assert(std::size(kCudartSonames) == 2);
+  static const char* const kCudart[] = {kCudartSonames[0], kCudartSonames[1], "libcudart.so", nullptr};
   static const char* const kCuda[] = {"libcuda.so.1", "libcuda.so", nullptr};
   static const char* const kCublas[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so", nullptr};
   static const char* const kCublasLt[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so", nullptr};

@@ -6,6 +6,10 @@
 
 #include <atomic>
 
+// A hook: defined under the C name of the function it interposes, and one of the few symbols the
+// library exports (everything else is hidden; preload/exports.map).
+#define XTIMER_EXPORT extern "C" __attribute__((visibility("default")))
+
 namespace xtimer {
 
 // Which library a hooked symbol normally lives in; the sonames tried for RTLD_NOLOAD.

@@ -8,6 +8,7 @@
 
 #include "common/atomic_file.h"
 #include "common/clock.h"
+#include "common/identity.h"
 #include "common/json_writer.h"
 #include "common/log.h"
 #include "preload/cupti_backend.h"
@@ -16,12 +17,6 @@
 
 namespace xtimer {
 namespace {
-
-std::string HostName() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
 
 void WriteRankHeader(JsonWriter& w, Tracker& t, const char* format) {
   RankInfo r = t.rank_info();
@@ -36,7 +31,7 @@ void WriteOp(JsonWriter& w, Tracker& t, OpClass& c) {
   const OpKey& k = c.key;
   const double total_s = h.sum_ns() / 1e9;
   w.BeginObject();
-  w.Field("name", NameOf(c)).Field("kind", KindName(k.kind));
+  w.Field("name", NameOf(c)).Field("kind", Name(k.kind));
   w.Field("count", static_cast<unsigned long long>(h.count()));
   w.Field("launches", static_cast<unsigned long long>(c.launches.load(std::memory_order_relaxed)));
   w.Field("mean_us", h.mean_ns() / 1e3).Field("p50_us", h.Quantile(0.5) / 1e3);
@@ -127,7 +122,7 @@ std::string TraceJson(Tracker& t, const std::vector<TraceEntry>& entries) {
     }
     OpClass& c = t.classes().at(e.class_id);
     w.BeginObject();
-    w.Field("name", NameOf(c)).Field("cat", KindName(c.key.kind)).Field("ph", "X");
+    w.Field("name", NameOf(c)).Field("cat", Name(c.key.kind)).Field("ph", "X");
     w.Field("ts", e.start_ns / 1e3).Field("dur", e.dur_ns / 1e3);
     w.Field("pid", r.rank).Field("tid", it->second);
     if (e.seq != 0 || e.peer >= 0) {

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "common/clock.h"
+#include "common/identity.h"
 #include "common/log.h"
 #include "preload/agent_link.h"
 #include "preload/cupti_backend.h"
@@ -22,14 +23,6 @@ std::mutex g_init_mu;
 
 thread_local uint64_t t_sample_counter __attribute__((tls_model("initial-exec"))) = 0;
 thread_local char t_thread_marker __attribute__((tls_model("initial-exec")));
-
-int EnvInt(const char* name) {
-  const char* v = getenv(name);
-  if (v == nullptr || *v == '\0') return -1;
-  char* end = nullptr;
-  long x = strtol(v, &end, 10);
-  return (*end == '\0' && x >= 0) ? static_cast<int>(x) : -1;
-}
 
 // The stream a record is ordered in. Handles 0, 1 (legacy) and 2 (per-thread) are per device;
 // the per-thread default stream is also per thread.
@@ -51,9 +44,10 @@ Tracker::Tracker(const PreloadConfig& config)
     : config_(config),
       pools_(static_cast<uint32_t>(config.max_inflight)),
       queue_(static_cast<size_t>(config.max_inflight)) {
-  env_rank_ = EnvInt("RANK");
-  env_world_ = EnvInt("WORLD_SIZE");
-  env_local_rank_ = EnvInt("LOCAL_RANK");
+  const RankEnv env = ReadRankEnv();
+  env_rank_ = env.rank;
+  env_world_ = env.world_size;
+  env_local_rank_ = env.local_rank;
   poller_ = new Poller(*this);
   watchdog_ = new Watchdog(*this);
   agent_ = new AgentLink(*this);

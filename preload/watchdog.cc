@@ -22,14 +22,14 @@ constexpr int kSnapshotWaitMs = 200;
 
 std::string Describe(const InflightOp& op) {
   char buf[512];
-  if (!op.comm.empty() && op.kind == "collective") {
+  if (!op.comm.empty() && op.kind == OpKind::kCollective) {
     std::snprintf(buf, sizeof buf, "%s #%llu on comm %s", op.name.c_str(), static_cast<unsigned long long>(op.seq),
                   op.comm.c_str());
   } else if (!op.comm.empty()) {
     std::snprintf(buf, sizeof buf, "%s #%llu with peer %d on comm %s", op.name.c_str(),
                   static_cast<unsigned long long>(op.seq), op.peer, op.comm.c_str());
   } else {
-    std::snprintf(buf, sizeof buf, "%s (%s)", op.name.c_str(), op.kind.c_str());
+    std::snprintf(buf, sizeof buf, "%s (%s)", op.name.c_str(), Name(op.kind));
   }
   return buf;
 }
@@ -114,7 +114,7 @@ std::string Watchdog::FindHang() {
     if (s >= timeout) {
       // A thread waits on the GPU; the op the GPU is running is what it waits for (the op's own
       // age, counted from when it started on the GPU, can lag the wait by a poll period).
-      const bool setup = std::strcmp(b.kind, kBlockedCommInit) == 0;
+      const bool setup = b.kind == OpKind::kCommInit;
       int n =
           std::snprintf(buf, sizeof buf, "thread %d blocked in %s%s for %.1f s (timeout %g s)", static_cast<int>(b.tid),
                         b.what, setup ? " (communicator set-up: waiting for the other ranks)" : "", s, timeout);

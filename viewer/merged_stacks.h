@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/kinds.h"
 #include "common/stacks/rank_set.h"
 #include "viewer/frame_table.h"
 #include "viewer/stack_tree.h"
@@ -15,8 +16,8 @@ namespace xtimer {
 
 // An in-flight operation on a communicator, as one rank reported it.
 struct CommOp {
-  std::string name;  // ncclAllReduce, ...
-  std::string kind;  // collective, p2p
+  std::string name;                   // ncclAllReduce, ...
+  OpKind kind = OpKind::kCollective;  // kCollective, kP2p, or kCommInit (a rank in communicator set-up)
   std::string comm;
   std::string state;  // running, pending
   int64_t seq = -1;

@@ -72,8 +72,11 @@ bool StackMerger::BeginRank(const StackFile& file, std::string_view source, std:
   s.trigger = file.trigger;
   for (const InflightOp& op : file.inflight_ops) {
     // Collectives and p2p (compared per communicator) and communicator set-up (the job's phase).
-    if (op.comm.empty() && op.kind != "comm_init") continue;
-    s.comm_ops.push_back({op.name, op.kind, op.comm, op.state, op.seq, op.comm_size, op.peer, op.in_flight_s});
+    // Kinds this version does not know are not compared.
+    OpKind kind;
+    if (!ParseOpKind(op.kind, &kind)) continue;
+    if (kind != OpKind::kCommInit && (op.comm.empty() || !IsCommunication(kind))) continue;
+    s.comm_ops.push_back({op.name, kind, op.comm, op.state, op.seq, op.comm_size, op.peer, op.in_flight_s});
   }
   open_pid_ = file.pid;
   marked_.set = pid_thread_.set = first_thread_.set = false;

@@ -14,10 +14,12 @@ constexpr size_t kSummaryFrames = 3;  // frames in a terminal line
 // a file claims an absurd world size) they are listed in ranks_missing and counted in a note.
 constexpr size_t kMaxMissingSuspects = 256;
 
-const std::vector<uint32_t>& Signature(const RankSummary& r, std::string* by) {
-  if (!r.main_python.empty()) return *by = "python", r.main_python;
-  *by = r.main_native.empty() ? "none" : "native";
-  return r.main_native;
+const std::vector<uint32_t>& Signature(const RankSummary& r, StackSource* by = nullptr) {
+  StackSource source = !r.main_python.empty()   ? StackSource::kPython
+                       : !r.main_native.empty() ? StackSource::kNative
+                                                : StackSource::kNone;
+  if (by != nullptr) *by = source;
+  return source == StackSource::kPython ? r.main_python : r.main_native;
 }
 
 std::vector<std::string> LeafFrames(const FrameTable& frames, const std::vector<uint32_t>& sig, size_t n) {
@@ -40,9 +42,9 @@ std::string Ranks(const RankSet& r) { return (r.size() == 1 ? "rank " : "ranks "
 const char* IsAre(const RankSet& r) { return r.size() == 1 ? "is" : "are"; }
 
 std::vector<VerdictGroup> Group(const MergedStacks& m) {
-  std::map<std::pair<std::string, std::vector<uint32_t>>, std::vector<int32_t>> by_sig;
+  std::map<std::pair<StackSource, std::vector<uint32_t>>, std::vector<int32_t>> by_sig;
   for (const RankSummary& r : m.ranks) {
-    std::string by;
+    StackSource by;
     const std::vector<uint32_t>& sig = Signature(r, &by);
     by_sig[{by, sig}].push_back(r.rank);
   }
@@ -71,7 +73,7 @@ std::vector<CommVerdict> CompareComms(const MergedStacks& m) {
   for (const RankSummary& r : m.ranks) {
     for (const CommOp& op : r.comm_ops) {
       // p2p sequence numbers count different calls on each side: only collectives compare.
-      if (op.kind != "collective" || op.seq < 0) continue;
+      if (op.kind != OpKind::kCollective || op.seq < 0) continue;
       auto [it, fresh] = pos[op.comm].try_emplace(r.rank, Pos{op.seq, op.name});
       if (!fresh && op.seq < it->second.seq) it->second = {op.seq, op.name};
       size[op.comm] = std::max(size[op.comm], op.comm_size);
@@ -114,8 +116,7 @@ std::string WhereAre(const MergedStacks& m, const RankSet& ranks) {
     auto it =
         std::lower_bound(m.ranks.begin(), m.ranks.end(), r, [](const RankSummary& s, int32_t v) { return s.rank < v; });
     if (it == m.ranks.end() || it->rank != r) continue;
-    std::string by;
-    by_sig[Signature(*it, &by)].push_back(r);
+    by_sig[Signature(*it)].push_back(r);
   }
   if (by_sig.size() == 1) return Join(LeafFrames(m.frames, by_sig.begin()->first, kSummaryFrames), " <- ");
   std::vector<std::string> parts;
@@ -164,7 +165,7 @@ void Dump(const nlohmann::ordered_json& j, int indent, std::string& out) {
 
 }  // namespace
 
-Verdict ComputeVerdict(const MergedStacks& m) {
+Verdict JudgeStacks(const MergedStacks& m) {
   Verdict v;
   v.world_size = m.world_size;
   v.reported = m.Reported();
@@ -174,7 +175,7 @@ Verdict ComputeVerdict(const MergedStacks& m) {
   v.comms = CompareComms(m);
 
   std::map<int32_t, Suspect> suspects;
-  auto suspect = [&](int32_t rank, const char* kind, std::string reason) {
+  auto suspect = [&](int32_t rank, SuspectKind kind, std::string reason) {
     Suspect& s = suspects[rank];
     s.rank = rank;
     if (std::find(s.kinds.begin(), s.kinds.end(), kind) != s.kinds.end()) return;
@@ -187,30 +188,33 @@ Verdict ComputeVerdict(const MergedStacks& m) {
   std::vector<int32_t> setup;
   for (const RankSummary& r : m.ranks)
     for (const CommOp& op : r.comm_ops)
-      if (op.kind == "comm_init") {
+      if (op.kind == OpKind::kCommInit) {
         setup.push_back(r.rank);
         if (v.setup_call.empty()) v.setup_call = op.name;
         break;
       }
   v.setup_waiting = RankSet(std::move(setup));
-  v.phase = !v.setup_waiting.empty() ? "setup" : !v.comms.empty() ? "step" : "unknown";
-  const RankSet not_in_setup = v.phase == "setup" ? v.reported.Minus(v.setup_waiting) : RankSet();
+  v.phase = !v.setup_waiting.empty() ? VerdictPhase::kSetup
+            : !v.comms.empty()       ? VerdictPhase::kStep
+                                     : VerdictPhase::kUnknown;
+  const RankSet not_in_setup = v.phase == VerdictPhase::kSetup ? v.reported.Minus(v.setup_waiting) : RankSet();
   for (int32_t r : not_in_setup.ranks())
     suspect(
-        r, "not_in_setup",
+        r, SuspectKind::kNotInSetup,
         "not in communicator set-up (" + Ranks(v.setup_waiting) + " wait in " + PrintableName(v.setup_call, 80) + ")");
 
   if (v.missing.size() <= kMaxMissingSuspects) {
-    for (int32_t r : v.missing.ranks()) suspect(r, "missing", "wrote no stack file");
+    for (int32_t r : v.missing.ranks()) suspect(r, SuspectKind::kMissing, "wrote no stack file");
   } else {
     v.notes.push_back(std::to_string(v.missing.size()) + " ranks wrote no stack file (" + v.missing.Fold(16) +
                       "); too many to name each as a suspect, see ranks_missing");
   }
   for (const CommVerdict& c : v.comms) {
     std::string in = c.op + " #" + std::to_string(c.seq) + " on comm " + PrintableName(c.comm, 64);
-    for (int32_t r : c.absent.ranks()) suspect(r, "absent", "not in " + in + " (" + Ranks(c.waiting) + " wait in it)");
+    for (int32_t r : c.absent.ranks())
+      suspect(r, SuspectKind::kAbsent, "not in " + in + " (" + Ranks(c.waiting) + " wait in it)");
     for (auto& [r, seq] : c.behind)
-      suspect(r, "behind",
+      suspect(r, SuspectKind::kBehind,
               "in #" + std::to_string(seq) + " on comm " + PrintableName(c.comm, 64) + " while " + Ranks(c.waiting) +
                   " " + IsAre(c.waiting) + " in #" + std::to_string(c.seq));
   }
@@ -220,15 +224,13 @@ Verdict ComputeVerdict(const MergedStacks& m) {
     std::string where = Join(v.groups[0].leaf_frames, " <- ", kSummaryFrames);
     for (size_t g = 1; g < v.groups.size(); ++g)
       for (int32_t r : v.groups[g].ranks.ranks())
-        suspect(r, "stack_differs", "main thread is not where " + Ranks(v.groups[0].ranks) + " are (" + where + ")");
+        suspect(r, SuspectKind::kStackDiffers,
+                "main thread is not where " + Ranks(v.groups[0].ranks) + " are (" + where + ")");
   }
   for (auto& [rank, s] : suspects) {
     auto it = std::lower_bound(m.ranks.begin(), m.ranks.end(), rank,
                                [](const RankSummary& x, int32_t r) { return x.rank < r; });
-    if (it != m.ranks.end() && it->rank == rank) {
-      std::string by;
-      s.frames = LeafFrames(m.frames, Signature(*it, &by), kLeafFrames);
-    }
+    if (it != m.ranks.end() && it->rank == rank) s.frames = LeafFrames(m.frames, Signature(*it), kLeafFrames);
     v.suspects.push_back(std::move(s));
   }
   v.all_agree = v.suspects.empty() && v.groups.size() <= 1 && v.missing.empty();
@@ -238,19 +240,22 @@ Verdict ComputeVerdict(const MergedStacks& m) {
       v.notes.push_back("rank " + std::to_string(r.rank) + " process state is " + PrintableName(r.process_state, 4) +
                         (r.process_state == "D" ? " (uninterruptible: usually I/O or a driver call)" : ""));
   if (!majority && v.groups.size() > 1) v.notes.push_back("no majority: the ranks split into groups of equal size");
+  return v;
+}
 
-  // The terminal lines.
+std::vector<std::string> SummaryLines(const Verdict& v, const MergedStacks& m) {
+  std::vector<std::string> summary;
   std::string head = std::to_string(v.reported.size()) + " of " + std::to_string(v.world_size) + " ranks reported (" +
                      v.reported.Fold(16) + "); missing: " + (v.missing.empty() ? "none" : v.missing.Fold(16));
   if (!v.skipped.empty()) head += "; " + std::to_string(v.skipped.size()) + " file(s) skipped";
-  v.summary.push_back(head);
-  if (v.phase == "setup") {
+  summary.push_back(head);
+  if (v.phase == VerdictPhase::kSetup) {
     RankSet others = v.reported.Minus(v.setup_waiting);
     std::string line = Ranks(v.setup_waiting) + " wait in " + PrintableName(v.setup_call, 80) +
                        " (communicator set-up: the job has not reached its first step)";
     if (!others.empty()) line += "; " + Ranks(others) + " " + IsAre(others) + " not in it: " + WhereAre(m, others);
     if (!v.missing.empty()) line += "; never arrived (no stack file): " + v.missing.Fold(16);
-    v.summary.push_back(line);
+    summary.push_back(line);
   }
   size_t comm_lines = 0;
   for (const CommVerdict& c : v.comms) {
@@ -271,20 +276,20 @@ Verdict ComputeVerdict(const MergedStacks& m) {
     if (c.absent_unnamed > 0)
       line += "; " + std::to_string(c.absent_unnamed) + " of its " + std::to_string(c.comm_size) +
               " members did not report it";
-    v.summary.push_back(line);
+    summary.push_back(line);
   }
   if (comm_lines == 0) {
     for (size_t g = 0; g < v.groups.size() && g < 4; ++g)
-      v.summary.push_back(Ranks(v.groups[g].ranks) + ": " + Join(v.groups[g].leaf_frames, " <- ", kSummaryFrames));
-    if (v.groups.size() > 4) v.summary.push_back("... " + std::to_string(v.groups.size() - 4) + " more groups");
+      summary.push_back(Ranks(v.groups[g].ranks) + ": " + Join(v.groups[g].leaf_frames, " <- ", kSummaryFrames));
+    if (v.groups.size() > 4) summary.push_back("... " + std::to_string(v.groups.size() - 4) + " more groups");
   }
   if (v.suspects.empty()) {
-    if (v.all_agree) v.summary.push_back("no suspect: every rank is in the same place");
+    if (v.all_agree) summary.push_back("no suspect: every rank is in the same place");
     else if (v.groups.size() > 1)
-      v.summary.push_back("no suspect: the ranks split evenly and no collective tells who is behind");
+      summary.push_back("no suspect: the ranks split evenly and no collective tells who is behind");
     else
-      v.summary.push_back("no suspect named: every reported rank is in the same place, but " +
-                          std::to_string(v.missing.size()) + " ranks wrote no stack file");
+      summary.push_back("no suspect named: every reported rank is in the same place, but " +
+                        std::to_string(v.missing.size()) + " ranks wrote no stack file");
   } else {
     std::vector<std::string> names;
     for (const Suspect& s : v.suspects) {
@@ -292,11 +297,19 @@ Verdict ComputeVerdict(const MergedStacks& m) {
         names.push_back("and " + std::to_string(v.suspects.size() - 8) + " more");
         break;
       }
-      names.push_back("rank " + std::to_string(s.rank) + " (" + Join(s.kinds, ", ") + ")");
+      std::string kinds;
+      for (SuspectKind k : s.kinds) kinds += (kinds.empty() ? "" : ", ") + std::string(Name(k));
+      names.push_back("rank " + std::to_string(s.rank) + " (" + kinds + ")");
     }
-    v.summary.push_back("suspects: " + Join(names, ", "));
+    summary.push_back("suspects: " + Join(names, ", "));
   }
-  for (const std::string& n : v.notes) v.summary.push_back("note: " + n);
+  for (const std::string& n : v.notes) summary.push_back("note: " + n);
+  return summary;
+}
+
+Verdict ComputeVerdict(const MergedStacks& merged) {
+  Verdict v = JudgeStacks(merged);
+  v.summary = SummaryLines(v, merged);
   return v;
 }
 
@@ -306,8 +319,8 @@ std::string VerdictToJson(const Verdict& v) {
   j["format"] = "xtimer-verdict";
   j["version"] = 1;
   j["world_size"] = v.world_size;
-  j["phase"] = v.phase;
-  if (v.phase == "setup") j["setup"] = {{"call", v.setup_call}, {"waiting", v.setup_waiting.ranks()}};
+  j["phase"] = Name(v.phase);
+  if (v.phase == VerdictPhase::kSetup) j["setup"] = {{"call", v.setup_call}, {"waiting", v.setup_waiting.ranks()}};
   j["ranks_reported"] = v.reported.ranks();
   j["ranks_missing"] = v.missing.ranks();
   j["ranks_reported_folded"] = v.reported.Fold();
@@ -316,8 +329,10 @@ std::string VerdictToJson(const Verdict& v) {
   for (const SkippedInput& s : v.skipped) j["skipped"].push_back({{"file", s.source}, {"reason", s.reason}});
   j["groups"] = J::array();
   for (const VerdictGroup& g : v.groups)
-    j["groups"].push_back(
-        {{"ranks", g.ranks.ranks()}, {"ranks_folded", g.ranks.Fold()}, {"by", g.by}, {"leaf_frames", g.leaf_frames}});
+    j["groups"].push_back({{"ranks", g.ranks.ranks()},
+                           {"ranks_folded", g.ranks.Fold()},
+                           {"by", Name(g.by)},
+                           {"leaf_frames", g.leaf_frames}});
   j["communicators"] = J::array();
   for (const CommVerdict& c : v.comms) {
     J behind = J::array();
@@ -333,8 +348,11 @@ std::string VerdictToJson(const Verdict& v) {
                                   {"in_step", c.InStep()}});
   }
   j["suspects"] = J::array();
-  for (const Suspect& s : v.suspects)
-    j["suspects"].push_back({{"rank", s.rank}, {"reason", s.reason}, {"kinds", s.kinds}, {"frames", s.frames}});
+  for (const Suspect& s : v.suspects) {
+    J kinds = J::array();
+    for (SuspectKind k : s.kinds) kinds.push_back(Name(k));
+    j["suspects"].push_back({{"rank", s.rank}, {"reason", s.reason}, {"kinds", kinds}, {"frames", s.frames}});
+  }
   j["all_agree"] = v.all_agree;
   j["notes"] = v.notes;
   j["summary"] = v.summary;

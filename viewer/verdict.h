@@ -2,8 +2,8 @@
 // (its Python stack, or its native stack when it runs no Python); in-flight collectives are
 // compared per communicator by sequence number. Suspects are the ranks that differ from the
 // majority group, that are behind on a communicator (lowest sequence), that are not in a
-// collective the others wait in, or that wrote no stack at all. Written as verdict.json
-// (viewer/README.md) and as a few lines on the terminal.
+// collective the others wait in, or that wrote no stack at all. Judged by JudgeStacks, told on the
+// terminal in a few lines by SummaryLines; written as verdict.json (viewer/README.md).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/kinds.h"
 #include "common/stacks/rank_set.h"
 #include "viewer/merged_stacks.h"
 
@@ -18,7 +19,7 @@ namespace xtimer {
 
 struct VerdictGroup {
   RankSet ranks;
-  std::string by;                        // "python", "native", or "none" (no main-thread frames)
+  StackSource by = StackSource::kNone;   // the stack the ranks are grouped by
   std::vector<uint32_t> signature;       // frame ids, root first
   std::vector<std::string> leaf_frames;  // deepest first, "func (file:line)"
 };
@@ -38,16 +39,16 @@ struct CommVerdict {
 
 struct Suspect {
   int32_t rank = -1;
-  std::vector<std::string> kinds;  // missing, absent, behind, not_in_setup, stack_differs
+  std::vector<SuspectKind> kinds;  // in the order they were found
   std::string reason;
   std::vector<std::string> frames;  // the rank's main-thread leaf frames, deepest first
 };
 
 struct Verdict {
   int32_t world_size = 0;
-  // "setup": some rank waits in NCCL communicator set-up (ncclCommInitRank, ncclCommSplit, ...)
-  // for ranks that have not arrived; "step": ranks are in collectives; "unknown": neither.
-  std::string phase;
+  // kSetup: some rank waits in NCCL communicator set-up (ncclCommInitRank, ncclCommSplit, ...)
+  // for ranks that have not arrived; kStep: ranks are in collectives; kUnknown: neither.
+  VerdictPhase phase = VerdictPhase::kUnknown;
   RankSet setup_waiting;   // the ranks in communicator set-up
   std::string setup_call;  // what they wait in
   RankSet reported, missing;
@@ -57,9 +58,16 @@ struct Verdict {
   std::vector<Suspect> suspects;     // ascending rank
   bool all_agree = false;
   std::vector<std::string> notes;
-  std::vector<std::string> summary;  // the terminal lines
+  std::vector<std::string> summary;  // the terminal lines (SummaryLines); empty after JudgeStacks
 };
 
+// Who is out of step, and why. Leaves `summary` empty.
+Verdict JudgeStacks(const MergedStacks& merged);
+
+// The terminal lines of `verdict` (judged over `merged`, which says where the named ranks are).
+std::vector<std::string> SummaryLines(const Verdict& verdict, const MergedStacks& merged);
+
+// JudgeStacks, then its summary lines.
 Verdict ComputeVerdict(const MergedStacks& merged);
 
 // verdict.json, pretty-printed.

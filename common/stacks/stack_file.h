@@ -50,7 +50,7 @@ struct StackThread {
 
 struct InflightOp {
   std::string name;
-  std::string kind;  // kernel, matmul, collective, p2p, memcpy, sync
+  std::string kind;  // as written: the name of an OpKind (common/kinds.h), or a newer writer's kind
   std::string stream;
   std::string comm;  // "" when not a communication op
   int64_t comm_rank = -1;

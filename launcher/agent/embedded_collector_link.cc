@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "collector/collector_core.h"
+#include "common/identity.h"
 #include "common/log.h"
 #include "common/slowdown/slowdown_proto.h"
 #include "launcher/agent/collector_link.h"
@@ -25,9 +26,7 @@ class EmbeddedCollectorLink : public CollectorLink {
   void Start(OnDump on_dump) override {
     v1::RegisterRequest req;
     req.set_protocol_version(1);
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    req.set_node(host);
+    req.set_node(HostName());
     req.set_agent_id("embedded");
     session_ = core_.Register(req, [this, on_dump = std::move(on_dump)](const v1::Command& c) {
       if (c.kind() == v1::Command::DUMP) on_dump(c.dump_id());

@@ -16,6 +16,7 @@
 
 #include "collector.grpc.pb.h"
 #include "common/grpc_defaults.h"
+#include "common/identity.h"
 #include "common/log.h"
 #include "common/regular_file.h"
 #include "launcher/agent/collector_link.h"
@@ -148,9 +149,7 @@ class GrpcCollectorLink : public CollectorLink {
   bool Register() {
     v1::RegisterRequest req;
     req.set_protocol_version(1);
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    req.set_node(host);
+    req.set_node(HostName());
     req.set_agent_id(agent_id_);
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -197,7 +197,7 @@ void NodeAgent::OnVerdict(const v1::Slowdown& p) {
 // carries the request id back), except those that just dumped for a hang of their own, whose
 // dump is sent (again) for this round.
 void NodeAgent::OnDumpRequest(const std::string& dump_id) {
-  last_dump_request_ms_ = static_cast<int64_t>(WallNs() / 1000000);
+  last_dump_request_ms_ = WallMs();
   RankRegistry::DumpPlan plan = registry_.PlanDump(config_.dump_wait_s);
   std::string msg = nlohmann::json{{"type", "dump"}, {"request_id", dump_id}}.dump();
   int asked = 0;

@@ -1,16 +1,8 @@
 #include "launcher/agent/rank_registry.h"
 
-#include <chrono>
+#include "common/clock.h"
 
 namespace xtimer {
-namespace {
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 std::vector<v1::OpStat> OpStatsOfSummary(const nlohmann::json& summary) {
   std::vector<v1::OpStat> out;
@@ -67,7 +59,7 @@ pid_t RankRegistry::OnMessage(int conn, const nlohmann::json& msg, std::string* 
     who->set_host(msg.value("host", ""));
     who->set_pid(pid);
   }
-  r.set_time_unix_ms(NowMs());
+  r.set_time_unix_ms(WallMs());
   if (r.state() == v1::RANK_STATE_UNKNOWN) r.set_state(v1::RANK_STATE_RUNNING);
   if (type == "hello") {
     e->has_link = msg.value("link", true);
@@ -87,7 +79,7 @@ pid_t RankRegistry::OnMessage(int conn, const nlohmann::json& msg, std::string* 
     if (answers.empty() && !e->signalled_request.empty()) {
       answers.swap(e->signalled_request);
     } else if (answers.empty()) {
-      e->own_dump_ms = NowMs();
+      e->own_dump_ms = WallMs();
       e->own_dump_path = msg.value("path", "");
     }
     if (request_id != nullptr) *request_id = answers;
@@ -103,7 +95,7 @@ void RankRegistry::OnClose(int conn) {
   if (Entry* e = Find(conn)) {
     e->conn = -1;
     e->report.set_state(v1::RANK_STATE_EXITED);
-    e->report.set_time_unix_ms(NowMs());
+    e->report.set_time_unix_ms(WallMs());
     changed_ = true;
   }
 }
@@ -135,7 +127,7 @@ int RankRegistry::ConnectionOfRank(int rank) const {
 
 RankRegistry::DumpPlan RankRegistry::PlanDump(double recent_s) const {
   std::lock_guard<std::mutex> lock(mu_);
-  const int64_t since = NowMs() - static_cast<int64_t>(recent_s * 1000);
+  const int64_t since = WallMs() - static_cast<int64_t>(recent_s * 1000);
   DumpPlan plan;
   for (const auto& [pid, e] : ranks_) {
     if (e.conn < 0) continue;

@@ -17,6 +17,7 @@
 
 #include "common/clock.h"
 #include "common/env.h"
+#include "common/identity.h"
 #include "common/log.h"
 #include "launcher/agent/node_agent.h"
 #include "launcher/run/comm_perf.h"
@@ -26,15 +27,6 @@ extern char** environ;
 
 namespace xtimer::run {
 namespace {
-
-double NowS() { return MonotonicNs() * 1e-9; }
-int64_t NowUnixMs() { return static_cast<int64_t>(WallNs() / 1000000); }
-
-std::string HostName() {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  return host;
-}
 
 // Signals that stop xtimer_run (and its workers, gracefully), and those passed on to the workers.
 constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
@@ -260,12 +252,12 @@ ElasticAgent::Outcome ElasticAgent::Monitor(WorkerGroup& group, std::string* why
       case WorkerGroup::State::kFailed: return Outcome::kFailed;
       case WorkerGroup::State::kRunning: break;
     }
-    double now = NowS();
+    double now = MonotonicS();
     if (agent_ != nullptr && now >= next_tick) {
       next_tick = now + 0.2;
       agent_->Tick();
       if (restart_on_hang && hung_rank < 0 && agent_->FindHung(&hung_rank, &hang_trigger)) {
-        hang_since_ms = NowUnixMs();
+        hang_since_ms = WallMs();
         hang_deadline = now + dump_wait + 5;
         Log(LogLevel::kWarn, "run: rank %d hangs (%s); workers restart once its stacks are merged", hung_rank,
             hang_trigger.c_str());
@@ -438,8 +430,8 @@ int ElasticAgent::Run() {
       case Outcome::kNewRound: {
         Log(LogLevel::kWarn, "run: %s; stopping the workers for a new round", why.c_str());
         // Stacks another node's hang asked for are handed on first (bounded).
-        double until = NowS() + 3;
-        while (agent_ != nullptr && !agent_->DumpsSettled(0) && NowS() < until) usleep(50 * 1000);
+        double until = MonotonicS() + 3;
+        while (agent_ != nullptr && !agent_->DumpsSettled(0) && MonotonicS() < until) usleep(50 * 1000);
         group.Stop(o_.stop_grace_s);
         continue;
       }

@@ -42,6 +42,8 @@
 #include <set>
 #include <thread>
 
+#include "common/clock.h"
+#include "common/identity.h"
 #include "common/log.h"
 #include "launcher/run/etcd_client.h"
 #include "launcher/run/network_check.h"
@@ -51,8 +53,6 @@
 
 namespace xtimer::run {
 namespace {
-
-double NowS() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // How a step of joining a round ended.
 enum class Step {
@@ -124,9 +124,7 @@ class EtcdRendezvous : public Rendezvous {
         limits_{o.min_nodes, o.max_nodes, o.node_unit},
         etcd_(o.rdzv_endpoint),
         prefix_("/xtimer/run/" + o.rdzv_id + "/") {
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    node_id_ = std::string(host) + "-" + std::to_string(getpid()) + "-" + RandomHex();
+    node_id_ = HostName() + "-" + std::to_string(getpid()) + "-" + RandomHex();
     addr_ = LocalAddress(o);
   }
 
@@ -137,7 +135,7 @@ class EtcdRendezvous : public Rendezvous {
     int64_t lease = 0;
     if (!etcd_.GrantLease(static_cast<int64_t>(o_.lease_ttl_s + 0.5), &lease, error)) return false;
     lease_ = lease;
-    renewed_s_ = NowS();
+    renewed_s_ = MonotonicS();
     keepalive_ = std::thread([this] { KeepAliveLoop(); });
     etcd_.Watch(prefix_ + "state", [this] {
       std::lock_guard<std::mutex> lock(mu_);
@@ -150,7 +148,7 @@ class EtcdRendezvous : public Rendezvous {
   std::string Name() const override { return "etcd"; }
 
   bool Join(Round* round, std::string* error) override {
-    const double deadline = NowS() + o_.join_timeout_s;
+    const double deadline = MonotonicS() + o_.join_timeout_s;
     bool said_waiting = false;
     std::string said_down;
     for (;;) {
@@ -159,13 +157,13 @@ class EtcdRendezvous : public Rendezvous {
         case Step::kFail: return false;
         case Step::kJoinAgain: continue;
         case Step::kEtcdDown:
-          if (NowS() > deadline) {
+          if (MonotonicS() > deadline) {
             *error += " (tried until the join timeout, --rdzv-conf join_timeout)";
             return false;
           }
           if (*error != said_down)
             Log(LogLevel::kWarn, "run: %s; trying again until the join timeout (%.0f s left)", error->c_str(),
-                deadline - NowS());
+                deadline - MonotonicS());
           said_down = *error;
           if (!WaitForChange(1.0, error)) return false;
           continue;
@@ -175,7 +173,7 @@ class EtcdRendezvous : public Rendezvous {
 
   bool NewRoundNeeded(std::string* why) override {
     // A lease not renewed for a whole TTL has expired in etcd: the other nodes go on without us.
-    const double silent = NowS() - renewed_s_.load();
+    const double silent = MonotonicS() - renewed_s_.load();
     if (silent > o_.lease_ttl_s) {
       *why = "this node could not renew its etcd lease for " + std::to_string(static_cast<int>(silent)) +
              " s (lease_ttl " + std::to_string(static_cast<int>(o_.lease_ttl_s)) +
@@ -194,7 +192,7 @@ class EtcdRendezvous : public Rendezvous {
       if (ReadState(&st, &error) == Step::kOk && st.round != current_.number) return (*why = st.reason), true;
     }
     // Membership, once a second: lost nodes and nodes waiting to come in.
-    double now = NowS();
+    double now = MonotonicS();
     if (now - last_check_s_ < 1.0) return false;
     last_check_s_ = now;
     std::string rp = RoundPrefix(current_.number);
@@ -270,7 +268,7 @@ class EtcdRendezvous : public Rendezvous {
       if (!*said_waiting)
         Log(LogLevel::kInfo, "run: round %lld is running; waiting to be taken into the next one", (long long)st.round);
       *said_waiting = true;
-      if (NowS() > deadline) return (*error = "no round took this node in within the join timeout"), Step::kFail;
+      if (MonotonicS() > deadline) return (*error = "no round took this node in within the join timeout"), Step::kFail;
       return WaitForChange(0.5, error) ? Step::kJoinAgain : Step::kFail;
     }
     if (!closed) {
@@ -380,7 +378,7 @@ class EtcdRendezvous : public Rendezvous {
       view.waiting = Ids(waiting);
       view.expect = now.expect;
       const int n = static_cast<int>(joined.size());
-      const double t = NowS();
+      const double t = MonotonicS();
       if (RoundSize(n, limits_) == 0) enough_since = -1;
       else if (enough_since < 0) enough_since = t;
       view.last_call_passed = enough_since >= 0 && t - enough_since >= o_.last_call_timeout_s;
@@ -461,7 +459,7 @@ class EtcdRendezvous : public Rendezvous {
         round->master_port = std::atoi(v.c_str() + colon + 1);
         return Step::kOk;
       }
-      if (NowS() > deadline) return (*error = "group rank 0 did not publish the master address in time"), Step::kFail;
+      if (MonotonicS() > deadline) return (*error = "group rank 0 did not publish the master address in time"), Step::kFail;
       if (!WaitForChange(0.05, error)) return Step::kFail;
     }
   }
@@ -488,8 +486,8 @@ class EtcdRendezvous : public Rendezvous {
   // fails.
   Step WaitForKey(const std::string& key, const State& st, const Round& round, double limit_s, std::string* value,
                   std::string* error) {
-    const double until = NowS() + limit_s;
-    double next_host_check = NowS() + 1;
+    const double until = MonotonicS() + limit_s;
+    double next_host_check = MonotonicS() + 1;
     for (;;) {
       bool found = false;
       if (!etcd_.Get(key, value, &found, error)) return Step::kFail;
@@ -497,8 +495,8 @@ class EtcdRendezvous : public Rendezvous {
       State now;
       if (ReadState(&now, error) != Step::kOk) return Step::kFail;
       if (now.round != st.round) return Step::kJoinAgain;
-      if (NowS() >= next_host_check) {
-        next_host_check = NowS() + 1;
+      if (MonotonicS() >= next_host_check) {
+        next_host_check = MonotonicS() + 1;
         std::string ignored;
         bool alive = false;
         if (!etcd_.Get(RoundPrefix(round.number) + "join/" + round.nodes[0], &ignored, &alive, error))
@@ -514,7 +512,7 @@ class EtcdRendezvous : public Rendezvous {
           return Step::kJoinAgain;
         }
       }
-      if (NowS() > until) {
+      if (MonotonicS() > until) {
         *error = "group rank 0 did not put etcd key " + key + " within " + std::to_string(static_cast<int>(limit_s)) +
                  " s of the network check";
         return Step::kFail;
@@ -545,7 +543,7 @@ class EtcdRendezvous : public Rendezvous {
       return Step::kOk;
     }
     const ProbeSettings settings = ProbeSettingsFromEnv(o_.exclude_straggler);
-    const double t0 = NowS();
+    const double t0 = MonotonicS();
     Log(LogLevel::kInfo, "run: network check of round %lld: %d nodes, %lld bytes per test, %g s deadlines",
         (long long)round.number, n, (long long)settings.size, settings.timeout_s);
     std::string verdict_raw;
@@ -555,7 +553,7 @@ class EtcdRendezvous : public Rendezvous {
     } else if (Step s = JoinProbe(st, round, settings, &verdict_raw, error); s != Step::kOk) {
       return s;
     }
-    return ActOnVerdict(st, round, verdict_raw, NowS() - t0, error);
+    return ActOnVerdict(st, round, verdict_raw, MonotonicS() - t0, error);
   }
 
   // Group rank 0: hosts the probe's rendezvous, tells the others where it is, takes part itself
@@ -684,7 +682,7 @@ class EtcdRendezvous : public Rendezvous {
       // Taken when the answer is in: etcd restarted the TTL no later than that, so a lease not
       // renewed for a TTL since has surely expired.
       if (etcd_.KeepAlive(lease_, &error)) {
-        renewed_s_ = NowS();
+        renewed_s_ = MonotonicS();
         continue;
       }
       Log(LogLevel::kWarn, "run: %s", error.c_str());
@@ -694,7 +692,7 @@ class EtcdRendezvous : public Rendezvous {
       if (error.find("expired") != std::string::npos &&
           etcd_.GrantLease(static_cast<int64_t>(o_.lease_ttl_s + 0.5), &lease, &error)) {
         lease_ = lease;
-        renewed_s_ = NowS();
+        renewed_s_ = MonotonicS();
       }
     }
   }

@@ -2,6 +2,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/identity.h"
 #include "common/log.h"
 #include "launcher/run/round_rendezvous.h"
 
@@ -63,9 +64,7 @@ int FreePort() {
 
 std::string LocalAddress(const RunOptions& options) {
   if (!options.local_addr.empty()) return options.local_addr;
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  return host;
+  return HostName();
 }
 
 }  // namespace xtimer::run

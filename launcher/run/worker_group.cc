@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "common/clock.h"
 #include "common/log.h"
 
 namespace xtimer::run {
@@ -24,18 +25,6 @@ namespace {
 
 constexpr size_t kTailLines = 20;
 constexpr size_t kMaxLine = 4096;  // a longer line is cut in the tail (the terminal gets it whole)
-
-double NowS() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-int64_t NowUnixMs() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
 
 // PATH search in the parent: after fork only async-signal-safe calls are allowed.
 std::string Resolve(const std::string& prog) {
@@ -284,8 +273,8 @@ void WorkerGroup::Reaped(pid_t pid, int status) {
   e.rank = w.spec.rank;
   e.pid = pid;
   e.status = status;
-  e.when_s = NowS();
-  e.when_unix_ms = NowUnixMs();
+  e.when_s = MonotonicS();
+  e.when_unix_ms = WallMs();
   if (!w.spec.error_file.empty() && access(w.spec.error_file.c_str(), F_OK) == 0) e.error_file = w.spec.error_file;
   if (!failed_) {
     failed_ = true;
@@ -317,7 +306,7 @@ void WorkerGroup::Stop(double grace_s) {
       if (!w.done) kill(-w.pid, sig);
   };
   signal_all(SIGTERM);
-  double deadline = NowS() + grace_s;
+  double deadline = MonotonicS() + grace_s;
   bool killed = false;
   for (;;) {
     bool all = true;
@@ -329,7 +318,7 @@ void WorkerGroup::Stop(double grace_s) {
     }
     for (const Worker& w : workers_) all = all && w.done;
     if (all) break;
-    if (!killed && NowS() >= deadline) {
+    if (!killed && MonotonicS() >= deadline) {
       signal_all(SIGKILL);
       killed = true;
     }

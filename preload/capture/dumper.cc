@@ -23,7 +23,9 @@
 #include <unordered_map>
 
 #include "common/atomic_file.h"
+#include "common/clock.h"
 #include "common/env.h"
+#include "common/identity.h"
 #include "common/log.h"
 #include "preload/capture/native_capture.h"
 #include "preload/capture/proc_info.h"
@@ -139,22 +141,6 @@ bool IsOurDumpHandler(const struct sigaction& sa) {
   return (sa.sa_flags & SA_SIGINFO) && sa.sa_sigaction == DumpSignalHandler;
 }
 
-int EnvInt(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  long n = std::strtol(v, &end, 10);
-  return (end != v && *end == '\0') ? static_cast<int>(n) : fallback;
-}
-
-RankInfo RankFromEnv() {
-  RankInfo r;
-  r.rank = EnvInt("RANK", 0);
-  r.world_size = EnvInt("WORLD_SIZE", 1);
-  r.local_rank = EnvInt("LOCAL_RANK", -1);
-  return r;
-}
-
 // <dir of the object holding this code>/../bin/xtimer_symbolize, if it exists.
 std::string FindSymbolizer() {
   Dl_info info;
@@ -242,20 +228,14 @@ void ReapSymbolizer(Dumper::State* s) {
   StartSymbolizer(s, next);
 }
 
-std::string Hostname() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
-  return buf;
-}
-
 DumpStats DoDump(Dumper::State* s, Reason reason) {
   DumpStats st;
   const uint64_t t0 = MonotonicNs();
   StackDump d;
-  d.time = IsoTimeNow();
+  d.time = IsoUtc(WallNs());
   d.pid = getpid();
   d.reason = reason;
-  d.host = Hostname();
+  d.host = HostName();
   d.process_state = ThreadState(0);
 
   // 1. Every thread, one at a time. States first: as found, before we interrupt anyone.

@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 
 namespace xtimer::capture {
 namespace {
@@ -125,23 +124,6 @@ bool SignalBlockedIn(pid_t tid, int sig) {
   if (pos == std::string::npos) return false;
   unsigned long long mask = std::strtoull(s.c_str() + pos + 8, nullptr, 16);
   return sig >= 1 && sig <= 64 && (mask >> (sig - 1)) & 1;
-}
-
-std::string IsoTimeNow() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  tm t;
-  gmtime_r(&ts.tv_sec, &t);
-  char buf[48];
-  size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &t);
-  std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(ts.tv_nsec / 1000000));
-  return buf;
-}
-
-uint64_t MonotonicNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 void ModuleMap::Build() {

@@ -20,9 +20,6 @@ std::string ThreadName(pid_t tid);
 char ThreadState(pid_t tid);
 // Whether `sig` is in the thread's blocked mask (SigBlk in /proc/self/task/<tid>/status).
 bool SignalBlockedIn(pid_t tid, int sig);
-// "2026-11-22T10:15:30.123Z" for now.
-std::string IsoTimeNow();
-uint64_t MonotonicNs();
 
 // Every loaded ELF object (dl_iterate_phdr), to turn an instruction address into
 // module path + ELF virtual address, as addr2line and libdwfl expect it.

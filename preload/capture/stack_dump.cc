@@ -35,7 +35,7 @@ void WritePythonFrames(JsonWriter& w, const std::vector<PythonFrame>& frames) {
 }
 
 void WriteOp(JsonWriter& w, const InflightOp& op) {
-  w.BeginObject().Field("name", op.name).Field("kind", op.kind).Field("stream", Hex(op.stream));
+  w.BeginObject().Field("name", op.name).Field("kind", Name(op.kind)).Field("stream", Hex(op.stream));
   if (!op.comm.empty()) w.Field("comm", op.comm);
   if (op.comm_rank >= 0) w.Field("comm_rank", op.comm_rank);
   if (op.comm_size >= 0) w.Field("comm_size", op.comm_size);

@@ -1,7 +1,7 @@
 // Benchmark of the in-process stack dump: a process with N threads (default 200) in realistic
 // states - blocked in futex / condition variables / read() on pipes / short sleeps, a few
 // spinning - each some frames deep, is dumped repeatedly. Prints the wall time of a dump and how
-// long each thread was stopped (time in the capture handler). Goal (issue 3): under 50 ms wall for
+// long each thread was stopped (time in the capture handler). Goal: under 50 ms wall for
 // 200 threads, no thread stopped more than 1 ms. Figures only; no assertion (timing depends on
 // the machine: run it on a quiet one).
 //

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""What the hooks add to a kernel launch on the simulated runtime (issue 2's < 300 ns target), in
-both timing modes (issue 14): event pairs and CUPTI activity records.
+"""What the hooks add to a kernel launch on the simulated runtime (goal: under 300 ns), in
+both timing modes: event pairs and CUPTI activity records.
 
 Runs launch_overhead_bench in rounds, each round four processes: without the library (the
 baseline), under xtimer_launch with XTIMER_CUPTI=0 timing every launch with an event pair, under

@@ -54,7 +54,7 @@ class TestProvider : public DumpProvider {
   InflightOps GetInflightOps() override {
     InflightOp op;
     op.name = "ncclAllReduce";
-    op.kind = "collective";
+    op.kind = OpKind::kCollective;
     op.comm = "3a9f0c12";
     op.seq = 12;
     op.running = true;

@@ -97,7 +97,7 @@ StackDump SampleDump() {
   d.trigger = "ncclAllReduce #7 running for 3.0 s";
   InflightOp op;
   op.name = "ncclAllReduce";
-  op.kind = "collective";
+  op.kind = OpKind::kCollective;
   op.stream = 0x5581a0c0;
   op.comm = "3a9f0c12";
   op.comm_rank = 2;

@@ -1,4 +1,4 @@
-// Native stacks as complete as gdb's (issue 13). Runs unwind_target (one build of it, given with
+// Native stacks as complete as gdb's. Runs unwind_target (one build of it, given with
 // --target=PATH), dumps it with the dump signal as the product does (the dumper writes the stack
 // file, xtimer_symbolize rewrites it), then attaches `gdb -batch -p PID -ex 'thread apply all bt'`
 // and compares thread by thread: every function gdb shows in the program's threads must appear in

@@ -46,7 +46,7 @@ sem_t g_parked;                 // posted by each thread just before it blocks
 
 extern "C" {
 
-// ---- sem_wait, two levels deep (the case of issue 13). At -O2 the leaf's call is a tail call
+// ---- sem_wait, two levels deep (the case gdb showed and we missed). At -O2 the leaf's call is a tail call
 // (jmp sem_wait): the leaf leaves no frame, and only DWARF call-site information shows it.
 XT_NOINLINE void xt_sem_leaf() { sem_wait(&g_sem); }
 XT_NOINLINE void xt_sem_mid() {

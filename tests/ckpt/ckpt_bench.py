@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Flash checkpoint benchmark: ratios measured in one run (docs: issue 7, README).
+"""Flash checkpoint benchmark: ratios measured in one run (ckpt/README.md).
 
 For a CPU state dict of --size bytes, in steady state (both slots written once before):
   1. the time save_checkpoint(MEMORY) blocks, against a plain memcpy of the same bytes into an

@@ -39,7 +39,7 @@ class TempDir {
   std::string path_;
 };
 
-// The job of the issue: 8 ranks on 2 nodes; rank 5 stalls in Python (load_batch), the others wait
+// A job stuck behind one rank: 8 ranks on 2 nodes; rank 5 stalls in Python (load_batch), the others wait
 // in ncclAllReduce #1234.
 StackFile RankOf8(int32_t r, int32_t world = 8) {
   StackFile f;

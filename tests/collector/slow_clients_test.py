@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""xtimer_collector --http against slow clients (issue 15): 40 connections that send a header line
+"""xtimer_collector --http against slow clients: 40 connections that send a header line
 a second (more than the server's workers) do not keep other requests from being answered, are
 closed by the server once their request deadline passes, and do not hold SIGTERM (four of them
 blocked every request and held SIGTERM for 43 s before).

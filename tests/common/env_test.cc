@@ -109,7 +109,7 @@ TEST(Env, OutOfRangeNumbersWarnAndTakeTheDefault) {
   unsetenv("XTIMER_REPORT_INTERVAL");
 }
 
-// What the preloaded library makes of the values (preload/config.cc reads through env).
+// What the preloaded library makes of out-of-range values (preload/config.cc reads through env).
 TEST(Env, PreloadConfigTakesDefaultsForOutOfRangeValues) {
   setenv("XTIMER_MAX_INFLIGHT", "-5", 1);
   setenv("XTIMER_TRACE", "-1", 1);

@@ -1,5 +1,5 @@
 """Slow HTTP clients for the servers' tests: connections that send a request header one line a
-second (slowloris), as issue 15 found holding the agent's and the collector's HTTP servers."""
+second (slowloris), which once held the agent's and the collector's HTTP servers."""
 import socket
 import threading
 import time

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The CUPTI timing backend on a real GPU (issue 14), with real Triton kernels from torch.compile.
+"""The CUPTI timing backend on a real GPU, with real Triton kernels from torch.compile.
 
 Runs train_step.py (bf16 nn.Linear matmuls through cuBLAS/cuBLASLt, a torch.compile'd Triton
 kernel, a single-rank NCCL allreduce per step) under xtimer_launch three times and checks:

@@ -3,7 +3,7 @@
 
 Runs train_step.py plain and under xtimer_launch (A B C D D C B A): event pairs with only matmuls
 and collectives timed (XTIMER_CUPTI=0 XTIMER_KERNEL_SAMPLE=0), event pairs on every hooked kernel
-(XTIMER_CUPTI=0), and CUPTI activity records (XTIMER_CUPTI=1, issue 14), and reports the median
+(XTIMER_CUPTI=0), and CUPTI activity records (XTIMER_CUPTI=1), and reports the median
 step time of each and the CUPTI / event-pair ratio. Then checks the CUPTI run's summary: CUPTI
 mode ran, matmul TFLOPS plausible, Triton kernels present, NCCL allreduce present.
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The checks that need a real GPU (never run in CI): builds the preload library and the
 # launcher, then runs the step-time overhead check (both timing modes), the CUPTI check (Triton
-# kernels from torch.compile, issue 14) and the hang check in both timing modes against real PyTorch.
+# kernels from torch.compile) and the hang check in both timing modes against real PyTorch.
 #   tests/gpu/run_gpu_checks.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)

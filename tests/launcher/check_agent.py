@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """End-to-end checks of xtimer_launch as node agent, with and without xtimer_collector, on the
-simulated runtime (issue 5).
+simulated runtime.
 
   check_agent.py CHECK --bin BUILD/bin --lib libpyccl.so --simgpu DIR
   CHECK: passthrough | embedded | two-agents | collector-restart | no-collector | ckpt-saver | hostile-paths
@@ -186,7 +186,7 @@ def check_setup_hang(args):
     """The start-up hang: rank 3 is still loading its data (no CUDA call yet) while ranks 0-2 wait
     for it in ncclCommInitRank. Their watchdogs count set-up as blocking; rank 3 said hello to
     the agent at load, so the dump round reaches it through its dump signal; the verdict says the
-    job is in communicator set-up and names rank 3 in load_dataset (issue 13)."""
+    job is in communicator set-up and names rank 3 in load_dataset."""
     out = tempfile.mkdtemp(prefix="xtimer-agent-setup-")
     timeout = 2
     job = Job(args, out, 1, 4, {"XTIMER_HANG_TIMEOUT": str(timeout), "XTIMER_DUMP_WAIT": "20"},

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A short job under xtimer_launch ends when its command ends, whatever the outside does (issue 15):
+"""A short job under xtimer_launch ends when its command ends, whatever the outside does:
 
   slow-metrics   ten connections send the agent's /metrics a header line a second (kept a 3 s job
                  alive for 42-46 s before);

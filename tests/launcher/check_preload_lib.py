@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """XTIMER_PRELOAD_LIB that is not a preloadable library: xtimer_launch (and xtimer_run, same code) refuses to
-start the command, with exit 2 and one line naming the path and what it is (issue 15; the job ran
+start the command, with exit 2 and one line naming the path and what it is (the job ran
 untimed before, with only ld.so's warning). The real library still works.
 
 usage: check_preload_lib.py BIN_DIR WORKDIR

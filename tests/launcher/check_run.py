@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end checks of xtimer_run (issue 12): real gloo DDP workers with Debian's CPU torch,
+"""End-to-end checks of xtimer_run: real gloo DDP workers with Debian's CPU torch,
 several nodes as several xtimer_run processes on localhost, a real etcd.
 
   check_run.py CHECK --bin BUILD/bin --pypath BUILD/lib/python [--lib libpyccl.so --simgpu DIR]

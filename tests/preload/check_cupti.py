@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The CUPTI timing backend (issue 14) on the simulated runtime (with its libcupti.so.13).
+"""The CUPTI timing backend on the simulated runtime (with its libcupti.so.13).
 
 Runs tests/preload/cupti_workload under xtimer_launch and checks the summary:
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The dump signal in processes that never call CUDA (issue 13, part 1), under xtimer_launch.
+"""The dump signal in processes that never call CUDA, under xtimer_launch.
 
 Before the library installed its handler at load, SIGUSR2 killed such a process.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The 4-rank hang check on the simulated runtime (issue 3).
+"""The 4-rank hang check on the simulated runtime.
 
 Four real CPython ranks (hang_rank.py) under xtimer_launch with XTIMER_HANG_TIMEOUT=2; rank 2
 sleeps in load_batch before its allreduce. Ranks 0, 1, 3 must detect the hang within
@@ -115,7 +115,7 @@ def main():
             check(any("simnccl_wait_for_peers" in f for f in natives), "native frames hold the NCCL wait")
             check(any("cudaStreamSynchronize" in f for f in natives), "native frames hold cudaStreamSynchronize")
 
-        # The viewer merges these real stack files (issue 4, end to end).
+        # The viewer merges these real stack files (end to end).
         merged = os.path.join(out, "merged")
         p = subprocess.run([os.path.join(args.bin, "xtimer_stacktrace_viewer"), "--path", timeline, "--out", merged],
                            capture_output=True, text=True, timeout=120)

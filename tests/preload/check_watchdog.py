@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hang-detection checks on the simulated runtime (issue 3): what must and must not be reported.
+"""Hang-detection checks on the simulated runtime: what must and must not be reported.
 
   check_watchdog.py CHECK --bin BUILD/bin --workload PATH --simgpu DIR [--seconds 60]
   CHECK: long-op | actions | steady | fork | agent-request

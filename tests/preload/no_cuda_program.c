@@ -1,4 +1,4 @@
-/* A program that never calls CUDA, for the dump signal at load (issue 13).
+/* A program that never calls CUDA, for the dump signal at load.
  *
  *   no_cuda_program wait         prints "ready PID", waits in wait_for_input() until stdin ends
  *   no_cuda_program own-handler  the same, with its own SIGUSR2 handler; prints "handled N"

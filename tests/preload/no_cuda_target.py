@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A Python process that never calls CUDA, for the dump signal at load (issue 13): prints
+"""A Python process that never calls CUDA, for the dump signal at load: prints
 "ready PID CHILD_PID", waits in waiting_room() until stdin ends, exits 0. With --fork a forked
 child (as a data loader's worker is) waits the same way, and the parent exits with its status.
 """

@@ -1,4 +1,4 @@
-"""Hand-made stack files of the 4-rank hang of the hang issue: ranks 0, 1, 3 wait in ncclAllReduce
+"""Hand-made stack files of a 4-rank hang: ranks 0, 1, 3 wait in ncclAllReduce
 #1234 on comm 3a9f0c12, rank 2 sleeps in load_batch (train.py:88). Shared by the viewer's tests."""
 import json
 import os

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Peak memory of the viewer on one large stack file (issue 15, item 7), against a baseline taken
+"""Peak memory of the viewer on one large stack file, against a baseline taken
 in the same run: reading that file whole with the ordinary reader (what the viewer did first before
 large files were read thread by thread into the merge). The viewer's whole run, merge and every
 output included, should cost less than that first step alone did.

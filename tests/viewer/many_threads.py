@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes one rank's stack file with many distinct threads (issue 15, item 7: one 90 MB file with
-50,000 distinct threads peaked at 1.46 GB in the viewer). Every thread has its own stack: its
+"""Writes one rank's stack file with many distinct threads (one 90 MB file with
+50,000 distinct threads once peaked at 1.46 GB in the viewer). Every thread has its own stack: its
 frames' names carry the thread's number below a few shared outer frames.
 
 usage: many_threads.py DIR [--threads 50000] [--native 8] [--python 3] [--world 2]

@@ -36,7 +36,8 @@ std::string WriteCallGraphDot(const TreeView& v, const CallGraphOptions& o) {
   return out.Take();
 }
 
-bool Has(const std::vector<std::string>& v, const std::string& s) {
+template <typename T>
+bool Has(const std::vector<T>& v, const T& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
@@ -303,7 +304,7 @@ TEST(Verdict, AllRanksIdenticalHasNoSuspect) {
   EXPECT_TRUE(v.all_agree);
   ASSERT_EQ(v.groups.size(), 1u);
   EXPECT_EQ(v.groups[0].ranks.Fold(), "0-7");
-  EXPECT_EQ(v.groups[0].by, "python");
+  EXPECT_EQ(v.groups[0].by, StackSource::kPython);
   EXPECT_EQ(v.groups[0].leaf_frames[0], "all_reduce (distributed_c10d.py:2050)");
   EXPECT_EQ(v.summary.back(), "no suspect: every rank is in the same place");
 }
@@ -313,8 +314,8 @@ TEST(Verdict, NamesTheRankNotInTheCollective) {
   ASSERT_EQ(v.suspects.size(), 1u);
   const Suspect& s = v.suspects[0];
   EXPECT_EQ(s.rank, 2);
-  EXPECT_TRUE(Has(s.kinds, "absent"));
-  EXPECT_TRUE(Has(s.kinds, "stack_differs"));
+  EXPECT_TRUE(Has(s.kinds, SuspectKind::kAbsent));
+  EXPECT_TRUE(Has(s.kinds, SuspectKind::kStackDiffers));
   ASSERT_FALSE(s.frames.empty());
   EXPECT_EQ(s.frames[0], "load_batch (train.py:88)");
   ASSERT_EQ(v.groups.size(), 2u);
@@ -334,7 +335,7 @@ TEST(Verdict, NamesBothRanksInAnOlderCollective) {
   ASSERT_EQ(v.suspects.size(), 2u);
   EXPECT_EQ(v.suspects[0].rank, 2);
   EXPECT_EQ(v.suspects[1].rank, 5);
-  EXPECT_EQ(v.suspects[0].kinds, std::vector<std::string>{"behind"});
+  EXPECT_EQ(v.suspects[0].kinds, std::vector{SuspectKind::kBehind});
   EXPECT_NE(v.suspects[0].reason.find("#1233"), std::string::npos);
   ASSERT_FALSE(v.comms.empty());
   EXPECT_EQ(v.comms[0].waiting.Fold(), "0-1/3-4/6-7");
@@ -355,7 +356,7 @@ TEST(Verdict, NamesAMissingRank) {
   EXPECT_EQ(v.reported.Fold(), "0/2-3");
   ASSERT_EQ(v.suspects.size(), 1u);
   EXPECT_EQ(v.suspects[0].rank, 1);
-  EXPECT_EQ(v.suspects[0].kinds, std::vector<std::string>{"missing"});
+  EXPECT_EQ(v.suspects[0].kinds, std::vector{SuspectKind::kMissing});
   EXPECT_NE(v.summary[0].find("missing: 1"), std::string::npos);
   // The missing rank is in every frame's leak list.
   MergedStacks m = Merge(files, 4);
@@ -413,7 +414,7 @@ TEST(Verdict, AFileClaimingAHugeWorldStaysCheap) {
   files.resize(100);
   Verdict few = ComputeVerdict(Merge(files, 300));
   EXPECT_EQ(few.suspects.size(), 200u);
-  EXPECT_EQ(few.suspects.back().kinds, std::vector<std::string>{"missing"});
+  EXPECT_EQ(few.suspects.back().kinds, std::vector{SuspectKind::kMissing});
   files.resize(40);
   Verdict many = ComputeVerdict(Merge(files, 300));
   EXPECT_TRUE(many.suspects.empty());
@@ -435,7 +436,7 @@ TEST(Verdict, CommunicatorSetUpNamesTheRankThatNeverArrived) {
   };
   std::vector<StackFile> files = {in_setup(0), in_setup(1), in_setup(2)};
   Verdict missing = ComputeVerdict(Merge(files, 4));
-  EXPECT_EQ(missing.phase, "setup");
+  EXPECT_EQ(missing.phase, VerdictPhase::kSetup);
   EXPECT_EQ(missing.setup_waiting.Fold(), "0-2");
   EXPECT_EQ(missing.setup_call, "ncclCommInitRank");
   ASSERT_EQ(missing.suspects.size(), 1u);
@@ -453,17 +454,17 @@ TEST(Verdict, CommunicatorSetUpNamesTheRankThatNeverArrived) {
       MakeRank(3, 4, {Py("<module>", "train.py", 160), Py("load_dataset", "train.py", 40)},
                {Native("_start", "/usr/bin/python3.11"), Native("read", "/usr/lib/x86_64-linux-gnu/libc.so.6")}));
   Verdict late = ComputeVerdict(Merge(files, 4));
-  EXPECT_EQ(late.phase, "setup");
+  EXPECT_EQ(late.phase, VerdictPhase::kSetup);
   ASSERT_EQ(late.suspects.size(), 1u) << VerdictToJson(late);
   EXPECT_EQ(late.suspects[0].rank, 3);
-  EXPECT_TRUE(Has(late.suspects[0].kinds, "not_in_setup"));
+  EXPECT_TRUE(Has(late.suspects[0].kinds, SuspectKind::kNotInSetup));
   text = joined(late.summary);
   EXPECT_NE(text.find("rank 3 is not in it: load_dataset (train.py:40)"), std::string::npos) << text;
   nlohmann::json j = nlohmann::json::parse(VerdictToJson(late));
   EXPECT_EQ(j["phase"], "setup");
   EXPECT_EQ(j["setup"]["waiting"].dump(), "[0,1,2]");
 
-  EXPECT_EQ(ComputeVerdict(Merge(HangOf4())).phase, "step");
+  EXPECT_EQ(ComputeVerdict(Merge(HangOf4())).phase, VerdictPhase::kStep);
 }
 
 TEST(Verdict, JsonHasTheDocumentedFields) {
@@ -477,9 +478,24 @@ TEST(Verdict, JsonHasTheDocumentedFields) {
   EXPECT_EQ(j["suspects"][0]["frames"][0], "load_batch (train.py:88)");
   EXPECT_EQ(j["groups"][0]["ranks"], nlohmann::json({0, 1, 3}));
   EXPECT_EQ(j["communicators"][0]["absent"], nlohmann::json({2}));
+  // The enums' names are the file's words (docs/formats.md).
+  EXPECT_EQ(j["phase"], "step");
+  EXPECT_EQ(j["groups"][0]["by"], "python");
+  EXPECT_EQ(j["suspects"][0]["kinds"], nlohmann::json({"absent", "stack_differs"}));
   // Rank lists stay on one line; objects are indented.
   EXPECT_NE(json.find("\"ranks_reported\": [0,1,2,3],\n"), std::string::npos) << json;
   EXPECT_NE(json.find("\n  \"suspects\": [\n    {\n      \"rank\": 2,"), std::string::npos) << json;
+}
+
+TEST(Verdict, JudgingWritesNoText) {
+  MergedStacks m = Merge(HangOf4());
+  Verdict judged = JudgeStacks(m);
+  EXPECT_TRUE(judged.summary.empty());
+  ASSERT_EQ(judged.suspects.size(), 1u);
+  EXPECT_EQ(judged.suspects[0].rank, 2);
+  std::vector<std::string> lines = SummaryLines(judged, m);
+  EXPECT_EQ(lines, ComputeVerdict(m).summary);
+  EXPECT_EQ(lines.back(), "suspects: rank 2 (absent, stack_differs)");
 }
 
 TEST(CallGraph, RendersSeveralGraphsInOneProcess) {

@@ -122,7 +122,7 @@ inline InflightOp Collective(std::string comm, int64_t seq, int64_t comm_size, s
   return o;
 }
 
-// The 4-rank hang of the hang issue: ranks 0, 1, 3 wait in ncclAllReduce #1234, rank 2 sleeps in
+// A 4-rank hang: ranks 0, 1, 3 wait in ncclAllReduce #1234, rank 2 sleeps in
 // load_batch.
 inline std::vector<StackFile> HangOf4() {
   std::vector<StackFile> files;
