@@ -274,7 +274,7 @@ ElasticAgent::Outcome ElasticAgent::Monitor(WorkerGroup& group, std::string* why
 
 int ElasticAgent::CommPerfTest(const Round& round) {
   const double timeout_s = env::Double("XTIMER_GPU_CHECK_TIMEOUT", 1, 86400);
-  const double t0 = NowS();
+  const double t0 = MonotonicS();
   Log(LogLevel::kInfo, "run: --comm-perf-test: round %lld's %d rank(s) measure their allreduce",
       (long long)round.number, round.group_world_size * o_.nproc_per_node);
   WorkerGroup group;
@@ -300,10 +300,10 @@ int ElasticAgent::CommPerfTest(const Round& round) {
     WorkerGroup::State state = group.Poll();
     if (state == WorkerGroup::State::kSucceeded) {
       group.Stop(0);
-      Log(LogLevel::kInfo, "run: --comm-perf-test done in %.2f s", NowS() - t0);
+      Log(LogLevel::kInfo, "run: --comm-perf-test done in %.2f s", MonotonicS() - t0);
       return 0;
     }
-    if (state == WorkerGroup::State::kFailed || NowS() > kill_at) {
+    if (state == WorkerGroup::State::kFailed || MonotonicS() > kill_at) {
       group.Stop(0);
       std::string why =
           state == WorkerGroup::State::kFailed
