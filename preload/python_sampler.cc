@@ -56,7 +56,7 @@ bool PythonSampler::SampleIfDue(uint64_t now_ns, std::string* frames) {
   // host work: such a sample is left out (the step's issue latency and idle time tell that story).
   const pid_t main_tid = getpid();
   for (const BlockedCall& b : BlockedThreads::Snapshot())
-    if (b.tid == main_tid && b.kind == kBlockedSync) return false;
+    if (b.tid == main_tid && b.kind == OpKind::kSync) return false;
   *frames = MainStack(threads, python::MainThread());
   return !frames->empty();
 }

@@ -181,7 +181,7 @@ void StreamWatch::AppendInflight(InflightOps* out) {
     }
     InflightOp op;
     op.name = s.name;
-    op.kind = "kernel";
+    op.kind = OpKind::kKernel;
     op.stream = reinterpret_cast<uintptr_t>(s.stream.load(std::memory_order_relaxed));
     op.running = true;
     op.last_on_stream = true;

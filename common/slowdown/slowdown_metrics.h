@@ -1,4 +1,4 @@
-// The verdict as Prometheus series (collector/README.md and launcher/README.md list them), added
+// The verdict as Prometheus series (collector/README.md and launcher/agent/README.md list them), added
 // to the node agent's and the collector's /metrics:
 //   xtimer_rank_step_seconds{rank,host}        median step time in the window
 //   xtimer_rank_slow_score{rank,host}          own rate / the peers' (1: as fast as they are)

@@ -7,7 +7,7 @@ ddp_worker.py) under both, compared.
 
 env-*      every worker's environment, variable by variable: what each launcher added or changed
            over the environment it was given must be the same, values included, except what
-           KEPT lists (launcher/README.md says why); init_process_group() (env://) and an
+           KEPT lists (launcher/run/README.md says why); init_process_group() (env://) and an
            all_reduce work unchanged. env-etcd compares ours on etcd with torchrun's c10d.
 failure    a worker raises under torch's @record, is SIGKILLed, exits 7: the same exit status and
            the same facts in the failure summary (rank, local rank, exit code, error file and its
@@ -39,7 +39,7 @@ from peers import Etcd, base_env, free_port, peers_or_skip, run  # noqa: E402
 
 WORKER = os.path.join(HERE, "ddp_worker.py")
 
-# What xtimer_run sets differently on purpose (launcher/README.md, "Compared with torchrun").
+# What xtimer_run sets differently on purpose (launcher/run/README.md, "Compared with torchrun").
 KEPT = {
     "TORCHELASTIC_USE_AGENT_STORE": "torchrun's agent hosts the TCPStore in its Python process; xtimer_run runs no "
                                     "Python, so rank 0 hosts it (False), and init_process_group() works unchanged",
