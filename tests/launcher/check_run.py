@@ -32,6 +32,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from checks import check, failures, load_json, wait_for  # noqa: E402
 
+import heartbeats  # noqa: E402  (tests/launcher: the re-rendezvous checks' shell workers)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = "/usr/bin/python3"  # Debian's, with torch
 
@@ -422,42 +424,9 @@ def c_etcd_netcheck(args, out):
 
 # ---------------------------------------------------------------- re-rendezvous (shell workers)
 
-# Every 0.2 s each worker appends: node, GROUP_RANK, WORLD_SIZE, MASTER_PORT (one per round), time.
-HEARTBEAT = ('while :; do echo "$NODE $GROUP_RANK $WORLD_SIZE $MASTER_PORT $(date +%s.%N)" >> "$OUT/hb.txt"; '
-             'sleep 0.2; done')
-
-
-def heartbeats(out):
-    rows = []
-    try:
-        with open(os.path.join(out, "hb.txt")) as f:
-            for line in f:
-                p = line.split()
-                if len(p) == 5:
-                    rows.append({"node": int(p[0]), "rank": int(p[1]), "world": int(p[2]), "port": int(p[3]),
-                                 "t": float(p[4])})
-    except OSError:
-        pass
-    return rows
-
-
-def nodes_in_world(out, world, after):
-    return {r["node"] for r in heartbeats(out) if r["world"] == world and r["t"] > after}
-
-
 def check_groups_whole(out, what):
-    """Every group that ran (one MASTER_PORT each) agrees on its size and had every rank of it, each
-    on one node: the job never ran a split group."""
-    groups = {}
-    for r in heartbeats(out):
-        g = groups.setdefault(r["port"], {"world": set(), "ranks": {}})
-        g["world"].add(r["world"])
-        g["ranks"].setdefault(r["rank"], set()).add(r["node"])
-    for port, g in sorted(groups.items()):
-        world = next(iter(g["world"]))
-        check(len(g["world"]) == 1 and set(g["ranks"]) == set(range(world)) and
-              all(len(n) == 1 for n in g["ranks"].values()),
-              f"{what}: the group on port {port} is whole: world {sorted(g['world'])}, ranks -> nodes {g['ranks']}")
+    for port, whole, desc in heartbeats.groups(out):
+        check(whole, f"{what}: the group on port {port} is whole: {desc}")
 
 
 def close_lines(nodes, round_no):
@@ -481,19 +450,19 @@ def c_etcd_lost_defaults(args, out):
     try:
         common = ["--nnodes", "2:3", "--rdzv-backend", "etcd", "--rdzv-endpoint", f"127.0.0.1:{etcd.port}",
                   "--rdzv-id", "defaults", "--local-addr", "127.0.0.1", "--nproc-per-node", "1",
-                  "--no-python", "/bin/sh", "-c", HEARTBEAT]
+                  "--no-python", "/bin/sh", "-c", heartbeats.WORKER]
         nodes = [Run(args, out, common, [], {"NODE": str(i)}, name=f"node{i}") for i in range(3)]
-        check(wait_for(lambda: nodes_in_world(out, 3, 0) == {0, 1, 2}, 60), "three nodes run with world size 3")
+        check(wait_for(lambda: heartbeats.in_world(out, 3, 0) == {0, 1, 2}, 60), "three nodes run with world size 3")
         os.killpg(nodes[2].proc.pid, signal.SIGKILL)
         t_kill = time.time()
         nodes[2].proc.wait()
-        ok = wait_for(lambda: nodes_in_world(out, 2, t_kill) == {0, 1}, 60)
+        ok = wait_for(lambda: heartbeats.in_world(out, 2, t_kill) == {0, 1}, 60)
         check(ok, "the two other nodes run again with world size 2")
         lines = close_lines(nodes[:2], 1)
         check(len(lines) == 1 and "every node of the last round still alive joined" in lines[0],
               f"round 1 closed once, when every node still alive had joined ({lines})")
         if ok:
-            again = max(min(r["t"] for r in heartbeats(out) if r["world"] == 2 and r["node"] == n and r["t"] > t_kill)
+            again = max(min(r["t"] for r in heartbeats.read(out) if r["world"] == 2 and r["node"] == n and r["t"] > t_kill)
                         for n in (0, 1))
             check(again - t_kill < 20, f"training again within lease_ttl + 10 s of the kill ({again - t_kill:.1f} s)")
             print(f"figure: node SIGKILLed -> workers running again, defaults (lease_ttl 10 s, last_call_timeout "
@@ -515,18 +484,18 @@ def c_etcd_lost_while_joining(args, out):
     try:
         common = ["--nnodes", "2:4", "--rdzv-backend", "etcd", "--rdzv-endpoint", f"127.0.0.1:{etcd.port}",
                   "--rdzv-id", "joining", "--local-addr", "127.0.0.1", "--rdzv-conf", "last_call_timeout=10,lease_ttl=3",
-                  "--nproc-per-node", "1", "--no-python", "/bin/sh", "-c", HEARTBEAT]
+                  "--nproc-per-node", "1", "--no-python", "/bin/sh", "-c", heartbeats.WORKER]
         nodes = [Run(args, out, common, [], {"NODE": str(i)}, name=f"node{i}") for i in range(3)]
-        check(wait_for(lambda: nodes_in_world(out, 3, 0) == {0, 1, 2}, 60), "three nodes run with world size 3")
+        check(wait_for(lambda: heartbeats.in_world(out, 3, 0) == {0, 1, 2}, 60), "three nodes run with world size 3")
         nodes.append(Run(args, out, common, [], {"NODE": "3"}, name="node3"))
         check(wait_for(lambda: nodes[3].first_line("waiting to be taken", 0), 30), "the fourth node waits to join")
         os.killpg(nodes[2].proc.pid, signal.SIGKILL)
         t_kill = time.time()
         nodes[2].proc.wait()
-        ok = wait_for(lambda: nodes_in_world(out, 3, t_kill) == {0, 1, 3}, 60)
+        ok = wait_for(lambda: heartbeats.in_world(out, 3, t_kill) == {0, 1, 3}, 60)
         check(ok, "nodes 0, 1 and the newcomer run with world size 3")
         time.sleep(3)  # a round that closed without the newcomer would restart for it by now
-        after = [r for r in heartbeats(out) if r["t"] > t_kill]
+        after = [r for r in heartbeats.read(out) if r["t"] > t_kill]
         ports = {r["port"] for r in after if r["node"] == 3}
         check(len(ports) == 1 and {r["node"] for r in after if r["port"] in ports} == {0, 1, 3} and
               not any(r["world"] == 2 for r in after),
@@ -555,7 +524,7 @@ def c_etcd_node_unit(args, out):
                      name=f"node{i}") for i in range(3)]
         done = wait_for(lambda: sum(n.proc.poll() is not None for n in nodes) >= 2, 60)
         rcs = [n.proc.poll() for n in nodes]
-        rows = heartbeats(out)
+        rows = heartbeats.read(out)
         check(done and sorted(rc for rc in rcs if rc is not None) == [0, 0], f"two nodes finish with exit 0 ({rcs})")
         check(len(rows) == 2 and {r["world"] for r in rows} == {2} and {r["rank"] for r in rows} == {0, 1},
               f"two workers ran, with WORLD_SIZE 2 ({rows})")

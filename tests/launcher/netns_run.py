@@ -39,15 +39,13 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "netprobe"))
 import netns_scenarios as ns  # noqa: E402  (namespaces, bridge, faults, cleanup)
+import heartbeats  # noqa: E402  (partition3's shell workers)
 
 ETCD_PORT = 2379
 N = 8
 FAULT = 5  # the faulty or slow node; started after the first, so it is not group rank 0
 
 WORKER = ('echo "$RANK $WORLD_SIZE $GROUP_RANK $(date +%s.%N)" > "$OUT/worker$NODE.txt"')
-# partition3: every 0.2 s each worker appends node, GROUP_RANK, WORLD_SIZE, MASTER_PORT, time.
-HEARTBEAT = ('while :; do echo "$NODE $GROUP_RANK $WORLD_SIZE $MASTER_PORT $(date +%s.%N)" >> "$OUT/hb.txt"; '
-             'sleep 0.2; done')
 
 
 class Failure(Exception):
@@ -151,20 +149,6 @@ def workers(out):
     return rows
 
 
-def heartbeats(out):
-    rows = []
-    try:
-        with open(os.path.join(out, "hb.txt")) as f:
-            for line in f:
-                p = line.split()
-                if len(p) == 5:
-                    rows.append({"node": int(p[0]), "rank": int(p[1]), "world": int(p[2]), "port": int(p[3]),
-                                 "t": float(p[4])})
-    except OSError:
-        pass
-    return rows
-
-
 def wait_until(pred, timeout):
     until = time.monotonic() + timeout
     while time.monotonic() < until:
@@ -180,25 +164,24 @@ def run_partition(args, out):
     n, cut = 3, 2
     cluster = ns.Cluster(n, "partition3")
     start_etcd(cluster, out)
-    job = ["--nnodes", "2:3", "--nproc-per-node", "1", "--no-python", "/bin/sh", "-c", HEARTBEAT]
+    job = ["--nnodes", "2:3", "--nproc-per-node", "1", "--no-python", "/bin/sh", "-c", heartbeats.WORKER]
     nodes = [Node(args, cluster, out, i, [], job=job) for i in range(n)]
     try:
-        in_world = lambda w, after: {r["node"] for r in heartbeats(out) if r["world"] == w and r["t"] > after}
-        check(wait_until(lambda: in_world(3, 0) == {0, 1, 2}, 60), "three nodes run with WORLD_SIZE 3")
+        check(wait_until(lambda: heartbeats.in_world(out, 3, 0) == {0, 1, 2}, 60), "three nodes run with WORLD_SIZE 3")
         ns.nft(cluster.node[cut], """
 table inet xpart {
   chain in { type filter hook input priority 0; policy drop; iif lo accept; }
   chain out { type filter hook output priority 0; policy drop; oif lo accept; }
 }""")
         t_cut = time.time()
-        check(wait_until(lambda: in_world(2, t_cut) == {0, 1}, 60),
+        check(wait_until(lambda: heartbeats.in_world(out, 2, t_cut) == {0, 1}, 60),
               "the two other nodes run again with WORLD_SIZE 2 while the third is cut off")
-        again = max(min(r["t"] for r in heartbeats(out) if r["node"] == i and r["world"] == 2 and r["t"] > t_cut)
+        again = max(min(r["t"] for r in heartbeats.read(out) if r["node"] == i and r["world"] == 2 and r["t"] > t_cut)
                     for i in (0, 1))
         stopped = wait_until(lambda: nodes[cut].first("could not renew its etcd lease"), 40)
         check(stopped, "the cut-off node says it lost its lease and stops its worker")
         time.sleep(1)
-        last = max((r["t"] for r in heartbeats(out) if r["node"] == cut), default=0)
+        last = max((r["t"] for r in heartbeats.read(out) if r["node"] == cut), default=0)
         check(last - t_cut < 30, f"its worker stopped {last - t_cut:.1f} s after the cut (lease_ttl 10 s)")
         close = [line for nd in nodes for _, line in nd.lines if "run: rendezvous: round 1 closed with" in line]
         check(len(close) == 1 and "every node of the last round still alive joined" in close[0],
@@ -207,26 +190,18 @@ table inet xpart {
               f"its own worker stopped {last - t_cut:.2f} s (defaults: lease_ttl 10 s, last_call_timeout 30 s)")
         ns.sh("ip", "netns", "exec", cluster.node[cut], "nft", "delete", "table", "inet", "xpart")
         t_heal = time.time()
-        back = wait_until(lambda: in_world(3, t_heal) == {0, 1, 2}, 90)
+        back = wait_until(lambda: heartbeats.in_world(out, 3, t_heal) == {0, 1, 2}, 90)
         check(back, "the partition healed: the node is taken back, WORLD_SIZE 3")
         if back:
-            t_back = max(min(r["t"] for r in heartbeats(out) if r["node"] == i and r["world"] == 3 and r["t"] > t_heal)
+            t_back = max(min(r["t"] for r in heartbeats.read(out) if r["node"] == i and r["world"] == 3 and r["t"] > t_heal)
                          for i in range(n))
             print(f"figure: partition3: healed -> all three running again {t_back - t_heal:.2f} s")
         for nd in nodes:
             nd.proc.send_signal(signal.SIGTERM)
         rcs = [nd.wait(time.monotonic() + 30) for nd in nodes]
         check(rcs == [143] * n, f"SIGTERM stops every node (rc {rcs})")
-        groups = {}
-        for r in heartbeats(out):
-            g = groups.setdefault(r["port"], {"world": set(), "ranks": {}})
-            g["world"].add(r["world"])
-            g["ranks"].setdefault(r["rank"], set()).add(r["node"])
-        for port, g in groups.items():
-            world = next(iter(g["world"]))
-            check(len(g["world"]) == 1 and set(g["ranks"]) == set(range(world)) and
-                  all(len(x) == 1 for x in g["ranks"].values()),
-                  f"the group on port {port} is whole: world {sorted(g['world'])}, ranks -> nodes {g['ranks']}")
+        for port, whole, desc in heartbeats.groups(out):
+            check(whole, f"the group on port {port} is whole: {desc}")
         print("partition3: passed")
     finally:
         for nd in nodes:
