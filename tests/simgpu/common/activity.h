@@ -41,6 +41,7 @@ struct ApiCall {
   const void* kernel = nullptr;    // a kernel launch: the kernel (named for symbolName)
   void* context = nullptr;         // the calling thread's current CUcontext
   uint32_t correlation = 0;
+  bool reported = false;  // the driver's: whether a sink was told of the entry
 };
 
 struct ActivitySink {

@@ -34,17 +34,20 @@ struct ApiState {
 };
 thread_local ApiState tls_api;
 
+// Nothing to do (one load) while no simulated libcupti listens: the ops get their own ids.
 void api_enter(ApiCall* call) {
+  const ActivitySink* sink = g_sink.load(std::memory_order_acquire);
+  call->reported = sink != nullptr && sink->api != nullptr;
+  if (!call->reported) return;
   if (tls_api.depth++ == 0) tls_api.correlation = g_next_correlation.fetch_add(1, std::memory_order_relaxed);
   call->correlation = tls_api.correlation;
   call->exit = false;
-  const ActivitySink* sink = g_sink.load(std::memory_order_acquire);
-  if (sink == nullptr || sink->api == nullptr) return;
   if (call->context == nullptr) call->context = reinterpret_cast<void*>(current_context());
   sink->api(*call);
 }
 
 void api_exit(ApiCall* call) {
+  if (!call->reported) return;
   call->exit = true;
   const ActivitySink* sink = g_sink.load(std::memory_order_acquire);
   if (sink != nullptr && sink->api != nullptr) sink->api(*call);

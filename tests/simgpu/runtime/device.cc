@@ -60,7 +60,7 @@ cudaError_t init() {
 const DriverApi& drv(bool per_thread) { return per_thread ? *st().ptds : *st().legacy; }
 
 ApiScope::ApiScope(uint32_t cbid, const char* function, const void* params, const void* kernel) {
-  if (init() != cudaSuccess || drv().api_enter == nullptr) return;
+  if (drv().api_enter == nullptr) return;
   call_.domain = CUPTI_CB_DOMAIN_RUNTIME_API;
   call_.cbid = cbid;
   call_.function = function;

@@ -28,6 +28,7 @@ int current_device();
 
 // Reports a runtime API call to the simulated libcupti's callbacks (through the driver, which
 // gives it its correlation id): the entry now, the exit with done()'s status when it ends.
+// Made after RT_ENTER() (the driver is loaded).
 class ApiScope {
  public:
   ApiScope(uint32_t cbid, const char* function, const void* params, const void* kernel = nullptr);
