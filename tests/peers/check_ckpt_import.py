@@ -9,7 +9,7 @@ the step before (same digest); every step's parameters and optimizer state are t
 both (deterministic training, so a wrong restore shows as a different digest); the second job
 loads the last disk save under ours. Under DLRover it does not when the script passes its own
 path, as this one does after DLRover's examples: DLRover's loader looks only where it would have
-named the file itself, finds nothing and starts from step 0 (printed as a note, not checked).
+named the file itself, finds nothing and starts from step 0 (--dlrover-second-job prints it).
 
   check_ckpt_import.py --peers DIR --bin BUILD/bin --pypath BUILD/lib/python
 """
@@ -64,6 +64,8 @@ def main():
     ap.add_argument("--peers", required=True)
     ap.add_argument("--bin", required=True)
     ap.add_argument("--pypath", required=True)
+    ap.add_argument("--dlrover-second-job", action="store_true",
+                    help="also run DLRover's second job (its result is only printed; about a minute more)")
     args = ap.parse_args()
     peers = peers_or_skip(args.peers)
     out = tempfile.mkdtemp(prefix="xtimer-peers-ckpt-import-")
@@ -74,10 +76,10 @@ def main():
         ours = os.path.join(out, "xtimer_train.py")
         with open(ours, "w") as f:
             f.write(text.replace(DLROVER_IMPORT, XTIMER_IMPORT))
-        res = {"dlrover": job(args, peers, out, "dlrover", original, True),
+        res = {"dlrover": job(args, peers, out, "dlrover", original, args.dlrover_second_job),
                "xtimer": job(args, peers, out, "xtimer", ours, True)}
         for label, (rcs, steps, loads) in res.items():
-            check(rcs == (0, 0), f"{label}: both jobs finish with exit 0 ({rcs})")
+            check(rcs[0] == 0 and rcs[1] in (0, None), f"{label}: its jobs finish with exit 0 ({rcs})")
             restarts = sorted({r["restart"] for r in steps})
             check(restarts == [0, 1], f"{label}: the crash restarted the workers once ({restarts})")
             last = {}
@@ -116,8 +118,9 @@ def main():
         check(second_x == [STEPS, STEPS], f"a second job loads the last disk save (step {STEPS - 1}): xtimer {second_x}")
         # DLRover looks for the step it recorded under its own name (DIR/<step>/...), not under the
         # path the script saved to, finds nothing and starts from step 0 without a word.
-        print(f"note a second job under DLRover starts at {second_d} "
-              f"({'the same' if second_d == second_x else 'not the disk save: DLRover loads only files it named itself'})")
+        if args.dlrover_second_job:
+            same = "the same" if second_d == second_x else "not the disk save: DLRover loads only files it named itself"
+            print(f"note a second job under DLRover starts at {second_d} ({same})")
     finally:
         if failures:
             for name in sorted(glob.glob(os.path.join(out, "*", "job*.err"))):
