@@ -12,7 +12,6 @@ we are faster). ckpt_bench_worker.py says exactly what is timed.
 The suite runs it with --size 64M; docs/benchmarks.md's figures come from --size 1G.
 """
 import argparse
-import glob
 import json
 import os
 import shutil

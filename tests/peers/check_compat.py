@@ -20,7 +20,6 @@ Skips (77) with one line when the peer environment is missing.
 """
 import argparse
 import glob
-import json
 import os
 import re
 import shutil
@@ -28,14 +27,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 from checks import check, failures, load_json, wait_for  # noqa: E402
 from peers import Etcd, base_env, free_port, peers_or_skip, run  # noqa: E402
+from check_agent import http_get  # noqa: E402  (tests/launcher, on the path through peers)
 
 WORKER = os.path.join(HERE, "ddp_worker.py")
 
@@ -262,14 +260,6 @@ def c_logs(args, peers, out):
     check(hello(out_t) == hello(out_o) == [], "--redirects 1: no worker stdout on the terminal")
     check(hello(err_t) == hello(err_o) and len(hello(err_o)) == 4,
           f"--tee 2: the same stderr lines on the terminal, two rounds of two workers ({hello(err_o)})")
-
-
-def http_get(url):
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.read().decode()
-    except OSError:
-        return None
 
 
 def c_launch_hang(args, peers, out):
