@@ -9,7 +9,7 @@
 # The environment lives outside the checkout, in
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/xtimer/peers-<first 16 hex of the requirements' sha256>
 # so that every clone on this machine (CI clones afresh in another folder) shares one copy of its
-# ~5 GiB, and it is rebuilt only when the pins change. `.peers` in the checkout is a symlink to it
+# 6.7 GB, and it is rebuilt only when the pins change. `.peers` in the checkout is a symlink to it
 # (ignored by git). A build is done in a temporary folder and renamed when complete, under a lock,
 # so an interrupted or concurrent run never leaves a half environment behind the final name.
 #

@@ -9,7 +9,7 @@ the step before (same digest); every step's parameters and optimizer state are t
 both (deterministic training, so a wrong restore shows as a different digest); the second job
 loads the last disk save under ours. Under DLRover it does not when the script passes its own
 path, as this one does after DLRover's examples: DLRover's loader looks only where it would have
-named the file itself, finds nothing and starts from step 0 (printed as a note, not checked).
+named the file itself, finds nothing and starts from step 0 (--dlrover-second-job prints it).
 
   check_ckpt_import.py --peers DIR --bin BUILD/bin --pypath BUILD/lib/python
 """
@@ -44,8 +44,12 @@ def job(args, peers, out, label, script, second):
     """One launcher's two jobs; (exit statuses, steps, loads)."""
     d = os.path.join(out, label)
     os.makedirs(d, exist_ok=True)
+    # 0.3 s per step: ours skips a memory save while the slot it would overwrite waits for its
+    # disk write (docs/benchmarks.md), which on a busy disk took longer than two fast steps; then
+    # it resumes a step or two further back, and a DDP run resumed at another step is not
+    # bit-identical from there on, so the comparison would say nothing.
     env = base_env(d, args.pypath, XTIMER_PYTHON=peers.python, CKPT_DIR=os.path.join(d, "ckpt"), STEPS=str(STEPS),
-                   CRASH_AT="8", XTIMER_CKPT_SHM_DIR=os.path.join(d, "shm"))
+                   CRASH_AT="8", STEP_S="0.3", XTIMER_CKPT_SHM_DIR=os.path.join(d, "shm"))
     os.makedirs(env["XTIMER_CKPT_SHM_DIR"])
     if label == "dlrover":
         cmd = [peers.dlrover_run, "--standalone", "--nproc_per_node", "2", "--max_restarts", "1", script]
@@ -64,6 +68,8 @@ def main():
     ap.add_argument("--peers", required=True)
     ap.add_argument("--bin", required=True)
     ap.add_argument("--pypath", required=True)
+    ap.add_argument("--dlrover-second-job", action="store_true",
+                    help="also run DLRover's second job (its result is only printed; about a minute more)")
     args = ap.parse_args()
     peers = peers_or_skip(args.peers)
     out = tempfile.mkdtemp(prefix="xtimer-peers-ckpt-import-")
@@ -74,10 +80,10 @@ def main():
         ours = os.path.join(out, "xtimer_train.py")
         with open(ours, "w") as f:
             f.write(text.replace(DLROVER_IMPORT, XTIMER_IMPORT))
-        res = {"dlrover": job(args, peers, out, "dlrover", original, True),
+        res = {"dlrover": job(args, peers, out, "dlrover", original, args.dlrover_second_job),
                "xtimer": job(args, peers, out, "xtimer", ours, True)}
         for label, (rcs, steps, loads) in res.items():
-            check(rcs == (0, 0), f"{label}: both jobs finish with exit 0 ({rcs})")
+            check(rcs[0] == 0 and rcs[1] in (0, None), f"{label}: its jobs finish with exit 0 ({rcs})")
             restarts = sorted({r["restart"] for r in steps})
             check(restarts == [0, 1], f"{label}: the crash restarted the workers once ({restarts})")
             last = {}
@@ -116,8 +122,9 @@ def main():
         check(second_x == [STEPS, STEPS], f"a second job loads the last disk save (step {STEPS - 1}): xtimer {second_x}")
         # DLRover looks for the step it recorded under its own name (DIR/<step>/...), not under the
         # path the script saved to, finds nothing and starts from step 0 without a word.
-        print(f"note a second job under DLRover starts at {second_d} "
-              f"({'the same' if second_d == second_x else 'not the disk save: DLRover loads only files it named itself'})")
+        if args.dlrover_second_job:
+            same = "the same" if second_d == second_x else "not the disk save: DLRover loads only files it named itself"
+            print(f"note a second job under DLRover starts at {second_d} ({same})")
     finally:
         if failures:
             for name in sorted(glob.glob(os.path.join(out, "*", "job*.err"))):

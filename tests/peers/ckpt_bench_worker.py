@@ -5,8 +5,8 @@ xtimer_run, torchrun). Saves the same state REPEATS times to disk with METHOD an
   on_disk  from the call until the step is on disk: DLRover's tracker file (dlrover_latest.txt,
            polled every 10 ms: DLRover's own wait_latest_checkpoint polls every 3 s), our
            Checkpointer.wait(), DCP's future.result()
-  load     (PHASE=load) a new job's load of the newest step into a fresh process; DLRover and ours
-           from memory if their shared memory still holds it, else from disk; DCP from disk
+  load     (PHASE=load) a new job resumes the newest step into its model's tensors (see
+           load_phase); each from wherever it finds the step (a new job: disk, in the page cache)
 
 METHOD: dlrover | xtimer | dcp. SIZE bytes of float32 in 16 tensors. Writes $OUT/<METHOD>-<PHASE>.json.
 """
@@ -72,7 +72,8 @@ def save_phase(res):
             state = make_state(step)
             t0 = time.perf_counter()
             if METHOD == "dlrover":
-                ck.save_checkpoint(step, state, os.path.join(CKPT_DIR, f"{step}.pt"), storage_type=StorageType.DISK)
+                # No path: DLRover then names the file itself, the only place its loader looks.
+                ck.save_checkpoint(step, state, storage_type=StorageType.DISK)
                 blocked.append(time.perf_counter() - t0)
                 tracker = os.path.join(CKPT_DIR, "dlrover_latest.txt")
                 while disk_step(tracker) != step:
@@ -86,24 +87,29 @@ def save_phase(res):
 
 
 def load_phase(res):
+    """A resume: the model's tensors exist (allocated and filled, as after building the model);
+    the time until they hold the saved step. DCP loads into them in place; DLRover's and our
+    load return new tensors, copied in as load_state_dict() would."""
     want = REPEATS
+    target = make_state(-1)
     if METHOD == "dcp":
         import torch.distributed.checkpoint as dcp
-        state = make_state(-1)
         t0 = time.perf_counter()
-        dcp.load(state, checkpoint_id=os.path.join(CKPT_DIR, str(want)))
+        dcp.load(target, checkpoint_id=os.path.join(CKPT_DIR, str(want)))
         res["load"] = time.perf_counter() - t0
+        state = target
     else:
         ck = checkpointer()
         t0 = time.perf_counter()
         state = ck.load_checkpoint()
+        if "model" in state:
+            for k, v in state["model"].items():
+                target["model"][k].copy_(v)
         res["load"] = time.perf_counter() - t0
-        if METHOD == "dlrover" and "model" in state.get("model_states", {}):
-            state = state["model_states"]
     got = state.get("step")
     res["loaded_step"] = int(got) if got is not None else None
-    w = state.get("model", {}).get("w0")
-    res["loaded_ok"] = bool(w is not None and float(w[0]) == float(want) and w.numel() == SIZE // 4 // 16)
+    w = target["model"]["w0"]
+    res["loaded_ok"] = bool(float(w[0]) == float(want) and w.numel() == SIZE // 4 // 16)
 
 
 def main():

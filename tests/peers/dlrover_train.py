@@ -10,6 +10,7 @@ Each step appends {"rank", "step", "restart", "start", "digest"} to $OUT/steps.j
 import hashlib
 import json
 import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -20,6 +21,7 @@ CKPT_DIR = os.environ["CKPT_DIR"]
 STEPS = int(os.environ.get("STEPS", "20"))
 CRASH_AT = int(os.environ.get("CRASH_AT", "-1"))
 CRASH_RANK = int(os.environ.get("CRASH_RANK", "1"))
+STEP_S = float(os.environ.get("STEP_S", "0"))  # seconds of "compute" per step
 
 
 def digest(model, opt):
@@ -62,6 +64,7 @@ def main():
         opt.zero_grad()
         loss.backward()
         opt.step()
+        time.sleep(STEP_S)
         state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step}
         path = os.path.join(CKPT_DIR, f"checkpoint-{step}.pt")
         if step % 5 == 4:

@@ -1,18 +1,18 @@
 """What the peer tests share: finding the peer environment (.peers, scripts/setup_peers.sh) or
-skipping with one line, starting a launcher with a given environment, and a real etcd.
+skipping with one line, the environment every launcher of a comparison gets, running one
+launcher; a real etcd and a free port come from tests/launcher/check_run.py.
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from peers import Peers, free_port, ...
 """
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "launcher"))
+from check_run import Etcd, free_port  # noqa: E402,F401  (a real etcd on loopback; a free port)
+
 SKIP = 77  # ctest SKIP_RETURN_CODE
 
 
@@ -45,12 +45,6 @@ def peers_or_skip(path):
     return peers
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def base_env(out, pypath, **extra):
     """The environment every launcher of a comparison gets: the test's own, less what a launcher
     sets for its workers, plus OUT and the build's xtimer package."""
@@ -62,35 +56,6 @@ def base_env(out, pypath, **extra):
     env.update(OUT=out, PYTHONPATH=pypath, XTIMER_METRICS_PORT="0", PYTHONUNBUFFERED="1")
     env.update(extra)
     return env
-
-
-class Etcd:
-    """A real etcd (Debian's etcd-server) on loopback, for xtimer_run's elastic rendezvous."""
-
-    def __init__(self, tmp):
-        self.port = free_port()
-        peer = free_port()
-        exe = shutil.which("etcd")
-        if exe is None:
-            sys.exit("etcd is not installed (Debian package etcd-server; scripts/setup.sh installs it)")
-        self.proc = subprocess.Popen(
-            [exe, "--data-dir", os.path.join(tmp, "etcd"), "--listen-client-urls", f"http://127.0.0.1:{self.port}",
-             "--advertise-client-urls", f"http://127.0.0.1:{self.port}", "--listen-peer-urls",
-             f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-             "--initial-cluster", f"default=http://127.0.0.1:{peer}"],
-            stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "etcd.log"), "w"))
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        sys.exit("etcd did not start (see etcd.log)")
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
 
 
 def run(cmd, env, out, name, timeout):
