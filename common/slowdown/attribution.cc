@@ -247,7 +247,7 @@ void Ranks(const JobWindow& w, const AttributionContext& ctx, const std::unorder
       f.detail = SampleDetail(own, peers);
       if (f.detail.empty())
         f.detail = "reaches collectives " + Seconds(r.lateness_s) +
-                   " after its peers per step while its GPU work is no slower (no Python samples yet)";
+                   " after its peers per step while its GPU work is no slower (no Python samples of it)";
     }
     cand.strong = cost >= strong_cost;
     cand.extra_s = extra;

@@ -35,21 +35,22 @@ inline double TrimmedMeanOf(std::vector<double>& v) {
 }
 
 // Where the present run of values at or above `level` began: `points` are (time, value) in time
-// order; walking back from the newest, the run goes on while the values below the level stay
-// few (at most 2, or a quarter of those above). The time of the earliest point at or above the
-// level in the run; `fallback` when the newest values are not above it at all.
+// order; walking back from the newest, the run goes on until three values in a row are below the
+// level (a dip of one or two steps inside it is noise). The time of the earliest point at or above
+// the level in the run; `fallback` when the newest values are not above it at all.
 struct TimedValue {
   double t;
   double value;
 };
 inline double OnsetOf(const std::vector<TimedValue>& points, double level, double fallback) {
   double onset = fallback;
-  size_t above = 0, below = 0;
+  size_t above = 0, below_in_a_row = 0;
   for (size_t i = points.size(); i-- > 0;) {
     if (points[i].value >= level) {
       ++above;
+      below_in_a_row = 0;
       onset = points[i].t;
-    } else if (++below > std::max<size_t>(2, above / 4)) {
+    } else if (++below_in_a_row >= 3) {
       break;
     }
   }

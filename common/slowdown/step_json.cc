@@ -116,13 +116,15 @@ bool StepRecordFromJson(const J& j, StepRecord* out, std::string* why) {
     for (const J& e : *a) {
       if (r.colls.size() >= StepLimits::kMaxColls) break;
       CollTime c;
+      // Unknown GPU times (null) leave NaN: CheckStepRecord drops that collective, not the record.
+      c.start = c.end = std::numeric_limits<double>::quiet_NaN();
       if (!Entry(e, "colls", why) ||
           !In("colls",
               Str(e, "comm", true, &c.comm, why) && Int(e, "seq", -kMaxI64, kMaxI64, true, &c.seq, why) &&
                   Str(e, "op", false, &c.op, why) && IntAs(e, "bytes", 0, kMaxI64, false, &c.bytes, why) &&
                   IntAs(e, "ranks", 1, StepLimits::kMaxWorld, true, &c.ranks, why) &&
-                  Num(e, "call", false, &c.call, why) && Num(e, "start", true, &c.start, why) &&
-                  Num(e, "end", true, &c.end, why),
+                  Num(e, "call", false, &c.call, why) && Num(e, "start", false, &c.start, why) &&
+                  Num(e, "end", false, &c.end, why),
               why))
         return false;
       r.colls.push_back(std::move(c));

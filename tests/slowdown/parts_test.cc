@@ -174,9 +174,12 @@ TEST(RobustStats, TrimmedMeanDropsTheLargestTenth) {
 TEST(RobustStats, OnsetIsWhereTheRunOfHighValuesBegan) {
   std::vector<TimedValue> v;
   for (int i = 0; i < 40; ++i) v.push_back({static_cast<double>(i), i >= 25 ? 1.0 : 0.0});
-  v[30].value = 0;  // one dip inside the run
-  v[10].value = 1;  // one blip long before
+  v[30].value = v[31].value = 0;  // a dip of two steps inside the run
+  v[21].value = 1;                // a blip three steps before it: not part of it
   EXPECT_EQ(OnsetOf(v, 0.5, -1), 25);
+  v[21].value = 0;
+  v[23].value = 1;  // one step before it: the run is one from there
+  EXPECT_EQ(OnsetOf(v, 0.5, -1), 23);
   std::vector<TimedValue> low = {{1, 0}, {2, 0}, {3, 0}};
   EXPECT_EQ(OnsetOf(low, 0.5, -1), -1);
 }

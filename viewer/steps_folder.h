@@ -1,0 +1,39 @@
+// Reads every `*.steps.jsonl` of a folder (docs/formats.md, "Step record"): the input of
+// xtimer_slowdown. Each file is read line by line as it streams in (a line over 1 MiB is not a
+// record); a line that is not a record (cut short by a crash, corrupt JSON, a field of the wrong
+// type) is named with its file and line number and skipped, and the rest of the file is read. A
+// file that cannot be opened (missing, a FIFO, no permission) is named and skipped. Ranks of the
+// job (by the records' world size) without any record are named too.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/slowdown/step_record.h"
+
+namespace xtimer {
+
+struct StepsInput {
+  std::vector<slowdown::StepRecord> records;  // every file's, in file then line order
+  std::vector<std::string> problems;          // one line each: "FILE:LINE: reason"
+  size_t files = 0;                           // *.steps.jsonl found
+  size_t bad_lines = 0;
+  int32_t world = 0;                   // the largest world size of the records
+  std::vector<int32_t> ranks_missing;  // of [0, world), no record at all
+};
+
+struct StepsFolderOptions {
+  size_t max_problems_per_file = 5;  // more bad lines in a file are counted in one line
+  // Called after each file with (files done, files in all).
+  std::function<void(size_t, size_t)> progress;
+};
+
+// false (*error) only when the folder cannot be listed or holds no *.steps.jsonl.
+bool ReadStepsFolder(const std::string& dir, const StepsFolderOptions& options, StepsInput* out, std::string* error);
+
+// One file's records, appended to *out; problems as above. False when it cannot be opened.
+bool ReadStepsFile(const std::string& path, const StepsFolderOptions& options, StepsInput* out);
+
+}  // namespace xtimer
