@@ -8,6 +8,7 @@ namespace xtimer {
 namespace {
 constexpr size_t kBases = 64;  // bases kept per device
 constexpr uint64_t kBaseEveryNs = 1000000000ull;
+constexpr uint64_t kMaxRecordNs = 200000;  // a base's record call may take this long
 }  // namespace
 
 void GpuClock::RecordBase(int device, uint64_t now_ns) {
@@ -24,9 +25,18 @@ void GpuClock::RecordBase(int device, uint64_t now_ns) {
   c.last_ns = now_ns;
   Base& b = c.bases[c.next % kBases];
   if (b.event == nullptr) b.event = gpu::CreateEvent(device, gpu::Path::kRuntime, true);
-  if (b.event == nullptr || !gpu::Record(b.event, c.stream, gpu::Path::kRuntime, false)) return;
-  // The private stream is idle, so the event completes as soon as it is recorded.
-  b.host_ns = now_ns;
+  if (b.event == nullptr) return;
+  // The private stream is idle, so the event completes as soon as it is recorded: its GPU time is
+  // the host time of the record call. A call that took long (the thread was descheduled) would
+  // place every op wrongly by as much: such a base is not kept, the next tick tries again.
+  const uint64_t before = MonotonicNs();
+  if (!gpu::Record(b.event, c.stream, gpu::Path::kRuntime, false)) return;
+  const uint64_t after = MonotonicNs();
+  if (after - before > kMaxRecordNs) {
+    c.last_ns = 0;  // again at the next tick
+    return;
+  }
+  b.host_ns = before + (after - before) / 2;
   ++c.next;
 }
 
@@ -35,12 +45,17 @@ void GpuClock::Tick(uint64_t now_ns) {
     if (clocks_[d].next == 0 || now_ns - clocks_[d].last_ns >= kBaseEveryNs) RecordBase(static_cast<int>(d), now_ns);
 }
 
+void GpuClock::See(int device) {
+  if (device < 0) return;
+  if (static_cast<size_t>(device) >= clocks_.size()) clocks_.resize(device + 1);
+  // A device seen for the first time gets its first base now: ops issued from now on are placed.
+  if (clocks_[device].next == 0 && clocks_[device].last_ns == 0) RecordBase(device, MonotonicNs());
+}
+
 uint64_t GpuClock::HostTimeOf(int device, gpu::Event start, uint64_t issue_ns) {
   if (device < 0) return 0;
-  if (static_cast<size_t>(device) >= clocks_.size()) clocks_.resize(device + 1);
+  See(device);
   DeviceClock& c = clocks_[device];
-  // A device seen for the first time gets its first base now: ops issued from now on are placed.
-  if (c.next == 0) RecordBase(device, MonotonicNs());
   // Newest base recorded before the op was issued (so it precedes the op's start on the GPU).
   for (size_t i = 0; i < std::min(c.next, kBases); ++i) {
     const Base& b = c.bases[(c.next - 1 - i) % kBases];

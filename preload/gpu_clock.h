@@ -16,6 +16,8 @@ class GpuClock {
  public:
   // Poller: keeps base events fresh (one a second) for every device seen.
   void Tick(uint64_t now_ns);
+  // Poller: an op ran on `device`; the first time, the device gets its first base.
+  void See(int device);
   // Host CLOCK_MONOTONIC of an op's start event, given when it was issued; 0 if unknown (issued
   // before the device's first base, which is recorded when the device is first seen here).
   uint64_t HostTimeOf(int device, gpu::Event start, uint64_t issue_ns);

@@ -125,6 +125,7 @@ void Poller::Account(const Pending& p, double ms) {
   // The GPU start on the host clock costs one more event query: only for the trace, or once the
   // steps are found (a job with no collectives never has any).
   const bool for_steps = steps_ != nullptr && steps_->wants_gpu();
+  if (steps_ != nullptr) clock_.See(p.rec.device);  // a reference before the steps are found
   if (!trace_.enabled() && !for_steps) return;
   const EventPair& ev = tracker_.pools().Get(p.rec.pair);
   const uint64_t start = clock_.HostTimeOf(p.rec.device, ev.start, p.rec.issue_ns);
