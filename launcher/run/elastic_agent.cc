@@ -19,6 +19,7 @@
 #include "common/env.h"
 #include "common/identity.h"
 #include "common/log.h"
+#include "common/regular_file.h"
 #include "launcher/agent/node_agent.h"
 #include "launcher/run/comm_perf.h"
 #include "launcher/run/numa.h"
@@ -90,10 +91,24 @@ std::string LocalTime(int64_t unix_ms) {
   return buf;
 }
 
-// What torch's @record wrote (TORCHELASTIC_ERROR_FILE): the Python traceback, else the message.
+// A worker's TORCHELASTIC_ERROR_FILE, by the common file rule: a FIFO, a folder or a huge file
+// there is said once and not read.
+bool ReadErrorFile(const std::string& path, std::string* text) {
+  FileRule rule;
+  rule.what = "worker's error file";
+  rule.max_bytes = 16 << 20;
+  rule.follow_links = false;
+  std::string error;
+  if (ReadRegularFile(path, rule, text, &error)) return true;
+  Log(LogLevel::kWarn, "run: %s: %s", path.c_str(), error.c_str());
+  return false;
+}
+
+// What torch's @record wrote there: the Python traceback, else the message ("" if neither).
 std::string ErrorFileTraceback(const std::string& path) {
-  std::ifstream in(path);
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  std::string text;
+  if (!ReadErrorFile(path, &text)) return "";
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return "";
   const nlohmann::json* m = &j;
   if (auto it = j.find("message"); it != j.end()) m = &*it;
@@ -369,9 +384,12 @@ void ElasticAgent::PrintFailureSummary(const std::string& headline) {
     // started it (a scheduler reading why the job failed).
     const char* parent = std::getenv("TORCHELASTIC_ERROR_FILE");
     if (parent != nullptr && *parent != '\0' && !f.error_file.empty()) {
-      std::error_code ec;
-      std::filesystem::copy_file(f.error_file, parent, std::filesystem::copy_options::overwrite_existing, ec);
-      if (ec) Log(LogLevel::kWarn, "run: cannot copy %s to %s: %s", f.error_file.c_str(), parent, ec.message().c_str());
+      std::string text;
+      if (ReadErrorFile(f.error_file, &text)) {
+        std::ofstream out(parent, std::ios::binary | std::ios::trunc);
+        out << text;
+        if (!out.flush()) Log(LogLevel::kWarn, "run: cannot write the error file %s", parent);
+      }
     }
     keep_temp_root_ = true;  // the summary names the error files
   }
