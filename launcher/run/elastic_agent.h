@@ -50,8 +50,8 @@ class ElasticAgent {
   std::unique_ptr<Rendezvous> rdzv_;
   NodeAgent* agent_;
   std::vector<std::vector<int>> numa_cpus_;  // --numa-affinity: each local rank's CPUs
-  std::string run_log_dir_;  // LOG_DIR/<run id>_<random> ("" = none: --log-dir /dev/null)
-  std::string temp_root_;    // /tmp/torchelastic_<random> when no --log-dir was given
+  std::string run_log_dir_;                  // LOG_DIR/<run id>_<random> ("" = none: --log-dir /dev/null)
+  std::string temp_root_;                    // /tmp/torchelastic_<random> when no --log-dir was given
   bool keep_temp_root_ = false;
   Round round_;
   WorkerExit first_failure_;

@@ -459,7 +459,8 @@ class EtcdRendezvous : public Rendezvous {
         round->master_port = std::atoi(v.c_str() + colon + 1);
         return Step::kOk;
       }
-      if (MonotonicS() > deadline) return (*error = "group rank 0 did not publish the master address in time"), Step::kFail;
+      if (MonotonicS() > deadline)
+        return (*error = "group rank 0 did not publish the master address in time"), Step::kFail;
       if (!WaitForChange(0.05, error)) return Step::kFail;
     }
   }
