@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds everything and runs the whole test suite.
-#   scripts/test.sh              release build in build/, every test (the peers too:
+#   scripts/test.sh              release build in build/, every test but label "long" (the peers too:
 #                                scripts/setup_peers.sh, once per set of pins)
 #   scripts/test.sh --asan       ASan+UBSan build in build-asan/, tests labelled "unit"
 #   scripts/test.sh --tsan       TSan build in build-tsan/, tests labelled "concurrent"
@@ -9,10 +9,13 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
 
+# Label "long": the side-by-side benchmarks against the peers (minutes each), left out unless
+# XTIMER_LONG=1; `ctest --test-dir build -L long -V` runs them alone.
 build=build sanitize="" select=()
+[ "${XTIMER_LONG:-0}" = 1 ] || select=(-LE long)
 case "${1:-}" in
-  --asan) build=build-asan sanitize=address select=(-L unit); shift ;;
-  --tsan) build=build-tsan sanitize=thread select=(-L concurrent); shift ;;
+  --asan) build=build-asan sanitize=address select=(-L unit -LE long); shift ;;
+  --tsan) build=build-tsan sanitize=thread select=(-L concurrent -LE long); shift ;;
 esac
 # The peers (torchrun, dlrover-run, py-spy from PyPI) for tests/peers: optional. Without them
 # those tests skip with one line; the rest of the suite never needs them.
