@@ -188,7 +188,7 @@ def run(args, layout):
     # ---- what was named, and when
     for name, want, t0, t_off, t1 in phases:
         seen = watcher.between(t0, t1)
-        wrong, job = {}, {}
+        wrong, jobwide = {}, {}
         for when, path, v in seen:
             for f in v.get("slow", []):
                 if want is not None and matches(f, want):
@@ -196,11 +196,11 @@ def run(args, layout):
                 # During a fault, a finding of the whole job names no rank (e.g. a checkpoint step
                 # on top of a straggler's): reported, not a failure. On a healthy job, anything is.
                 named = want is None or f.get("rank") is not None or f.get("node") is not None
-                (wrong if named else job).setdefault(describe(f), (when - t0, path))
+                (wrong if named else jobwide).setdefault(describe(f), (when - t0, path))
         where = lambda d: [(k, round(w[0], 1), os.path.basename(os.path.dirname(w[1]))) for k, w in d.items()][:4]  # noqa: E731
         check(not wrong, f"{layout}: {name}: no other rank or node named at any time ({where(wrong)})")
-        if job:
-            print(f"note: {layout}: {name}: the job (no rank) was also named: {where(job)}")
+        if jobwide:
+            print(f"note: {layout}: {name}: the job (no rank) was also named: {where(jobwide)}")
         if want is None:
             check(len(seen) > 0 and all(not v.get("slow") for _, _, v in seen),
                   f"{layout}: healthy for {t1 - t0:.0f} s, with a checkpoint pause every 50 steps: nothing named")
@@ -223,6 +223,24 @@ def run(args, layout):
             check(want["detail"] in f.get("detail", ""), f"{layout}: {name}: the detail names {want['detail']}")
         for path in judged[1:]:
             check(path in first, f"{layout}: {name}: also named in {path}")
+    # ---- the same judgement offline, from the files the ranks wrote (xtimer_slowdown)
+    offline = os.path.join(out, "offline")
+    os.makedirs(offline, exist_ok=True)
+    for tl in job.timelines():
+        for p in glob.glob(os.path.join(tl, "*.steps.jsonl")):
+            shutil.copy(p, offline)
+    r = subprocess.run([os.path.join(args.bin, "xtimer_slowdown"), "--path", offline, "--quiet"],
+                       capture_output=True, text=True, timeout=300)
+    verdict = load_json(os.path.join(offline, "slowdown.json")) or {}
+    episodes = verdict.get("episodes", [])
+    check(r.returncode == 0 and os.path.exists(os.path.join(offline, "slowdown.svg")),
+          f"{layout}: xtimer_slowdown judges the steps files ({r.returncode}: {r.stderr.strip()[-200:]})")
+    for name, want, t0, t_off, t1 in phases:
+        if want is not None:
+            check(any(matches(e, want) for e in episodes), f"{layout}: offline: {name} found in the files")
+    others = [describe(e) for e in episodes if (e.get("rank") is not None or e.get("node") is not None)
+              and not any(w is not None and matches(e, w) for _, w, *_ in phases)]
+    check(not others, f"{layout}: offline: no other rank or node named ({others[:3]})")
     # ---- the records' size: bytes per rank per hour
     sizes = [os.path.getsize(p) for tl in job.timelines() for p in glob.glob(os.path.join(tl, "*.steps.jsonl"))]
     lines = [sum(1 for _ in open(p)) for tl in job.timelines() for p in glob.glob(os.path.join(tl, "*.steps.jsonl"))]
