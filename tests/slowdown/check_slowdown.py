@@ -13,7 +13,8 @@ rank every 50 steps, must name nothing.
           two-nodes  8 ranks under 2 agents and a collector: a healthy run of 2 minutes, then a
                      slow network on one node, a slow GPU, a host straggler
 
-Prints "figure:" lines: detection latency per cause, step records' bytes per rank per hour.
+Prints "figure:" lines: detection latency per cause, step records' bytes per rank per hour; and
+"offline:" lines: what xtimer_slowdown finds in the ranks' steps files after the run.
 """
 import argparse
 import glob
@@ -188,7 +189,7 @@ def run(args, layout):
     # ---- what was named, and when
     for name, want, t0, t_off, t1 in phases:
         seen = watcher.between(t0, t1)
-        wrong, job = {}, {}
+        wrong, jobwide = {}, {}
         for when, path, v in seen:
             for f in v.get("slow", []):
                 if want is not None and matches(f, want):
@@ -196,11 +197,11 @@ def run(args, layout):
                 # During a fault, a finding of the whole job names no rank (e.g. a checkpoint step
                 # on top of a straggler's): reported, not a failure. On a healthy job, anything is.
                 named = want is None or f.get("rank") is not None or f.get("node") is not None
-                (wrong if named else job).setdefault(describe(f), (when - t0, path))
+                (wrong if named else jobwide).setdefault(describe(f), (when - t0, path))
         where = lambda d: [(k, round(w[0], 1), os.path.basename(os.path.dirname(w[1]))) for k, w in d.items()][:4]  # noqa: E731
         check(not wrong, f"{layout}: {name}: no other rank or node named at any time ({where(wrong)})")
-        if job:
-            print(f"note: {layout}: {name}: the job (no rank) was also named: {where(job)}")
+        if jobwide:
+            print(f"note: {layout}: {name}: the job (no rank) was also named: {where(jobwide)}")
         if want is None:
             check(len(seen) > 0 and all(not v.get("slow") for _, _, v in seen),
                   f"{layout}: healthy for {t1 - t0:.0f} s, with a checkpoint pause every 50 steps: nothing named")
@@ -223,6 +224,29 @@ def run(args, layout):
             check(want["detail"] in f.get("detail", ""), f"{layout}: {name}: the detail names {want['detail']}")
         for path in judged[1:]:
             check(path in first, f"{layout}: {name}: also named in {path}")
+    # ---- the same judgement offline, from the files the ranks wrote (xtimer_slowdown)
+    offline = os.path.join(out, "offline")
+    os.makedirs(offline, exist_ok=True)
+    for tl in job.timelines():
+        for p in glob.glob(os.path.join(tl, "*.steps.jsonl")):
+            shutil.copy(p, offline)
+    r = subprocess.run([os.path.join(args.bin, "xtimer_slowdown"), "--path", offline, "--quiet"],
+                       capture_output=True, text=True, timeout=300)
+    verdict = load_json(os.path.join(offline, "slowdown.json")) or {}
+    episodes = verdict.get("episodes", [])
+    check(r.returncode == 0 and os.path.exists(os.path.join(offline, "slowdown.svg")),
+          f"{layout}: xtimer_slowdown judges the steps files ({r.returncode}: {r.stderr.strip()[-200:]})")
+    # The judge replays the records in the order they ended, not in the batches they came in
+    # live, so its windows differ: what it finds is printed for comparison, the live checks above
+    # are the test.
+    for name, want, t0, t_off, t1 in phases:
+        if want is not None:
+            found = any(matches(e, want) for e in episodes)
+            print(f"offline: {layout}: {name}: {'found' if found else 'NOT found'} in the files")
+    others = [describe(e) for e in episodes if (e.get("rank") is not None or e.get("node") is not None)
+              and not any(w is not None and matches(e, w) for _, w, *_ in phases)]
+    if others:
+        print(f"offline: {layout}: also named: {others[:3]}")
     # ---- the records' size: bytes per rank per hour
     sizes = [os.path.getsize(p) for tl in job.timelines() for p in glob.glob(os.path.join(tl, "*.steps.jsonl"))]
     lines = [sum(1 for _ in open(p)) for tl in job.timelines() for p in glob.glob(os.path.join(tl, "*.steps.jsonl"))]

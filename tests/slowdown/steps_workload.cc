@@ -97,7 +97,6 @@ struct Agent {
           continue;
         }
         std::string type = msg.value("type", "");
-        if (getenv("SW_DEBUG")) std::fprintf(stderr, "agent: %s of %zd bytes\n", type.c_str(), n);
         if (type == "status" && asked.insert(fds[i].fd).second) {
           std::string req = R"({"type": "sample", "seconds": 30, "hz": 50})";
           send(fds[i].fd, req.data(), req.size(), MSG_NOSIGNAL);
