@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds everything and runs the whole test suite.
-#   scripts/test.sh              release build in build/, every test but label "long" (the peers too:
-#                                scripts/setup_peers.sh, once per set of pins)
+#   scripts/test.sh [--long]     release build in build/, every test but label "long" (--long:
+#                                those too); the peers too (scripts/setup_peers.sh, once per pins)
 #   scripts/test.sh --asan       ASan+UBSan build in build-asan/, tests labelled "unit"
 #   scripts/test.sh --tsan       TSan build in build-tsan/, tests labelled "concurrent"
 # Extra arguments go to ctest (e.g. -R viewer, -L unit).
@@ -10,10 +10,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
 
 # Label "long": the side-by-side benchmarks against the peers (minutes each), left out unless
-# XTIMER_LONG=1; `ctest --test-dir build -L long -V` runs them alone.
-build=build sanitize="" select=()
-[ "${XTIMER_LONG:-0}" = 1 ] || select=(-LE long)
+# --long is given; `ctest --test-dir build -L long -V` runs them alone.
+build=build sanitize="" select=(-LE long)
 case "${1:-}" in
+  --long) select=(); shift ;;
   --asan) build=build-asan sanitize=address select=(-L unit -LE long); shift ;;
   --tsan) build=build-tsan sanitize=thread select=(-L concurrent -LE long); shift ;;
 esac
