@@ -42,6 +42,7 @@ KEPT = {
     "TORCHELASTIC_USE_AGENT_STORE": "torchrun's agent hosts the TCPStore in its Python process; xtimer_run runs no "
                                     "Python, so rank 0 hosts it (False), and init_process_group() works unchanged",
     "LD_PRELOAD": "the xtimer library in every worker",
+    "PYTHONPATH": "the Python hooks' folder (xtimer-site) first; XTIMER_PYTHON_HOOKS=0 leaves it alone",
     "XTIMER_AGENT_SOCKET": "where the workers reach the node agent",
     "XTIMER_HANG_ACTION": "a hang restarts the workers under xtimer_run",
 }
@@ -75,10 +76,11 @@ def normalise(diff, run_id_shape):
         d["TORCHELASTIC_RUN_ID"] = "<uuid>"
     ef = d.get("TORCHELASTIC_ERROR_FILE")
     if ef:
-        m = re.search(r"/([^/]+)_[A-Za-z0-9_]+/attempt_(\d+)/(\d+)/error\.json$", ef)
-        run_id = rid if rid else "?"
-        d["TORCHELASTIC_ERROR_FILE"] = (f"<dir>/<run id>_<random>/attempt_{m.group(2)}/{m.group(3)}/error.json"
-                                        if m and m.group(1) == run_id else ef)
+        # The random suffix may itself hold '_' (tempfile's alphabet): anchor on the run id.
+        run_id = re.escape(rid) if rid else "[?]"
+        m = re.search(rf"/{run_id}_[A-Za-z0-9_]+/attempt_(\d+)/(\d+)/error\.json$", ef)
+        d["TORCHELASTIC_ERROR_FILE"] = (f"<dir>/<run id>_<random>/attempt_{m.group(1)}/{m.group(2)}/error.json"
+                                        if m else ef)
     return d
 
 
