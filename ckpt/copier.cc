@@ -18,12 +18,12 @@ bool Source::Contiguous() const {
 }
 
 CopyPool& CopyPool::Get(int threads) {
-  static std::mutex mu;
+  static Mutex mu;
   static CopyPool* pool = nullptr;
   static pid_t owner = 0;
   const int automatic = static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
   if (threads <= 0) threads = automatic;
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(mu);
   // After fork() the child has none of the parent's threads: make a new pool (the old object is
   // left alone; its threads do not exist here).
   // The pool is never resized (a ParallelFor may be running on it); ask for more threads than
@@ -41,10 +41,10 @@ CopyPool::CopyPool(int threads) {
 
 CopyPool::~CopyPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (auto& t : workers_) t.join();
 }
 
@@ -55,24 +55,24 @@ void CopyPool::Work() {
 void CopyPool::Worker(int i) {
   uint64_t seen = 0;
   for (;;) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return stop_ || (gen_ != seen && i < participants_); });
+    MutexLock lock(mu_);
+    cv_.Wait(mu_, [&]() XT_REQUIRES(mu_) { return stop_ || (gen_ != seen && i < participants_); });
     if (stop_) return;
     seen = gen_;
-    lock.unlock();
+    lock.Unlock();
     Work();
-    lock.lock();
-    if (--running_ == 0) done_cv_.notify_all();
+    lock.Lock();
+    if (--running_ == 0) done_cv_.NotifyAll();
   }
 }
 
 void CopyPool::ParallelFor(size_t n, int threads, const std::function<void(size_t)>& fn) {
   if (n == 0) return;
-  std::lock_guard<std::mutex> call(call_mu_);
+  MutexLock call(call_mu_);
   int helpers = std::clamp(threads - 1, 0, static_cast<int>(workers_.size()));
   helpers = static_cast<int>(std::min<size_t>(helpers, n - 1));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     fn_ = &fn;
     n_ = n;
     next_.store(0);
@@ -80,10 +80,10 @@ void CopyPool::ParallelFor(size_t n, int threads, const std::function<void(size_
     running_ = helpers;
     ++gen_;
   }
-  if (helpers > 0) cv_.notify_all();
+  if (helpers > 0) cv_.NotifyAll();
   Work();
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return running_ == 0; });
+  MutexLock lock(mu_);
+  done_cv_.Wait(mu_, [&]() XT_REQUIRES(mu_) { return running_ == 0; });
   participants_ = 0;
 }
 

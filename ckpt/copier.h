@@ -4,15 +4,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "ckpt/checksum.h"
 #include "ckpt/status.h"
+#include "common/mutex.h"
 
 namespace xtimer::ckpt {
 
@@ -37,22 +36,24 @@ class CopyPool {
   ~CopyPool();
 
   // fn(i) for every i in [0, n), on up to `threads` threads, the caller included.
-  void ParallelFor(size_t n, int threads, const std::function<void(size_t)>& fn);
+  void ParallelFor(size_t n, int threads, const std::function<void(size_t)>& fn) XT_EXCLUDES(call_mu_, mu_);
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
  private:
   explicit CopyPool(int threads);
-  void Worker(int i);
+  void Worker(int i) XT_EXCLUDES(mu_);
   void Work();
 
-  std::mutex call_mu_;  // one ParallelFor at a time
-  std::mutex mu_;
-  std::condition_variable cv_, done_cv_;
+  Mutex call_mu_ XT_ACQUIRED_BEFORE(mu_);  // one ParallelFor at a time
+  Mutex mu_;
+  CondVar cv_, done_cv_;
   std::vector<std::thread> workers_;
-  uint64_t gen_ = 0;
-  int participants_ = 0;
-  int running_ = 0;
-  bool stop_ = false;
+  uint64_t gen_ XT_GUARDED_BY(mu_) = 0;
+  int participants_ XT_GUARDED_BY(mu_) = 0;
+  int running_ XT_GUARDED_BY(mu_) = 0;
+  bool stop_ XT_GUARDED_BY(mu_) = false;
+  // The call's work: written under mu_ before gen_ moves on, read by the participants after
+  // they saw it move (the mutex orders the two), so read without it.
   const std::function<void(size_t)>* fn_ = nullptr;
   size_t n_ = 0;
   std::atomic<size_t> next_{0};

@@ -7,6 +7,7 @@
 
 #include "common/cuda_libraries.h"
 #include "common/log.h"
+#include "common/mutex.h"
 
 namespace xtimer::ckpt {
 namespace {
@@ -88,10 +89,10 @@ struct DeviceStaging {
   void* stream = nullptr;
 };
 
-std::mutex g_staging_mu;
+Mutex g_staging_mu;
 // Kept for the life of the process (pinned memory is slow to allocate); never destroyed, so it
 // is still valid in atexit handlers and reachable for leak checkers.
-std::vector<DeviceStaging*>& Staging() {
+std::vector<DeviceStaging*>& Staging() XT_REQUIRES(g_staging_mu) {
   static auto* all = new std::vector<DeviceStaging*>;
   return *all;
 }
@@ -102,7 +103,8 @@ void FreeStaging(const CudaRt& rt, DeviceStaging* s) {
   delete s;  // streams and events are left to the runtime (no destroy calls needed elsewhere)
 }
 
-Status GetStaging(const CudaRt& rt, int device, const StagingConfig& cfg, DeviceStaging** out) {
+Status GetStaging(const CudaRt& rt, int device, const StagingConfig& cfg, DeviceStaging** out)
+    XT_REQUIRES(g_staging_mu) {
   for (DeviceStaging* s : Staging())
     if (s->device == device && s->chunk == cfg.chunk_bytes && static_cast<int>(s->buffers.size()) == cfg.buffers) {
       *out = s;
@@ -157,7 +159,7 @@ Status CopyCudaSources(const std::vector<Source>& sources, const std::vector<siz
   if (rt == nullptr) return Status::Error("a CUDA tensor was given but " + err);
   if (cfg.buffers < 1 || cfg.chunk_bytes < 64 || cfg.chunk_bytes % 64 != 0)
     return Status::Error("internal: bad staging configuration");
-  std::lock_guard<std::mutex> lock(g_staging_mu);
+  MutexLock lock(g_staging_mu);
   int saved_device = -1;
   rt->GetDevice(&saved_device);
   struct Restore {

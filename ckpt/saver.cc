@@ -214,7 +214,7 @@ void Saver::Serve(Segment& seg, bool* busy, bool* pending) {
 
 bool Saver::PollOnce() {
   {
-    std::lock_guard<std::mutex> lock(scan_mu_);
+    MutexLock lock(scan_mu_);
     scanning_ = true;
   }
   std::vector<std::string> found;
@@ -222,7 +222,7 @@ bool Saver::PollOnce() {
   if (d == nullptr) {
     gone_ = errno == ENOENT;  // the folder was removed: nothing can ever need us again
     if (gone_) segments_.clear();
-    std::lock_guard<std::mutex> lock(scan_mu_);
+    MutexLock lock(scan_mu_);
     scanning_ = false;
     return false;
   }
@@ -245,12 +245,12 @@ bool Saver::PollOnce() {
     Serve(*it->second, &busy, &pending);
   }
   {
-    std::lock_guard<std::mutex> lock(scan_mu_);
+    MutexLock lock(scan_mu_);
     ++scans_;
     scanning_ = false;
     last_scan_pending_ = pending;
   }
-  scan_cv_.notify_all();
+  scan_cv_.NotifyAll();
   return busy;
 }
 
@@ -293,17 +293,17 @@ void Saver::Run(const std::atomic<bool>* stop) {
   }
   WritePid();
   {
-    std::lock_guard<std::mutex> lock(scan_mu_);
+    MutexLock lock(scan_mu_);
     running_ = true;
   }
   struct NotRunning {
     Saver* s;
     ~NotRunning() {
       {
-        std::lock_guard<std::mutex> lock(s->scan_mu_);
+        MutexLock lock(s->scan_mu_);
         s->running_ = false;
       }
-      s->scan_cv_.notify_all();
+      s->scan_cv_.NotifyAll();
     }
   } not_running{this};
   while (stop == nullptr || !stop->load()) {
@@ -341,17 +341,18 @@ void Saver::Run(const std::atomic<bool>* stop) {
 }
 
 bool Saver::WaitUntilPersisted(double timeout_s) {
-  std::unique_lock<std::mutex> lock(scan_mu_);
+  MutexLock lock(scan_mu_);
   if (!running_) return false;
   // A scan in progress may have begun before the caller's event: then wait for the one after it.
   uint64_t until = scans_ + (scanning_ ? 2 : 1);
-  lock.unlock();
+  lock.Unlock();
   WakeSaver(opt_.shm_dir);
-  lock.lock();
+  lock.Lock();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   // A scan that leaves work pending is followed by another within poll_ms.
-  return scan_cv_.wait_until(lock, deadline, [&] { return !running_ || (scans_ >= until && !last_scan_pending_); }) &&
-         running_;
+  return scan_cv_.WaitUntil(scan_mu_, deadline, [&]() XT_REQUIRES(scan_mu_) {
+    return !running_ || (scans_ >= until && !last_scan_pending_);
+  }) && running_;
 }
 
 Status EnsureSaver(const std::string& binary, const std::string& shm_dir, double idle_exit_s) {

@@ -16,15 +16,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <memory>
 #include <string>
 
 #include "ckpt/persist.h"
 #include "ckpt/segment.h"
 #include "ckpt/status.h"
+#include "common/mutex.h"
 
 namespace xtimer::ckpt {
 
@@ -66,7 +65,7 @@ class Saver {
   // began after this call ended with no disk write pending, so every disk save asked for and
   // every dead process' newest snapshot is on disk (or failed and was logged). False on
   // timeout, or if Run() is not running.
-  bool WaitUntilPersisted(double timeout_s);
+  bool WaitUntilPersisted(double timeout_s) XT_EXCLUDES(scan_mu_);
   // Removes segments that no longer need to be in memory (see above); returns how many.
   int RemoveFinishedSegments(bool log_kept);
 
@@ -78,12 +77,12 @@ class Saver {
   bool gone_ = false;
   std::map<std::string, std::unique_ptr<Segment>> segments_;
   // Scans ended and whether the last one left a disk write pending, for WaitUntilPersisted.
-  std::mutex scan_mu_;
-  std::condition_variable scan_cv_;
-  uint64_t scans_ = 0;
-  bool scanning_ = false;
-  bool last_scan_pending_ = false;
-  bool running_ = false;
+  Mutex scan_mu_;
+  CondVar scan_cv_;
+  uint64_t scans_ XT_GUARDED_BY(scan_mu_) = 0;
+  bool scanning_ XT_GUARDED_BY(scan_mu_) = false;
+  bool last_scan_pending_ XT_GUARDED_BY(scan_mu_) = false;
+  bool running_ XT_GUARDED_BY(scan_mu_) = false;
 };
 
 // Makes sure a saver runs for shm_dir: if nobody holds the lock, starts `binary --daemon`

@@ -7,7 +7,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <deque>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -28,6 +27,7 @@
 #include "common/atomic_file.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/stacks/stack_file.h"
 #include "common/stacks/stack_reader.h"
 
@@ -68,26 +68,28 @@ struct CollectorCore::Impl {
   CoreOptions opt;  // set by the constructor, then read-only
 
   // Lock order: mu, then a round's own lock (DumpRound), then the writer's. finish_mu is taken
-  // before mu (a merge takes mu for short moments) and never under it.
-  mutable std::mutex mu;  // guards everything down to the atomics
-  std::mt19937_64 rng;
-  SessionRegistry sessions;
-  RankTable ranks;
-  HangEpisode episode;
-  double next_housekeeping_s = 0;                  // episode end, idle sessions, old own dumps
-  std::vector<std::shared_ptr<DumpRound>> active;  // open rounds, oldest first
-  std::deque<std::shared_ptr<DumpRound>> rounds;   // the last kMaxRoundsKept, newest first, open and finished
-  std::deque<std::string> finished_ids;            // dump_ids of closed rounds (the last kMaxFinishedIds)
-  std::set<std::string> used_names;                // folder names of `rounds`
-  PendingDumps pending;
-  CoreCounters counters;  // the upload counters are the atomics below
-  int32_t last_round_missing = 0;
+  // before mu (a merge takes mu for short moments) and never under it. A DumpRound's bookkeeping
+  // (info, files, pacing) is under mu too: a rule in words, the analysis cannot name it there.
+  mutable Mutex mu;
+  std::mt19937_64 rng XT_GUARDED_BY(mu);
+  SessionRegistry sessions XT_GUARDED_BY(mu);
+  RankTable ranks XT_GUARDED_BY(mu);
+  HangEpisode episode XT_GUARDED_BY(mu);
+  double next_housekeeping_s XT_GUARDED_BY(mu) = 0;                  // episode end, idle sessions, old own dumps
+  std::vector<std::shared_ptr<DumpRound>> active XT_GUARDED_BY(mu);  // open rounds, oldest first
+  // The last kMaxRoundsKept, newest first, open and finished.
+  std::deque<std::shared_ptr<DumpRound>> rounds XT_GUARDED_BY(mu);
+  std::deque<std::string> finished_ids XT_GUARDED_BY(mu);  // dump_ids of closed rounds (the last kMaxFinishedIds)
+  std::set<std::string> used_names XT_GUARDED_BY(mu);      // folder names of `rounds`
+  PendingDumps pending XT_GUARDED_BY(mu);
+  CoreCounters counters XT_GUARDED_BY(mu);  // the upload counters are the atomics below
+  int32_t last_round_missing XT_GUARDED_BY(mu) = 0;
 
   // Counted without mu: uploads are checked, parsed and added outside it.
   std::atomic<uint64_t> uploads_accepted{0}, uploads_duplicate{0}, uploads_refused{0};
   std::atomic<uint64_t> refusals[kRefusalCount] = {};
 
-  std::mutex finish_mu;  // one merge at a time
+  Mutex finish_mu XT_ACQUIRED_BEFORE(mu);  // one merge at a time
   StackFileWriter writer;
   LogLimiter refusal_log, report_log, steps_log;
   SlowdownWatch slow;  // its own locks; never taken under mu
@@ -95,7 +97,7 @@ struct CollectorCore::Impl {
 
   double Now() const { return opt.monotonic_s(); }
 
-  CoreCounters CountersLocked() const {
+  CoreCounters CountersLocked() const XT_REQUIRES(mu) {
     CoreCounters c = counters;
     c.steps_calls = steps_calls;
     c.step_records = slow.accepted();
@@ -107,8 +109,7 @@ struct CollectorCore::Impl {
     return c;
   }
 
-  // Under mu.
-  std::string NewId(size_t hex_digits) {
+  std::string NewId(size_t hex_digits) XT_REQUIRES(mu) {
     static const char* kHex = "0123456789abcdef";
     std::string s;
     uint64_t v = 0;
@@ -124,21 +125,21 @@ struct CollectorCore::Impl {
     for (const Outgoing& o : out) o.send(o.command);
   }
 
-  // Under mu, before a rank's entry is touched. The job's world size is the one its ranks report
+  // Before a rank's entry is touched. The job's world size is the one its ranks report
   // now: after an elastic restart with another world size, what the old world's ranks said is
   // forgotten, so no dump round waits for a rank that no longer exists or names it missing.
-  void AdoptWorldLocked(int32_t w) {
+  void AdoptWorldLocked(int32_t w) XT_REQUIRES(mu) {
     if (ranks.AdoptWorld(w)) sessions.DropRanksFrom(w);
   }
 
   // ---- sessions and reports ----
 
-  std::string Register(const v1::RegisterRequest& req, SendCommand send, std::string* error) {
+  std::string Register(const v1::RegisterRequest& req, SendCommand send, std::string* error) XT_EXCLUDES(mu) {
     std::string why;
     std::vector<Outgoing> out;
     std::string session;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       if (req.protocol_version() != 1) {
         why = "protocol version " + std::to_string(req.protocol_version()) +
               " is not supported (this collector speaks 1)";
@@ -175,13 +176,13 @@ struct CollectorCore::Impl {
     return session;
   }
 
-  bool Report(const v1::ReportRequest& req, v1::Command* reply_command) {
+  bool Report(const v1::ReportRequest& req, v1::Command* reply_command) XT_EXCLUDES(mu) {
     const double now = Now();
     const int64_t wall = opt.wall_ms();
     std::vector<Outgoing> out;
     uint64_t invalid = 0;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       ++counters.report_calls;
       AgentSession* session = sessions.Find(req.session());
       if (session == nullptr) {
@@ -233,7 +234,7 @@ struct CollectorCore::Impl {
     const double now = Now();
     ++steps_calls;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       AgentSession* session = sessions.Find(req.session());
       if (session == nullptr) return false;
       session->last_seen_s = now;
@@ -254,7 +255,7 @@ struct CollectorCore::Impl {
     if (samples.empty()) return;
     std::vector<Outgoing> out;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       for (SlowdownWatch::Sample& s : samples) {
         const AgentSession* session = sessions.Find(s.session);
         if (session == nullptr || !session->send) continue;
@@ -267,8 +268,8 @@ struct CollectorCore::Impl {
 
   // ---- dump rounds ----
 
-  // Under mu. Makes the round and its folder. The agents are asked by Report and Tick.
-  void StartRound(const v1::RankReport& hang, double now, int64_t wall) {
+  // Makes the round and its folder. The agents are asked by Report and Tick.
+  void StartRound(const v1::RankReport& hang, double now, int64_t wall) XT_REQUIRES(mu) {
     const int32_t world = ranks.world();
     auto round = std::make_shared<DumpRound>(world, opt.upload_window, opt.upload_idle_s);
     round->dump_id = NewId(16);
@@ -303,9 +304,9 @@ struct CollectorCore::Impl {
         opt.dump_wait_s, round->dir.empty() ? "(none)" : round->dir.c_str());
   }
 
-  // Under mu. The round's DUMP for one session, unless it was asked already or cannot be
+  // The round's DUMP for one session, unless it was asked already or cannot be
   // reached: upload at once while the window has room, else hold.
-  std::optional<Outgoing> AskToDump(DumpRound& round, const std::string& session) {
+  std::optional<Outgoing> AskToDump(DumpRound& round, const std::string& session) XT_REQUIRES(mu) {
     const AgentSession* s = sessions.Find(session);
     if (s == nullptr || !s->connected || !s->send) return std::nullopt;
     bool upload_now = true;
@@ -315,34 +316,34 @@ struct CollectorCore::Impl {
     return Outgoing{s->send, MakeCommand(v1::Command::DUMP, round.dump_id, !upload_now)};
   }
 
-  // Under mu. Every connected session the round has not asked yet, once kDumpFanoutDelayS passed.
-  void FanOut(DumpRound& round, double now, std::vector<Outgoing>* out) {
+  // Every connected session the round has not asked yet, once kDumpFanoutDelayS passed.
+  void FanOut(DumpRound& round, double now, std::vector<Outgoing>* out) XT_REQUIRES(mu) {
     if (!round.pacing.FanOutDue(round.started_s, now)) return;
     for (const auto& [id, s] : sessions.all())
       if (std::optional<Outgoing> dump = AskToDump(round, id)) out->push_back(std::move(*dump));
   }
 
-  // Under mu (takes the round's lock): every rank the session is known to have has stacks in it.
-  bool SessionDone(const DumpRound& round, const std::string& session) const {
+  // Takes the round's lock: every rank the session is known to have has stacks in it.
+  bool SessionDone(const DumpRound& round, const std::string& session) const XT_REQUIRES(mu) {
     const AgentSession* s = sessions.Find(session);
     return s == nullptr || round.HasAll(s->ranks);
   }
 
-  // Under mu. Lets waiting sessions upload while the window has room.
-  void GrantNext(DumpRound& round, double now, std::vector<Outgoing>* out) {
+  // Lets waiting sessions upload while the window has room.
+  void GrantNext(DumpRound& round, double now, std::vector<Outgoing>* out) XT_REQUIRES(mu) {
     for (const std::string& id :
-         round.pacing.GrantNext(now, [&](const std::string& s) { return sessions.Reachable(s); })) {
+         round.pacing.GrantNext(now, [&](const std::string& s) XT_REQUIRES(mu) { return sessions.Reachable(s); })) {
       out->push_back(Outgoing{sessions.Find(id)->send, MakeCommand(v1::Command::UPLOAD, round.dump_id)});
       ++counters.upload_commands_sent;
     }
   }
 
   // After an upload of `session` for `round`: a session whose ranks are all in leaves the window.
-  void PaceAfterUpload(DumpRound& round, const std::string& session) {
+  void PaceAfterUpload(DumpRound& round, const std::string& session) XT_EXCLUDES(mu) {
     if (!round.pacing.paced()) return;
     std::vector<Outgoing> out;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       const double now = Now();
       if (!round.pacing.Uploaded(session, now)) return;
       if (!SessionDone(round, session)) return;
@@ -352,15 +353,15 @@ struct CollectorCore::Impl {
     SendAll(out);
   }
 
-  // Under mu. Sessions that finished, went away or stay silent leave the window.
-  void PaceOnTick(DumpRound& round, double now, std::vector<Outgoing>* out) {
+  // Sessions that finished, went away or stay silent leave the window.
+  void PaceOnTick(DumpRound& round, double now, std::vector<Outgoing>* out) XT_REQUIRES(mu) {
     round.pacing.Expire(
         now,
-        [&](const std::string& id) {
+        [&](const std::string& id) XT_REQUIRES(mu) {
           const AgentSession* s = sessions.Find(id);
           return s == nullptr || !s->connected;
         },
-        [&](const std::string& id) { return SessionDone(round, id); });
+        [&](const std::string& id) XT_REQUIRES(mu) { return SessionDone(round, id); });
     GrantNext(round, now, out);
   }
 
@@ -401,16 +402,16 @@ struct CollectorCore::Impl {
   }
 
   // *round_out: the round the upload was for, if it is open.
-  v1::UploadReply Accept(const v1::StackUpload& u, std::shared_ptr<DumpRound>* round_out) {
+  v1::UploadReply Accept(const v1::StackUpload& u, std::shared_ptr<DumpRound>* round_out) XT_EXCLUDES(mu) {
     const double now = Now();
     const int32_t rank = u.rank();
     std::shared_ptr<DumpRound>& round = *round_out;
     std::string source;
     {
-      std::unique_lock<std::mutex> lock(mu);
+      MutexLock lock(mu);
       AgentSession* session = sessions.Find(u.session());
       if (session == nullptr) {
-        lock.unlock();
+        lock.Unlock();
         return Refuse(Refusal::kUnknownSession, "an upload (rank " + std::to_string(rank) + ")",
                       "unknown session (the collector restarted?): register again");
       }
@@ -423,7 +424,7 @@ struct CollectorCore::Impl {
           // A round merged a moment ago: stacks it already has are a duplicate, not an error.
           for (auto& r : rounds)
             if (r->dump_id == u.dump_id() && r->Has(rank)) {
-              lock.unlock();
+              lock.Unlock();
               ++uploads_duplicate;
               v1::UploadReply reply;
               reply.set_accepted(true);
@@ -432,7 +433,7 @@ struct CollectorCore::Impl {
               return reply;
             }
           bool finished = std::find(finished_ids.begin(), finished_ids.end(), u.dump_id()) != finished_ids.end();
-          lock.unlock();
+          lock.Unlock();
           return Refuse(Refusal::kUnknownRound, source,
                         finished ? "dump round " + Printable(u.dump_id()) + " is already merged"
                                  : "unknown dump round " + Printable(u.dump_id()));
@@ -483,9 +484,10 @@ struct CollectorCore::Impl {
     return r;
   }
 
-  v1::UploadReply KeepPending(int32_t rank, const std::string& bytes, const std::string& source, double now) {
+  v1::UploadReply KeepPending(int32_t rank, const std::string& bytes, const std::string& source, double now)
+      XT_EXCLUDES(mu) {
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       pending.Keep(rank, bytes, source, now);
     }
     ++uploads_accepted;
@@ -497,10 +499,10 @@ struct CollectorCore::Impl {
   }
 
   // The dumps ranks took on their own shortly before the round started join it.
-  void ImportPending(const std::shared_ptr<DumpRound>& round) {
+  void ImportPending(const std::shared_ptr<DumpRound>& round) XT_EXCLUDES(mu) {
     std::vector<std::pair<int32_t, PendingDump>> take;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       take = pending.TakeSince(round->started_s - opt.dump_wait_s);
     }
     StackFile file;
@@ -514,18 +516,18 @@ struct CollectorCore::Impl {
 
   // ---- deadlines ----
 
-  void Tick(bool finish_all) {
+  void Tick(bool finish_all) XT_EXCLUDES(mu) {
     const double now = Now();
     std::vector<std::shared_ptr<DumpRound>> import, finish;
     std::vector<Outgoing> out;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       for (auto& r : active)
         if (r->needs_import.exchange(false)) import.push_back(r);
     }
     for (auto& r : import) ImportPending(r);
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       for (auto it = active.begin(); it != active.end();) {
         if (finish_all || (*it)->complete || now >= (*it)->deadline_s) {
           finish.push_back(*it);
@@ -552,14 +554,14 @@ struct CollectorCore::Impl {
   }
 
   // Closes the round, merges it (round_merge.h) in this thread and records the result.
-  void FinishRound(const std::shared_ptr<DumpRound>& round, double now) {
-    std::lock_guard<std::mutex> serial(finish_mu);
+  void FinishRound(const std::shared_ptr<DumpRound>& round, double now) XT_EXCLUDES(mu, finish_mu) {
+    MutexLock serial(finish_mu);
     DumpRound::Closed closed = round->Close();
     const bool complete = closed.complete;
     RoundInfo info;
     size_t never_told = 0;  // agents still waiting for their turn to upload
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       info = round->info;
       never_told = round->pacing.waiting();
     }
@@ -575,7 +577,7 @@ struct CollectorCore::Impl {
         merged.info.reported_count, world, merged.info.missing_count ? ", missing " : "",
         merged.info.ranks_missing.c_str(), round->dir.empty() ? "(nothing)" : round->dir.c_str(), took);
     for (const std::string& line : merged.info.summary) Log(LogLevel::kWarn, "collector:   %s", line.c_str());
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     round->info = std::move(merged.info);
     round->files = std::move(merged.files);
     if (!complete) ++counters.dump_rounds_timed_out;
@@ -584,11 +586,11 @@ struct CollectorCore::Impl {
 
   // ---- reading: snapshots under mu, text after (core_status.h) ----
 
-  MetricsSnapshot TakeMetricsSnapshot() const {
+  MetricsSnapshot TakeMetricsSnapshot() const XT_EXCLUDES(mu) {
     MetricsSnapshot s;
     s.slowdown = slow.Latest();  // before mu: the watch's lock is never taken under it
     const double now = Now();
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     s.reports.reserve(ranks.entries().size());
     for (const auto& [rank, e] : ranks.entries()) {
       if (!e.reported) continue;
@@ -606,13 +608,13 @@ struct CollectorCore::Impl {
     return s;
   }
 
-  StatusSnapshot TakeStatusSnapshot() const {
+  StatusSnapshot TakeStatusSnapshot() const XT_EXCLUDES(mu) {
     StatusSnapshot s;
     s.slowdown = slow.Latest();
     const double now = Now();
     s.dump_wait_s = opt.dump_wait_s;
     s.stale_after_s = opt.stale_after_s;
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     s.time = IsoUtcMs(opt.wall_ms());
     s.world = ranks.world();
     s.ranks_known = ranks.entries().size();
@@ -649,12 +651,12 @@ std::string CollectorCore::Register(const v1::RegisterRequest& request, SendComm
 }
 
 void CollectorCore::Disconnect(const std::string& session) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   impl_->sessions.Disconnect(session, impl_->Now());
 }
 
 bool CollectorCore::HasSession(const std::string& session) const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   return impl_->sessions.Find(session) != nullptr;
 }
 
@@ -684,7 +686,7 @@ std::string CollectorCore::StatusPageHtml(std::string_view round_link_prefix) co
 }
 
 std::vector<RoundInfo> CollectorCore::Rounds() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   std::vector<RoundInfo> out;
   for (const auto& r : impl_->rounds) {
     out.push_back(r->info);
@@ -694,7 +696,7 @@ std::vector<RoundInfo> CollectorCore::Rounds() const {
 }
 
 std::optional<std::string> CollectorCore::RoundFile(std::string_view name, std::string_view file) const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   for (const auto& r : impl_->rounds)
     if (r->info.finished && r->name == name && r->dir_ok && r->files.contains(std::string(file)))
       return r->dir + "/" + std::string(file);
@@ -702,12 +704,12 @@ std::optional<std::string> CollectorCore::RoundFile(std::string_view name, std::
 }
 
 CoreCounters CollectorCore::Counters() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   return impl_->CountersLocked();
 }
 
 size_t CollectorCore::SessionsConnected() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   return impl_->sessions.Connected();
 }
 

@@ -14,12 +14,10 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <thread>
 #include <vector>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <unordered_map>
 
 #include "collector.grpc.pb.h"
@@ -27,6 +25,7 @@
 #include "common/clock.h"
 #include "common/grpc_defaults.h"
 #include "common/log.h"
+#include "common/mutex.h"
 
 namespace xtimer::collector {
 
@@ -101,12 +100,13 @@ class CommandsReactor;
 
 // How the core reaches one agent: its commands go to the open Commands stream, or wait here
 // (a few) until the agent opens one. The core holds it through the SendCommand it was given.
+// Lock order: a channel's mu, then its reactor's (Attach and Send push under the channel's lock).
 struct AgentChannel {
-  std::mutex mu;
-  CommandsReactor* reactor = nullptr;  // the open stream, if any
-  std::deque<v1::Command> waiting;     // commands sent before the stream opened
-  bool closed = false;                 // a stream was open and ended: the agent registers again
-  void Send(const v1::Command& command);
+  Mutex mu;
+  CommandsReactor* reactor XT_GUARDED_BY(mu) = nullptr;  // the open stream, if any
+  std::deque<v1::Command> waiting XT_GUARDED_BY(mu);     // commands sent before the stream opened
+  bool closed XT_GUARDED_BY(mu) = false;                 // a stream was open and ended: the agent registers again
+  void Send(const v1::Command& command) XT_EXCLUDES(mu);
 };
 
 }  // namespace server_internal
@@ -121,10 +121,10 @@ struct CollectorServer::Impl final : public v1::Collector::CallbackService {
   int port = 0;
   bool shut_down = false;
 
-  std::mutex mu;
-  std::unordered_map<std::string, std::weak_ptr<AgentChannel>> channels;  // by session
-  size_t registrations_since_sweep = 0;
-  std::unordered_map<std::string, double> auth_logged;  // peer address -> when
+  Mutex mu;
+  std::unordered_map<std::string, std::weak_ptr<AgentChannel>> channels XT_GUARDED_BY(mu);  // by session
+  size_t registrations_since_sweep XT_GUARDED_BY(mu) = 0;
+  std::unordered_map<std::string, double> auth_logged XT_GUARDED_BY(mu);  // peer address -> when
   std::atomic<uint64_t> unauthenticated{0}, unknown_session_calls{0}, uploads_busy{0};
   std::atomic<size_t> streams_open{0};
 
@@ -138,11 +138,11 @@ struct CollectorServer::Impl final : public v1::Collector::CallbackService {
   };
   static constexpr size_t kMaxQueuedUploadBytes = size_t{512} << 20;
   static constexpr int kUploadNice = 10;
-  std::mutex upload_mu;
-  std::condition_variable upload_cv;
-  std::deque<UploadJob> upload_queue;
-  size_t upload_queue_bytes = 0;
-  bool upload_stop = false;
+  Mutex upload_mu;
+  CondVar upload_cv;
+  std::deque<UploadJob> upload_queue XT_GUARDED_BY(upload_mu);
+  size_t upload_queue_bytes XT_GUARDED_BY(upload_mu) = 0;
+  bool upload_stop XT_GUARDED_BY(upload_mu) = false;
   std::vector<std::thread> upload_workers;
 
   void StartUploadWorkers() {
@@ -150,30 +150,30 @@ struct CollectorServer::Impl final : public v1::Collector::CallbackService {
     for (unsigned i = 0; i < n; ++i) upload_workers.emplace_back([this] { UploadWorker(); });
   }
 
-  void StopUploadWorkers() {
+  void StopUploadWorkers() XT_EXCLUDES(upload_mu) {
     {
-      std::lock_guard<std::mutex> lock(upload_mu);
+      MutexLock lock(upload_mu);
       upload_stop = true;
     }
-    upload_cv.notify_all();
+    upload_cv.NotifyAll();
     for (auto& t : upload_workers) t.join();
     upload_workers.clear();
   }
 
-  void UploadWorker() {
+  void UploadWorker() XT_EXCLUDES(upload_mu) {
     // Below the gRPC threads: under a storm of stacks the CPU goes to Report calls first.
     setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kUploadNice);
-    std::unique_lock<std::mutex> lock(upload_mu);
+    MutexLock lock(upload_mu);
     for (;;) {
-      upload_cv.wait(lock, [&] { return upload_stop || !upload_queue.empty(); });
+      upload_cv.Wait(upload_mu, [&]() XT_REQUIRES(upload_mu) { return upload_stop || !upload_queue.empty(); });
       if (upload_queue.empty()) return;  // stopping, and every queued call is answered
       UploadJob job = upload_queue.front();
       upload_queue.pop_front();
-      lock.unlock();
+      lock.Unlock();
       *job.reply = core->Upload(*job.request);
       size_t bytes = job.request->stack_json().size();
       job.reactor->Finish(Status::OK);  // the request is not touched after this
-      lock.lock();
+      lock.Lock();
       upload_queue_bytes -= bytes;
     }
   }
@@ -187,7 +187,7 @@ struct CollectorServer::Impl final : public v1::Collector::CallbackService {
   }
 
   // Empty token: everyone. Else the call must carry "authorization: Bearer <token>".
-  bool Authorized(CallbackServerContext* ctx, const char* method) {
+  bool Authorized(CallbackServerContext* ctx, const char* method) XT_EXCLUDES(mu) {
     if (expected_auth.empty()) return true;
     const auto& md = ctx->client_metadata();
     auto it = md.find("authorization");
@@ -199,7 +199,7 @@ struct CollectorServer::Impl final : public v1::Collector::CallbackService {
     if (size_t colon = peer.rfind(':'); colon != std::string::npos && colon > 5) peer.resize(colon);
     bool log = false;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       double now = MonotonicS();
       if (auth_logged.size() > 10000) auth_logged.clear();
       auto [entry, fresh] = auth_logged.try_emplace(peer, now);
@@ -237,7 +237,7 @@ struct CollectorServer::Impl final : public v1::Collector::CallbackService {
       return r;
     }
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       channels[session] = channel;
       // Sessions the core forgot (or replaced) leave an expired entry here: sweep now and then.
       if (++registrations_since_sweep >= 1024) {
@@ -294,7 +294,7 @@ struct CollectorServer::Impl final : public v1::Collector::CallbackService {
       return r;
     }
     {
-      std::lock_guard<std::mutex> lock(upload_mu);
+      MutexLock lock(upload_mu);
       if (upload_queue_bytes + req->stack_json().size() > kMaxQueuedUploadBytes && !upload_queue.empty()) {
         ++uploads_busy;
         r->Finish(Status(
@@ -305,7 +305,7 @@ struct CollectorServer::Impl final : public v1::Collector::CallbackService {
       upload_queue_bytes += req->stack_json().size();
       upload_queue.push_back(UploadJob{r, req, reply});
     }
-    upload_cv.notify_one();
+    upload_cv.NotifyOne();
     return r;
   }
 
@@ -325,17 +325,19 @@ class CommandsReactor final : public grpc::ServerWriteReactor<v1::Command> {
   }
 
   // Ends the stream at once (refused before it started).
-  void Refuse(Status st) {
-    std::unique_lock<std::mutex> lock(mu_);
-    FinishLocked(lock, std::move(st));
+  void Refuse(Status st) XT_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    if (!FinishNowLocked(&st)) return;
+    lock.Unlock();
+    Finish(std::move(st));
   }
 
   // false: the session's stream already ended once (the agent must register again).
-  bool Attach(std::shared_ptr<AgentChannel> channel) {
+  bool Attach(std::shared_ptr<AgentChannel> channel) XT_EXCLUDES(mu_) {
     CommandsReactor* old = nullptr;
     std::deque<v1::Command> waiting;
     {
-      std::lock_guard<std::mutex> lock(channel->mu);
+      MutexLock lock(channel->mu);
       if (channel->closed) return false;
       old = channel->reactor;
       channel->reactor = this;
@@ -349,36 +351,36 @@ class CommandsReactor final : public grpc::ServerWriteReactor<v1::Command> {
   }
 
   // A command for the agent (called under the channel's lock).
-  void Push(const v1::Command& command) {
-    std::unique_lock<std::mutex> lock(mu_);
+  void Push(const v1::Command& command) XT_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     if (finished_) return;
     if (queue_.size() < 64) queue_.push_back(command);
-    WriteNextLocked(lock);
+    if (!TakeNextLocked()) return;
+    lock.Unlock();
+    StartWrite(&current_);
   }
 
-  void OnWriteDone(bool ok) override {
-    std::unique_lock<std::mutex> lock(mu_);
+  void OnWriteDone(bool ok) XT_EXCLUDES(mu_) override {
+    MutexLock lock(mu_);
     writing_ = false;
-    if (!ok) {
-      FinishLocked(lock, Status(StatusCode::UNAVAILABLE, "write failed"));
+    if (!ok || finish_wanted_) {
+      Status st = ok ? std::move(finish_status_) : Status(StatusCode::UNAVAILABLE, "write failed");
+      if (!FinishNowLocked(&st)) return;
+      lock.Unlock();
+      Finish(std::move(st));
       return;
     }
-    if (finish_wanted_) {
-      FinishLocked(lock, std::move(finish_status_));
-      return;
-    }
-    WriteNextLocked(lock);
+    if (!TakeNextLocked()) return;
+    lock.Unlock();
+    StartWrite(&current_);
   }
 
-  void OnCancel() override {
-    std::unique_lock<std::mutex> lock(mu_);
-    FinishLocked(lock, Status::CANCELLED);
-  }
+  void OnCancel() override { Refuse(Status::CANCELLED); }
 
   void OnDone() override {
     bool was_current = false;
     if (auto channel = channel_) {
-      std::lock_guard<std::mutex> lock(channel->mu);
+      MutexLock lock(channel->mu);
       if (channel->reactor == this) {
         channel->reactor = nullptr;
         channel->closed = true;
@@ -392,39 +394,41 @@ class CommandsReactor final : public grpc::ServerWriteReactor<v1::Command> {
   }
 
  private:
-  void WriteNextLocked(std::unique_lock<std::mutex>& lock) {
-    if (writing_ || finished_ || finish_wanted_ || queue_.empty()) return;
+  // Moves the next command into current_ when one may be written now; the caller then starts the
+  // write after releasing mu_. current_ belongs to the one write in flight (writing_).
+  bool TakeNextLocked() XT_REQUIRES(mu_) {
+    if (writing_ || finished_ || finish_wanted_ || queue_.empty()) return false;
     current_ = std::move(queue_.front());
     queue_.pop_front();
     writing_ = true;
-    lock.unlock();
-    StartWrite(&current_);
+    return true;
   }
 
-  // Finish once; with a write in flight, after it completes.
-  void FinishLocked(std::unique_lock<std::mutex>& lock, Status st) {
-    if (finished_) return;
+  // Whether to Finish(*st) now, after releasing mu_: once, and with a write in flight only after
+  // it completes (*st is kept for then).
+  bool FinishNowLocked(Status* st) XT_REQUIRES(mu_) {
+    if (finished_) return false;
     if (writing_) {
-      if (!finish_wanted_) finish_wanted_ = true, finish_status_ = std::move(st);
-      return;
+      if (!finish_wanted_) finish_wanted_ = true, finish_status_ = std::move(*st);
+      return false;
     }
     finished_ = true;
-    lock.unlock();
-    Finish(std::move(st));
+    return true;
   }
 
   CollectorServer::Impl* service_;
   std::string session_;
   std::shared_ptr<AgentChannel> channel_;
-  std::mutex mu_;
-  std::deque<v1::Command> queue_;
-  v1::Command current_;
-  bool writing_ = false, finished_ = false, finish_wanted_ = false;
-  Status finish_status_;
+  Mutex mu_;
+  std::deque<v1::Command> queue_ XT_GUARDED_BY(mu_);
+  v1::Command current_;  // written under mu_ while no write is in flight, then read by the write
+  bool writing_ XT_GUARDED_BY(mu_) = false, finished_ XT_GUARDED_BY(mu_) = false,
+                finish_wanted_ XT_GUARDED_BY(mu_) = false;
+  Status finish_status_ XT_GUARDED_BY(mu_);
 };
 
 void AgentChannel::Send(const v1::Command& command) {
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(mu);
   if (reactor) {
     reactor->Push(command);
   } else if (waiting.size() < 16) {
@@ -443,7 +447,7 @@ grpc::ServerWriteReactor<v1::Command>* CollectorServer::Impl::Commands(CallbackS
   }
   std::shared_ptr<AgentChannel> channel;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     auto it = channels.find(req->session());
     if (it != channels.end()) channel = it->second.lock();
   }

@@ -34,7 +34,7 @@ DumpRound::DumpRound(int32_t world, size_t upload_window, double upload_idle_s)
 
 DumpRound::AddResult DumpRound::Add(const StackFile& file, const std::string& source, std::string* path,
                                     std::string* error) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (closed_) return AddResult::kClosed;
   if (have_.contains(file.rank)) return AddResult::kDuplicate;
   if (world_ != 0 && file.world_size != world_) {
@@ -57,7 +57,7 @@ DumpRound::AddResult DumpRound::Add(const StackFile& file, const std::string& so
 }
 
 void DumpRound::Skip(const std::string& source, const std::string& reason) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!closed_ && skipped_ < kMaxSkippedPerRound) {
     merger_->Skip(source, reason);
     ++skipped_;
@@ -65,25 +65,25 @@ void DumpRound::Skip(const std::string& source, const std::string& reason) {
 }
 
 bool DumpRound::Has(int32_t rank) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return have_.contains(rank);
 }
 
 size_t DumpRound::Received() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return have_.size();
 }
 
 bool DumpRound::HasAll(const std::set<int32_t>& ranks) const {
   if (ranks.empty()) return false;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (int32_t r : ranks)
     if (!have_.contains(r)) return false;
   return true;
 }
 
 DumpRound::Closed DumpRound::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   closed_ = true;
   return Closed{std::move(merger_), world_, complete};
 }

@@ -10,14 +10,16 @@
 //     while it creates the round, before the round is shared, then read-only (no lock).
 //   - Stacks (world, merger, have, skipped, closed): guarded by `mu_`, taken only inside the
 //     methods below, which any thread may call (uploads of many ranks are added in parallel).
-//   - The core's bookkeeping (info, files, pacing): guarded by the core's mutex.
-// Lock order: the core's mutex, then a round's mu_; never the other way round.
+//   - The core's bookkeeping (info, files, pacing): guarded by the core's mutex (a rule in words:
+//     the analysis cannot name the core's mutex from here).
+// Lock order: the core's mutex, then a round's mu_; never the other way round (in words too:
+// the two mutexes belong to different objects). The stacks' fields are checked by the compiler
+// (XT_GUARDED_BY, common/thread_annotations.h).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <unordered_set>
@@ -25,6 +27,7 @@
 #include "collector/collector_core.h"
 #include "collector/stack_file_writer.h"
 #include "collector/upload_pacing.h"
+#include "common/mutex.h"
 #include "common/stacks/stack_file.h"
 #include "viewer/stack_merger.h"
 
@@ -54,14 +57,15 @@ class DumpRound {
   // Adds one rank's parsed stack file. kAdded: *path is where its copy goes (empty when the
   // round has no folder). kWorldMismatch and kMergeFailed: *error says why (the former is also
   // recorded in the merge's skipped list).
-  AddResult Add(const StackFile& file, const std::string& source, std::string* path, std::string* error);
+  AddResult Add(const StackFile& file, const std::string& source, std::string* path, std::string* error)
+      XT_EXCLUDES(mu_);
   // Records an unusable upload in the merge's skipped list (at most 1,000 per round; none once
   // closed).
-  void Skip(const std::string& source, const std::string& reason);
-  bool Has(int32_t rank) const;
-  size_t Received() const;  // ranks with stacks
+  void Skip(const std::string& source, const std::string& reason) XT_EXCLUDES(mu_);
+  bool Has(int32_t rank) const XT_EXCLUDES(mu_);
+  size_t Received() const XT_EXCLUDES(mu_);  // ranks with stacks
   // Every rank of `ranks` has stacks (false for an empty set).
-  bool HasAll(const std::set<int32_t>& ranks) const;
+  bool HasAll(const std::set<int32_t>& ranks) const XT_EXCLUDES(mu_);
 
   // Closes the round: later Adds answer kClosed. Returns what the merge needs.
   struct Closed {
@@ -69,15 +73,15 @@ class DumpRound {
     int32_t world = 0;
     bool complete = false;
   };
-  Closed Close();
+  Closed Close() XT_EXCLUDES(mu_);
 
  private:
-  mutable std::mutex mu_;  // guards the five below
-  bool closed_ = false;
-  int32_t world_ = 0;
-  std::unique_ptr<StackMerger> merger_;
-  std::unordered_set<int32_t> have_;
-  size_t skipped_ = 0;
+  mutable Mutex mu_;
+  bool closed_ XT_GUARDED_BY(mu_) = false;
+  int32_t world_ XT_GUARDED_BY(mu_) = 0;
+  std::unique_ptr<StackMerger> merger_ XT_GUARDED_BY(mu_);
+  std::unordered_set<int32_t> have_ XT_GUARDED_BY(mu_);
+  size_t skipped_ XT_GUARDED_BY(mu_) = 0;
 };
 
 // Creates the round's folder out_dir/<UTC of hang_ms> ("20261122T101530Z", then "-2", "-3"... when

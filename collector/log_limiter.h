@@ -5,7 +5,8 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
+
+#include "common/mutex.h"
 
 namespace xtimer::collector {
 
@@ -13,8 +14,8 @@ class LogLimiter {
  public:
   // true: log this line. *suppressed_before: lines refused in the period that just ended (non-zero
   // only on the first call of a new period), for a "N more were not logged" line.
-  bool Allow(double now_s, uint64_t* suppressed_before) {
-    std::lock_guard<std::mutex> lock(mu_);
+  bool Allow(double now_s, uint64_t* suppressed_before) XT_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     if (now_s - window_start_ >= kPeriodS) {
       *suppressed_before = suppressed_;
       suppressed_ = 0;
@@ -34,10 +35,10 @@ class LogLimiter {
  private:
   static constexpr double kPeriodS = 10;
   static constexpr int kBurst = 20;
-  std::mutex mu_;  // guards the three below
-  double window_start_ = -1e18;
-  int lines_ = 0;
-  uint64_t suppressed_ = 0;
+  Mutex mu_;
+  double window_start_ XT_GUARDED_BY(mu_) = -1e18;
+  int lines_ XT_GUARDED_BY(mu_) = 0;
+  uint64_t suppressed_ XT_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace xtimer::collector

@@ -17,7 +17,7 @@ size_t SlowdownWatch::Add(const std::string& session, const google::protobuf::Re
                           double now, std::string* first_error) {
   size_t bad = 0;
   std::string why;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const v1::StepRecord& p : records) {
     slowdown::StepRecord r;
     if (!slowdown::StepRecordFromProto(p, &r, &why)) {
@@ -40,9 +40,9 @@ size_t SlowdownWatch::Add(const std::string& session, const google::protobuf::Re
 std::vector<SlowdownWatch::Sample> SlowdownWatch::Tick(double now) {
   std::vector<Sample> out;
   slowdown::Verdict v;
-  std::lock_guard<std::mutex> serial(tick_mu_);
+  MutexLock serial(tick_mu_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (now < next_eval_ || judge_.ranks() == 0) return out;
     next_eval_ = now + options_.interval_s;
     v = judge_.Evaluate(now);
@@ -76,7 +76,7 @@ std::vector<SlowdownWatch::Sample> SlowdownWatch::Tick(double now) {
     AtomicWrite how;
     how.sync = false;  // whole for readers is enough: rewritten every few seconds
     if (!WriteFileAtomically(path_, slowdown::VerdictText(v), &error, how)) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (!warned_write_) Log(LogLevel::kWarn, "slowdown: %s (slowdown.json is not kept up to date)", error.c_str());
       warned_write_ = true;
     }
@@ -85,12 +85,12 @@ std::vector<SlowdownWatch::Sample> SlowdownWatch::Tick(double now) {
 }
 
 slowdown::Verdict SlowdownWatch::Latest() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return latest_;
 }
 
 bool SlowdownWatch::LatestFor(const std::string& session, v1::Slowdown* out) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (evaluations_ == 0) return false;
   *out = latest_findings_;
   auto mine = ranks_of_.find(session);

@@ -12,12 +12,12 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "collector.pb.h"
+#include "common/mutex.h"
 #include "common/slowdown/judge.h"
 #include "common/slowdown/verdict.h"
 
@@ -52,16 +52,16 @@ class SlowdownWatch {
   const std::string path_;  // "" for none
   const bool log_;
 
-  std::mutex tick_mu_;     // one Tick at a time (the file is written in evaluation order); before mu_
-  mutable std::mutex mu_;  // guards what follows
-  slowdown::Judge judge_;
-  slowdown::Verdict latest_;
-  v1::Slowdown latest_findings_;  // latest_ without its ranks
-  std::map<int32_t, v1::RankStep> latest_ranks_;
-  std::map<int32_t, std::string> session_of_;  // the session that last sent a rank's records
-  std::map<std::string, std::set<int32_t>> ranks_of_;
-  double next_eval_ = 0;
-  bool warned_write_ = false;
+  Mutex tick_mu_ XT_ACQUIRED_BEFORE(mu_);  // one Tick at a time (the file is written in evaluation order)
+  mutable Mutex mu_;
+  slowdown::Judge judge_ XT_GUARDED_BY(mu_);
+  slowdown::Verdict latest_ XT_GUARDED_BY(mu_);
+  v1::Slowdown latest_findings_ XT_GUARDED_BY(mu_);  // latest_ without its ranks
+  std::map<int32_t, v1::RankStep> latest_ranks_ XT_GUARDED_BY(mu_);
+  std::map<int32_t, std::string> session_of_ XT_GUARDED_BY(mu_);  // the session that last sent a rank's records
+  std::map<std::string, std::set<int32_t>> ranks_of_ XT_GUARDED_BY(mu_);
+  double next_eval_ XT_GUARDED_BY(mu_) = 0;
+  bool warned_write_ XT_GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> evaluations_{0}, accepted_{0}, refused_{0};  // read without the lock
 };
 

@@ -19,22 +19,22 @@ constexpr size_t kMaxQueueBytes = size_t{128} << 20;  // stack files waiting for
 
 StackFileWriter::~StackFileWriter() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
-  queued_cv_.notify_all();
+  queued_cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void StackFileWriter::Write(std::string path, const std::string& bytes, const std::shared_ptr<Group>& group) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (queue_bytes_ + bytes.size() <= kMaxQueueBytes) {
       if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
       ++group->pending;
       queue_bytes_ += bytes.size();
       queue_.push_back(Job{std::move(path), bytes, group});
-      queued_cv_.notify_one();
+      queued_cv_.NotifyOne();
       return;
     }
   }
@@ -43,24 +43,25 @@ void StackFileWriter::Write(std::string path, const std::string& bytes, const st
 
 void StackFileWriter::Loop() {
   setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);  // bulk work: after calls and merges
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    queued_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    queued_cv_.Wait(mu_, [&]() XT_REQUIRES(mu_) { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, and everything is written
     Job job = std::move(queue_.front());
     queue_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     WriteNewFile(job.path, job.bytes);
-    lock.lock();
+    lock.Lock();
     queue_bytes_ -= job.bytes.size();
     --job.group->pending;
-    written_cv_.notify_all();
+    written_cv_.NotifyAll();
   }
 }
 
 int StackFileWriter::WaitFor(const Group& group, double timeout_s) {
-  std::unique_lock<std::mutex> lock(mu_);
-  written_cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return group.pending == 0; });
+  MutexLock lock(mu_);
+  written_cv_.WaitFor(mu_, std::chrono::duration<double>(timeout_s),
+                      [&]() XT_REQUIRES(mu_) { return group.pending == 0; });
   return group.pending;
 }
 

@@ -11,14 +11,13 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <vector>
 
 #include "common/http_port.h"
+#include "common/mutex.h"
 
 namespace xtimer {
 namespace {
@@ -144,17 +143,17 @@ struct GuardedHttpServer::Pool : httplib::TaskQueue {
     for (size_t i = 0; i < std::max<size_t>(n, 1); ++i) threads_.emplace_back([this] { Work(); });
   }
   void enqueue(std::function<void()> fn) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     jobs_.push_back({std::move(fn), Clock::now()});
     waiting_.fetch_add(1, std::memory_order_relaxed);
-    cv_.notify_one();
+    cv_.NotifyOne();
   }
   void shutdown() override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       done_ = true;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     for (std::thread& t : threads_) t.join();
   }
   size_t waiting() const { return waiting_.load(std::memory_order_relaxed); }
@@ -168,8 +167,8 @@ struct GuardedHttpServer::Pool : httplib::TaskQueue {
     for (;;) {
       Job job;
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return done_ || !jobs_.empty(); });
+        MutexLock lock(mu_);
+        cv_.Wait(mu_, [this]() XT_REQUIRES(mu_) { return done_ || !jobs_.empty(); });
         if (jobs_.empty()) return;  // done, and every queued connection was served (or closed)
         job = std::move(jobs_.front());
         jobs_.pop_front();
@@ -182,11 +181,11 @@ struct GuardedHttpServer::Pool : httplib::TaskQueue {
   }
 
   std::vector<std::thread> threads_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Job> jobs_;
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<Job> jobs_ XT_GUARDED_BY(mu_);
   std::atomic<size_t> waiting_{0};
-  bool done_ = false;
+  bool done_ XT_GUARDED_BY(mu_) = false;
 };
 
 GuardedHttpServer::GuardedHttpServer(HttpLimits limits) : limits_(limits) {

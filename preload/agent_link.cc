@@ -89,7 +89,7 @@ void AgentLink::Wake() {
 void AgentLink::OfferSummary(std::string summary_json) {
   if (!active_) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     summary_ = std::move(summary_json);
   }
   Wake();
@@ -97,7 +97,7 @@ void AgentLink::OfferSummary(std::string summary_json) {
 
 void AgentLink::OfferSteps(const std::string& lines) {
   if (!active_) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (size_t at = 0; at < lines.size();) {
     size_t eol = lines.find('\n', at);
     if (eol == std::string::npos) eol = lines.size();
@@ -112,7 +112,7 @@ void AgentLink::OfferSteps(const std::string& lines) {
 void AgentLink::SendSteps() {
   std::deque<std::string> batch;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     batch.swap(steps_);
   }
   // Like every message, with who we are (the agent reads rank and world size from any message).
@@ -130,19 +130,21 @@ void AgentLink::SendSteps() {
     msg += rec;
   }
   if (Send(msg + "]}")) batch.erase(batch.begin(), batch.begin() + static_cast<ptrdiff_t>(taken));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (auto it = batch.rbegin(); it != batch.rend(); ++it) steps_.push_front(std::move(*it));
   while (steps_.size() > kMaxQueuedSteps) steps_.pop_front();
 }
 
 void AgentLink::Flush(int ms) {
   if (!active_) return;
-  std::unique_lock<std::mutex> lock(mu_);
-  flush_steps_ = true;  // the last step records go now, not at the next second
-  lock.unlock();
+  {
+    MutexLock lock(mu_);
+    flush_steps_ = true;  // the last step records go now, not at the next second
+  }
   Wake();
-  lock.lock();
-  sent_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return summary_.empty() && steps_.empty(); });
+  MutexLock lock(mu_);
+  sent_.WaitFor(mu_, std::chrono::milliseconds(ms),
+                [this]() XT_REQUIRES(mu_) { return summary_.empty() && steps_.empty(); });
 }
 
 void AgentLink::SetHang(bool hung, const std::string& trigger) {
@@ -150,7 +152,7 @@ void AgentLink::SetHang(bool hung, const std::string& trigger) {
   // Called before the watchdog asks for its dump, so the count is the one before it.
   const bool dumps = hung && tracker_.config().hang_action != HangAction::kLog;
   const uint64_t dumps_before = dumps ? capture::Dumper::Instance().LastStats().dumps : 0;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (dumps) {
     hang_at_ns_ = MonotonicNs();
     dumps_before_hang_ = dumps_before;
@@ -205,7 +207,7 @@ void AgentLink::SendStatus() {
   std::string trigger;
   bool hung;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     hung = hung_;
     trigger = hang_trigger_;
   }
@@ -258,7 +260,7 @@ void AgentLink::AnswerDumpRequest(const std::string& request_id) {
   constexpr uint64_t kOwnDumpFreshNs = 10'000'000'000ull;
   uint64_t hang_at, dumps_before;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     hang_at = hung_ ? hang_at_ns_ : 0;
     dumps_before = dumps_before_hang_;
   }
@@ -305,7 +307,7 @@ void AgentLink::Loop() {
       bool changed;
       std::string summary;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         changed = state_changed_;
         state_changed_ = false;
         summary.swap(summary_);
@@ -317,7 +319,7 @@ void AgentLink::Loop() {
       if (fd_ >= 0 && !summary.empty()) Send("{\"type\":\"summary\",\"summary\":" + summary + "}");
       bool flush_steps;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         flush_steps = flush_steps_;
       }
       if (fd_ >= 0 && (now >= next_steps || flush_steps)) {
@@ -326,11 +328,11 @@ void AgentLink::Loop() {
       }
       if (fd_ >= 0) ReportFinishedDumps();
     } else {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       summary_.clear();  // no agent: nobody to give it to
       if (flush_steps_) steps_.clear();
     }
-    sent_.notify_all();
+    sent_.NotifyAll();
     // Sleep until the next tick, a command from the agent, or something to send.
     pollfd p[2] = {{wake_fd_, POLLIN, 0}, {fd_, POLLIN, 0}};
     if (poll(p, fd_ >= 0 ? 2 : 1, 100) > 0 && (p[0].revents & POLLIN)) {

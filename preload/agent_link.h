@@ -8,11 +8,11 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <thread>
+
+#include "common/mutex.h"
 
 namespace xtimer {
 
@@ -56,16 +56,16 @@ class AgentLink {
 
   void Wake();
 
-  std::mutex mu_;  // guards what follows
-  std::condition_variable sent_;
-  std::string summary_;
-  std::deque<std::string> steps_;  // records not sent yet
-  bool flush_steps_ = false;       // exiting: send them without waiting for the next second
-  std::string hang_trigger_;
-  bool hung_ = false;
-  bool state_changed_ = false;
-  uint64_t hang_at_ns_ = 0;         // when our own hang dump was asked for (0: none)
-  uint64_t dumps_before_hang_ = 0;  // completed dumps before it
+  Mutex mu_;
+  CondVar sent_;
+  std::string summary_ XT_GUARDED_BY(mu_);
+  std::deque<std::string> steps_ XT_GUARDED_BY(mu_);  // records not sent yet
+  bool flush_steps_ XT_GUARDED_BY(mu_) = false;       // exiting: send them without waiting for the next second
+  std::string hang_trigger_ XT_GUARDED_BY(mu_);
+  bool hung_ XT_GUARDED_BY(mu_) = false;
+  bool state_changed_ XT_GUARDED_BY(mu_) = false;
+  uint64_t hang_at_ns_ XT_GUARDED_BY(mu_) = 0;         // when our own hang dump was asked for (0: none)
+  uint64_t dumps_before_hang_ XT_GUARDED_BY(mu_) = 0;  // completed dumps before it
 
   uint64_t dumps_seen_ = 0;        // link thread only
   bool resend_last_dump_ = false;  // link thread only

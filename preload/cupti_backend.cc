@@ -7,7 +7,6 @@
 #include <atomic>
 #include <cstdio>
 #include <deque>
-#include <mutex>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -19,6 +18,7 @@
 #include "preload/own_gpu_calls.h"
 #include "preload/stream_watch.h"
 #include "preload/tracker.h"
+#include "common/mutex.h"
 
 namespace xtimer::cupti {
 namespace {
@@ -63,8 +63,8 @@ struct State {
   Api api{};
   CUpti_SubscriberHandle subscriber = nullptr;
   int64_t clock_offset_ns = 0;  // host CLOCK_MONOTONIC minus CUPTI's timestamp
-  std::mutex done_mu;           // CUPTI's thread or the flusher vs. the poller
-  std::vector<std::pair<uint8_t*, size_t>> done;
+  Mutex done_mu;                // CUPTI's thread or the flusher vs. the poller
+  std::vector<std::pair<uint8_t*, size_t>> done XT_GUARDED_BY(done_mu);
   std::atomic<uint64_t> dropped{0};
   StreamWatch watch{kWatchProbe};  // streams with unfinished work (stream_watch.h)
   // Poller only.
@@ -87,7 +87,7 @@ void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream, uint8_t* buffer, s
   if (st.api.num_dropped(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped > 0)
     st.dropped.fetch_add(dropped, std::memory_order_relaxed);
   if (buffer == nullptr) return;
-  std::lock_guard<std::mutex> lock(st.done_mu);
+  MutexLock lock(st.done_mu);
   st.done.emplace_back(buffer, valid);
 }
 
@@ -504,7 +504,7 @@ void Drain(void (*sink)(void* ctx, const CuptiOp& op), void* ctx) {
   State& st = *g_state;
   std::vector<std::pair<uint8_t*, size_t>> buffers;
   {
-    std::lock_guard<std::mutex> lock(st.done_mu);
+    MutexLock lock(st.done_mu);
     buffers.swap(st.done);
   }
   // External correlation records first: a kernel's may sit in an earlier part of the batch.

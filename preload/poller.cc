@@ -41,7 +41,7 @@ void Poller::Loop() {
     bool pending;
     const uint64_t flushed = cupti::Flush(false);  // outside mu_: the watchdog's Snapshot must not wait for CUPTI
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       DrainQueue();
       pending = CompleteFinished();
       cupti::Drain([](void* self, const CuptiOp& op) { static_cast<Poller*>(self)->AccountCupti(op); }, this);
@@ -65,9 +65,9 @@ void Poller::Loop() {
     tracker_.pools().Grow();
     // 1 ms while ops are in flight bounds how late a completion is noticed (durations come
     // from GPU events, so this is not a timing error); idle, poll less often.
-    std::unique_lock<std::mutex> lock(wake_mu_);
-    wake_.wait_for(lock, std::chrono::milliseconds(pending ? 1 : 5),
-                   [this] { return stop_.load(std::memory_order_acquire); });
+    MutexLock lock(wake_mu_);
+    wake_.WaitFor(wake_mu_, std::chrono::milliseconds(pending ? 1 : 5),
+                  [this] { return stop_.load(std::memory_order_acquire); });
   }
 }
 
@@ -191,8 +191,8 @@ void Poller::Stop() {
   if (stopped_.exchange(true)) return;
   stop_.store(true, std::memory_order_release);
   {
-    std::lock_guard<std::mutex> lock(wake_mu_);
-    wake_.notify_all();
+    MutexLock lock(wake_mu_);
+    wake_.NotifyAll();
   }
   if (thread_.joinable()) {
     if (thread_.get_id() == std::this_thread::get_id()) {
@@ -202,7 +202,7 @@ void Poller::Stop() {
     }
   }
   cupti::Flush(true);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   DrainQueue();
   CompleteFinished();
   cupti::Drain([](void* self, const CuptiOp& op) { static_cast<Poller*>(self)->AccountCupti(op); }, this);
@@ -211,12 +211,17 @@ void Poller::Stop() {
 }
 
 bool Poller::Snapshot(InflightOps* out, int wait_ms) {
-  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
   const uint64_t deadline = MonotonicNs() + static_cast<uint64_t>(wait_ms) * 1000000ull;
-  while (!lock.try_lock()) {
+  while (!mu_.TryLock()) {
     if (MonotonicNs() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  SnapshotLocked(out);
+  mu_.Unlock();
+  return true;
+}
+
+void Poller::SnapshotLocked(InflightOps* out) {
   DrainQueue();
   const uint64_t now = MonotonicNs();
   const size_t first = out->size();
@@ -248,7 +253,6 @@ bool Poller::Snapshot(InflightOps* out, int wait_ms) {
     }
   }
   if (StreamWatch* watch = cupti::Watch()) AddStalledStreams(*watch, first, out);
-  return true;
 }
 
 void Poller::AddStalledStreams(StreamWatch& watch, size_t first, InflightOps* out) {

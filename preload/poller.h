@@ -5,15 +5,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
 #include "preload/cupti_backend.h"
 #include "preload/gpu_clock.h"
 #include "preload/inflight_op.h"
@@ -35,7 +34,7 @@ class Poller {
 
   // Ops issued and not finished, oldest first per stream; for stack files and the watchdog.
   // Waits at most `wait_ms` for the poller's lock (it could be stuck inside a driver call).
-  bool Snapshot(InflightOps* out, int wait_ms);
+  bool Snapshot(InflightOps* out, int wait_ms) XT_EXCLUDES(mu_);
 
   // Writes summary (and trace) now. Poller thread or after Stop.
   void WriteReports(bool final);
@@ -53,9 +52,10 @@ class Poller {
     uint64_t started_ns = 0;  // when the poller first saw the start event complete
   };
   void Loop();
-  void DrainQueue();
+  void DrainQueue() XT_REQUIRES(mu_);
   // Completes finished heads; returns true if anything is still pending.
-  bool CompleteFinished();
+  bool CompleteFinished() XT_REQUIRES(mu_);
+  void SnapshotLocked(InflightOps* out) XT_REQUIRES(mu_);
   void Account(const Pending& p, double ms);
   // CUPTI mode: appends the streams `watch` finds stalled to the Snapshot's `out` (whose paired
   // ops start at `first`).
@@ -67,15 +67,15 @@ class Poller {
   uint64_t OldestPending() const;
 
   Tracker& tracker_;
-  std::mutex mu_;  // guards streams_ (poller vs. Snapshot)
-  std::unordered_map<uint64_t, std::deque<Pending>> streams_;
+  Mutex mu_;  // the poller vs. Snapshot
+  std::unordered_map<uint64_t, std::deque<Pending>> streams_ XT_GUARDED_BY(mu_);
   std::unordered_map<std::string, uint32_t> cupti_kernels_;  // kernel name -> class (poller only)
   TraceBuffer trace_;
   GpuClock clock_;                // GPU event times on the host clock (trace, steps)
   StepSignals* steps_ = nullptr;  // lives as long as the process (threads may still read it)
   std::thread thread_;
-  std::mutex wake_mu_;
-  std::condition_variable wake_;
+  Mutex wake_mu_;
+  CondVar wake_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> stopped_{false};
   uint64_t next_report_ns_ = 0;

@@ -3,11 +3,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include <mutex>
-
 #include "common/clock.h"
 #include "common/identity.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "preload/agent_link.h"
 #include "preload/cupti_backend.h"
 #include "preload/poller.h"
@@ -19,7 +18,7 @@ namespace {
 
 std::atomic<Tracker*> g_tracker{nullptr};
 std::atomic<bool> g_off{false};  // decided: pass everything through
-std::mutex g_init_mu;
+constinit Mutex g_init_mu;
 
 thread_local uint64_t t_sample_counter __attribute__((tls_model("initial-exec"))) = 0;
 thread_local char t_thread_marker __attribute__((tls_model("initial-exec")));
@@ -58,7 +57,7 @@ Tracker* Tracker::Instance() {
   if (t != nullptr) [[likely]]
     return t;
   if (g_off.load(std::memory_order_relaxed)) return nullptr;
-  std::lock_guard<std::mutex> lock(g_init_mu);  // once per process, at the first CUDA call
+  MutexLock lock(g_init_mu);  // once per process, at the first CUDA call
   t = g_tracker.load(std::memory_order_acquire);
   if (t != nullptr || g_off.load(std::memory_order_relaxed)) return t;
   PreloadConfig config = PreloadConfig::FromEnv();
@@ -182,8 +181,8 @@ void Tracker::AfterForkInChild() {
     g_tracker.store(nullptr, std::memory_order_relaxed);
     g_off.store(true, std::memory_order_relaxed);
   }
-  python::Enable(false);          // nobody drains the child's spans
-  new (&g_init_mu) std::mutex();  // the parent may have held it while forking
+  python::Enable(false);     // nobody drains the child's spans
+  new (&g_init_mu) Mutex();  // the parent may have held it while forking
 }
 
 }  // namespace xtimer

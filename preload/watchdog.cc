@@ -67,7 +67,7 @@ InflightOps Watchdog::GetInflightOps() {
 }
 
 std::string Watchdog::Trigger() {
-  std::lock_guard<std::mutex> lock(trigger_mu_);
+  MutexLock lock(trigger_mu_);
   return trigger_;
 }
 
@@ -152,7 +152,7 @@ void Watchdog::Loop() {
 
 void Watchdog::Act(const std::string& what) {
   {
-    std::lock_guard<std::mutex> lock(trigger_mu_);
+    MutexLock lock(trigger_mu_);
     trigger_ = what;
   }
   tracker_.agent().SetHang(true, what);

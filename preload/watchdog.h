@@ -10,10 +10,10 @@
 #pragma once
 
 #include <atomic>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "common/mutex.h"
 #include "preload/capture/dumper.h"
 
 namespace xtimer {
@@ -40,9 +40,9 @@ class Watchdog : public capture::DumpProvider {
 
   Tracker& tracker_;
   std::thread thread_;
-  std::mutex trigger_mu_;
-  std::string trigger_;         // what the latest hang was (for the stack file)
-  bool hang_reported_ = false;  // watchdog thread only
+  Mutex trigger_mu_;
+  std::string trigger_ XT_GUARDED_BY(trigger_mu_);  // what the latest hang was (for the stack file)
+  bool hang_reported_ = false;                      // watchdog thread only
 };
 
 }  // namespace xtimer

@@ -4,10 +4,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <set>
@@ -18,6 +16,7 @@
 #include "common/grpc_defaults.h"
 #include "common/identity.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/regular_file.h"
 #include "launcher/agent/collector_link.h"
 
@@ -74,15 +73,15 @@ class GrpcCollectorLink : public CollectorLink {
   }
 
   void Report(std::vector<v1::RankReport> reports, bool urgent) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     reports_ = std::move(reports);
     have_reports_ = true;
     urgent_ |= urgent;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 
   void Upload(int rank, const std::string& dump_id, std::string stack_json) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (uploads_.size() >= kMaxQueuedUploads) {
       Log(LogLevel::kWarn, "agent: %zu stack uploads waiting for the collector; dropping the oldest", uploads_.size());
       uploads_.pop_front();
@@ -93,11 +92,11 @@ class GrpcCollectorLink : public CollectorLink {
     q.upload.set_stack_json(std::move(stack_json));
     q.queued = Clock::now();
     uploads_.push_back(std::move(q));
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 
   void Steps(std::vector<v1::StepRecord> records) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!steps_wanted_) return;
     for (auto& r : records) steps_.push_back(std::move(r));
     if (steps_.size() > kMaxQueuedSteps) {
@@ -109,12 +108,12 @@ class GrpcCollectorLink : public CollectorLink {
       steps_dropping_ = true;
       while (steps_.size() > kMaxQueuedSteps) steps_.pop_front();
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 
   void Stop(int ms) override {
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (stopping_) return;
       // Let the worker send what is queued, up to `ms`; nothing is held back any more. A
       // collector that refused us or cannot be reached gets no wait at all (its last call
@@ -122,17 +121,17 @@ class GrpcCollectorLink : public CollectorLink {
       // kFirstContactWait: a job's exit is not held for a collector that is not there.
       draining_ = true;
       if (last_state_only_) have_reports_ = true;  // the last words carry the op statistics
-      cv_.notify_all();
+      cv_.NotifyAll();
       auto budget = std::chrono::milliseconds(ms);
       if (!registered_) budget = std::min(budget, kFirstContactWait);
-      cv_.wait_for(lock, budget, [this] { return (uploads_.empty() && !have_reports_) || failing_; });
+      cv_.WaitFor(mu_, budget, [this]() XT_REQUIRES(mu_) { return (uploads_.empty() && !have_reports_) || failing_; });
       if (failing_ && (!uploads_.empty() || have_reports_))
         Log(LogLevel::kWarn,
             "agent: the collector at %s cannot be reached; %zu stack upload(s) and the last report not sent",
             address_.c_str(), uploads_.size());
       stopping_ = true;
       if (call_ctx_ != nullptr) call_ctx_->TryCancel();  // a call under way ends now
-      cv_.notify_all();
+      cv_.NotifyAll();
     }
     CancelCommands();
     if (worker_.joinable()) worker_.join();
@@ -152,7 +151,7 @@ class GrpcCollectorLink : public CollectorLink {
     req.set_node(HostName());
     req.set_agent_id(agent_id_);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       for (const auto& r : reports_) *req.add_ranks() = r.rank();
     }
     grpc::ClientContext ctx;
@@ -169,7 +168,7 @@ class GrpcCollectorLink : public CollectorLink {
       return false;
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       session_ = reply.session();
       if (reply.max_message_bytes() > 0) max_message_bytes_ = reply.max_message_bytes();
       have_reports_ = have_reports_ || !reports_.empty();  // a new collector needs our state now
@@ -190,12 +189,12 @@ class GrpcCollectorLink : public CollectorLink {
   class CallScope {
    public:
     CallScope(GrpcCollectorLink* link, grpc::ClientContext* ctx) : link_(link) {
-      std::lock_guard<std::mutex> lock(link_->mu_);
+      MutexLock lock(link_->mu_);
       link_->call_ctx_ = ctx;
       if (link_->stopping_) ctx->TryCancel();
     }
     ~CallScope() {
-      std::lock_guard<std::mutex> lock(link_->mu_);
+      MutexLock lock(link_->mu_);
       link_->call_ctx_ = nullptr;
     }
 
@@ -206,7 +205,7 @@ class GrpcCollectorLink : public CollectorLink {
   // One line per kind of trouble, not one per retry.
   void LogFailure(const char* what, const grpc::Status& st) {
     failing_ = true;
-    cv_.notify_all();  // Stop() may be waiting for this collector
+    cv_.NotifyAll();  // Stop() may be waiting for this collector
     if (stopping_) return;
     if (failures_logged_++ == 0 || st.error_code() == grpc::StatusCode::UNAUTHENTICATED)
       Log(LogLevel::kWarn, "agent: cannot %s the collector at %s: %s (the job goes on; retrying)", what,
@@ -216,7 +215,7 @@ class GrpcCollectorLink : public CollectorLink {
   void StartCommands() {
     CancelCommands();
     if (reader_.joinable()) reader_.join();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     commands_ctx_ = std::make_unique<grpc::ClientContext>();
     AddToken(commands_ctx_.get());
     v1::CommandsRequest req;
@@ -230,7 +229,7 @@ class GrpcCollectorLink : public CollectorLink {
       if (!stopping_) {
         LogFailure("keep the command stream with", st);
         registered_ = false;  // the collector went away: register again
-        cv_.notify_all();
+        cv_.NotifyAll();
       }
     });
   }
@@ -238,7 +237,7 @@ class GrpcCollectorLink : public CollectorLink {
   void OnCommand(const v1::Command& cmd) {
     if (cmd.kind() == v1::Command::DUMP) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         const Clock::time_point now = Clock::now();
         last_dump_command_ = now;
         // Rounds long over (their held stacks were dropped at kHeldUploadMax) are forgotten.
@@ -247,9 +246,9 @@ class GrpcCollectorLink : public CollectorLink {
       }
       if (on_dump_) on_dump_(cmd.dump_id());
     } else if (cmd.kind() == v1::Command::UPLOAD) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       held_.erase(cmd.dump_id());
-      cv_.notify_all();
+      cv_.NotifyAll();
     } else if (cmd.kind() == v1::Command::SAMPLE) {
       if (on_sample_) on_sample_(cmd.rank(), cmd.seconds(), cmd.hz());
     }
@@ -260,7 +259,7 @@ class GrpcCollectorLink : public CollectorLink {
   void SendSteps() {
     v1::StepsRequest req;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       req.set_session(session_);
       size_t bytes = 0;
       while (!steps_.empty() && bytes < max_message_bytes_ / 2) {
@@ -280,7 +279,7 @@ class GrpcCollectorLink : public CollectorLink {
       st = stub_->Steps(&ctx, req, &reply);
     }
     auto keep = [&] {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       for (int i = req.records_size(); i-- > 0;) steps_.push_front(std::move(*req.mutable_records(i)));
       while (steps_.size() > kMaxQueuedSteps) steps_.pop_back();
     };
@@ -288,7 +287,7 @@ class GrpcCollectorLink : public CollectorLink {
       Log(LogLevel::kInfo,
           "agent: the collector at %s does not judge slowdowns (an older version); no step records sent",
           address_.c_str());
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       steps_wanted_ = false;
       steps_.clear();
       return;
@@ -308,9 +307,9 @@ class GrpcCollectorLink : public CollectorLink {
     if (reply.has_slowdown() && on_verdict_) on_verdict_(reply.slowdown());
   }
 
-  // Under mu_. The first upload that may go now (uploads_.end() if none); drops own dumps a
-  // round covers and stacks held too long; *wake: when a held own dump may go.
-  std::deque<QueuedUpload>::iterator NextUpload(Clock::time_point now, Clock::time_point* wake) {
+  // The first upload that may go now (uploads_.end() if none); drops own dumps a round covers
+  // and stacks held too long; *wake: when a held own dump may go.
+  std::deque<QueuedUpload>::iterator NextUpload(Clock::time_point now, Clock::time_point* wake) XT_REQUIRES(mu_) {
     for (auto it = uploads_.begin(); it != uploads_.end();) {
       const std::string& id = it->upload.dump_id();
       if (id.empty()) {
@@ -337,7 +336,7 @@ class GrpcCollectorLink : public CollectorLink {
   }
 
   void CancelCommands() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (commands_ctx_) commands_ctx_->TryCancel();
   }
 
@@ -350,7 +349,7 @@ class GrpcCollectorLink : public CollectorLink {
     bool state_only;
     std::vector<int32_t> with_ops;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       state_only = !periodic && !draining_;
       req.set_session(session_);
       for (const auto& r : reports_) {
@@ -373,7 +372,7 @@ class GrpcCollectorLink : public CollectorLink {
     }
     if (st.ok() && reply.known()) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         ops_sent_.insert(with_ops.begin(), with_ops.end());
         last_state_only_ = state_only;
       }
@@ -383,7 +382,7 @@ class GrpcCollectorLink : public CollectorLink {
       if (!st.ok()) LogFailure("report to", st);
       if (st.ok()) Log(LogLevel::kInfo, "agent: the collector does not know us (restarted?); registering again");
       registered_ = false;
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       have_reports_ = true;  // resend after registering
     }
   }
@@ -393,7 +392,7 @@ class GrpcCollectorLink : public CollectorLink {
     v1::StackUpload u;
     Clock::time_point queued;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       Clock::time_point wake = Clock::time_point::max();
       auto it = NextUpload(Clock::now(), &wake);
       if (it == uploads_.end()) return;
@@ -408,7 +407,7 @@ class GrpcCollectorLink : public CollectorLink {
       }
     }
     auto keep = [&] {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       uploads_.push_front(QueuedUpload{std::move(u), queued});
     };
     grpc::ClientContext ctx;
@@ -423,8 +422,8 @@ class GrpcCollectorLink : public CollectorLink {
     if (st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
       // The collector is busy (a storm of uploads): keep it, retry shortly, same session.
       keep();
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_.load(); });
+      MutexLock lock(mu_);
+      cv_.WaitFor(mu_, std::chrono::seconds(1), [this] { return stopping_.load(); });
       return;
     }
     if (!st.ok()) {
@@ -444,8 +443,8 @@ class GrpcCollectorLink : public CollectorLink {
     while (!stopping_) {
       if (!registered_) {
         if (!Register()) {
-          std::unique_lock<std::mutex> lock(mu_);
-          cv_.wait_for(lock, backoff, [this] { return stopping_.load(); });
+          MutexLock lock(mu_);
+          cv_.WaitFor(mu_, backoff, [this] { return stopping_.load(); });
           backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
           continue;
         }
@@ -453,14 +452,14 @@ class GrpcCollectorLink : public CollectorLink {
       }
       bool send_reports, send_upload, send_steps;
       {
-        std::unique_lock<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         // Until the next report, a held upload or the step records are due; any change (notify)
         // looks again.
         Clock::time_point wake = next_report;
         if (!steps_.empty()) wake = std::min(wake, next_steps);
         bool upload_ready = NextUpload(Clock::now(), &wake) != uploads_.end();
         bool steps_ready = !steps_.empty() && Clock::now() >= next_steps;
-        if (!(stopping_ || !registered_ || urgent_ || upload_ready || steps_ready)) cv_.wait_until(lock, wake);
+        if (!(stopping_ || !registered_ || urgent_ || upload_ready || steps_ready)) cv_.WaitUntil(mu_, wake);
         send_reports = have_reports_ && (urgent_ || Clock::now() >= next_report || stopping_);
         send_upload = !uploads_.empty();  // SendOneUpload sends the first that may go, if any
         send_steps = !steps_.empty() && Clock::now() >= next_steps && !draining_;
@@ -476,7 +475,7 @@ class GrpcCollectorLink : public CollectorLink {
         SendSteps();
         next_steps = Clock::now() + kStepsPeriod;
       }
-      cv_.notify_all();  // Stop() waits for the queues to drain
+      cv_.NotifyAll();  // Stop() waits for the queues to drain
     }
   }
 
@@ -489,24 +488,24 @@ class GrpcCollectorLink : public CollectorLink {
   std::atomic<int> failures_logged_{0};
   std::atomic<bool> failing_{false};  // the last call failed (unreachable, refused, bad token)
 
-  std::mutex mu_;  // guards what follows
-  std::condition_variable cv_;
-  std::string session_;
-  uint32_t max_message_bytes_ = 4 << 20;  // gRPC's default until the collector says
-  std::vector<v1::RankReport> reports_;
-  bool have_reports_ = false;
-  bool urgent_ = false;
-  std::deque<QueuedUpload> uploads_;
-  std::map<std::string, Clock::time_point> held_;  // dump rounds whose stacks wait for UPLOAD
-  std::optional<Clock::time_point> last_dump_command_;
-  bool draining_ = false;         // Stop() was called: send everything queued
-  std::set<int32_t> ops_sent_;    // ranks whose op statistics reached this registration
-  bool last_state_only_ = false;  // the last report sent had no op statistics
-  std::deque<v1::StepRecord> steps_;
-  bool steps_wanted_ = true;     // false once the collector said it has no Steps
-  bool steps_dropping_ = false;  // the backlog is over kMaxQueuedSteps (said once)
-  std::unique_ptr<grpc::ClientContext> commands_ctx_;
-  grpc::ClientContext* call_ctx_ = nullptr;  // the unary call under way (CallScope)
+  Mutex mu_;
+  CondVar cv_;
+  std::string session_ XT_GUARDED_BY(mu_);
+  uint32_t max_message_bytes_ XT_GUARDED_BY(mu_) = 4 << 20;  // gRPC's default until the collector says
+  std::vector<v1::RankReport> reports_ XT_GUARDED_BY(mu_);
+  bool have_reports_ XT_GUARDED_BY(mu_) = false;
+  bool urgent_ XT_GUARDED_BY(mu_) = false;
+  std::deque<QueuedUpload> uploads_ XT_GUARDED_BY(mu_);
+  std::map<std::string, Clock::time_point> held_ XT_GUARDED_BY(mu_);  // dump rounds whose stacks wait for UPLOAD
+  std::optional<Clock::time_point> last_dump_command_ XT_GUARDED_BY(mu_);
+  bool draining_ XT_GUARDED_BY(mu_) = false;         // Stop() was called: send everything queued
+  std::set<int32_t> ops_sent_ XT_GUARDED_BY(mu_);    // ranks whose op statistics reached this registration
+  bool last_state_only_ XT_GUARDED_BY(mu_) = false;  // the last report sent had no op statistics
+  std::deque<v1::StepRecord> steps_ XT_GUARDED_BY(mu_);
+  bool steps_wanted_ XT_GUARDED_BY(mu_) = true;     // false once the collector said it has no Steps
+  bool steps_dropping_ XT_GUARDED_BY(mu_) = false;  // the backlog is over kMaxQueuedSteps (said once)
+  std::unique_ptr<grpc::ClientContext> commands_ctx_ XT_GUARDED_BY(mu_);
+  grpc::ClientContext* call_ctx_ XT_GUARDED_BY(mu_) = nullptr;  // the unary call under way (CallScope)
 };
 
 // A token or CA file by the common rule (common/regular_file.h): a FIFO or a device named there

@@ -129,9 +129,9 @@ void NodeAgent::OnRankMessage(int conn, const nlohmann::json& msg) {
   std::string request_id;
   registry_.OnMessage(conn, msg, &request_id);
   if (msg.value("type", "") == "dump_written") {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     dumps_.push_back(Dump{msg.value("path", ""), msg.value("rank", -1), request_id});
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 }
 
@@ -176,7 +176,7 @@ void NodeAgent::OnSampleRequest(int32_t rank, double seconds, double hz) {
 void NodeAgent::OnVerdict(const v1::Slowdown& p) {
   slowdown::Verdict v = slowdown::VerdictFromProto(p);
   {
-    std::lock_guard<std::mutex> lock(slow_mu_);
+    MutexLock lock(slow_mu_);
     bool fresh = v.updated != verdict_.updated;
     verdict_ = v;
     if (!fresh) return;
@@ -188,7 +188,7 @@ void NodeAgent::OnVerdict(const v1::Slowdown& p) {
   if (MakeDirs(config_.timeline_path, &error) &&
       WriteFileAtomically(config_.timeline_path + "/slowdown.json", slowdown::VerdictText(v), &error, how))
     return;
-  std::lock_guard<std::mutex> lock(slow_mu_);
+  MutexLock lock(slow_mu_);
   if (!slowdown_write_warned_) Log(LogLevel::kWarn, "agent: cannot write slowdown.json: %s (said once)", error.c_str());
   slowdown_write_warned_ = true;
 }
@@ -213,9 +213,9 @@ void NodeAgent::OnDumpRequest(const std::string& dump_id) {
     asked += kill(pid, sig) == 0;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [rank, path] : plan.reuse) dumps_.push_back(Dump{path, rank, dump_id});
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   Log(LogLevel::kDebug, "agent: dump %s requested by the collector; asked %d local rank(s), %zu dumped already",
       dump_id.c_str(), asked, plan.reuse.size());
@@ -228,15 +228,15 @@ void NodeAgent::SymbolizeLoop() {
   for (;;) {
     Dump d;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !dumps_.empty(); });
+      MutexLock lock(mu_);
+      cv_.Wait(mu_, [this]() XT_REQUIRES(mu_) { return stopping_ || !dumps_.empty(); });
       if (dumps_.empty()) return;
       d = dumps_.front();
       dumps_.pop_front();
       ++symbolizing_;
     }
     HandOn(symbolizer, d);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     --symbolizing_;
   }
 }
@@ -260,7 +260,7 @@ void NodeAgent::HandOn(Symbolizer& symbolizer, const Dump& d) {
 bool NodeAgent::DumpsSettled(int64_t since_ms) {
   if (last_dump_request_ms_ < since_ms) return false;  // the round has not asked us yet
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!dumps_.empty() || symbolizing_ > 0) return false;
   }
   return !(link_ && link_->RoundOpen());
@@ -293,7 +293,7 @@ std::string NodeAgent::MetricsText() {
   std::vector<v1::RankReport> reports = registry_.Reports(true);
   AppendRankMetrics(reports, &text);
   {
-    std::lock_guard<std::mutex> lock(slow_mu_);
+    MutexLock lock(slow_mu_);
     slowdown::AppendSlowdownMetrics(verdict_, &text);
   }
   text.Family("xtimer_agent_collector_connected", "gauge", "1 when the agent is registered with its collector");
@@ -312,9 +312,9 @@ void NodeAgent::Stop() {
   // The command ended: finish the dumps in hand, then the last words to the collector (the
   // ranks that said goodbye are EXITED).
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   if (symbolize_thread_.joinable()) symbolize_thread_.join();
   FinishSaver();

@@ -10,15 +10,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "ckpt/saver.h"
 #include "common/slowdown/verdict.h"
+#include "common/mutex.h"
 #include "launcher/agent/collector_link.h"
 #include "launcher/agent/rank_channel.h"
 #include "launcher/agent/rank_registry.h"
@@ -64,14 +63,14 @@ class NodeAgent {
   bool WaitCheckpointsPersisted(double timeout_s);
 
  private:
-  void OnRankMessage(int conn, const nlohmann::json& msg);
-  void OnDumpRequest(const std::string& dump_id);
+  void OnRankMessage(int conn, const nlohmann::json& msg) XT_EXCLUDES(mu_);
+  void OnDumpRequest(const std::string& dump_id) XT_EXCLUDES(mu_);
   void OnSteps(const nlohmann::json& msg);
   void OnSampleRequest(int32_t rank, double seconds, double hz);
-  void OnVerdict(const v1::Slowdown& verdict);
+  void OnVerdict(const v1::Slowdown& verdict) XT_EXCLUDES(slow_mu_);
   void StartMetrics();
   std::string MetricsText();
-  void SymbolizeLoop();
+  void SymbolizeLoop() XT_EXCLUDES(mu_);
   void StartSaver();
   void FinishSaver();
 
@@ -92,17 +91,17 @@ class NodeAgent {
   std::unique_ptr<ckpt::Saver> saver_;
   std::atomic<bool> saver_stop_{false};
 
-  std::mutex mu_;  // guards the dump queue
-  std::condition_variable cv_;
-  std::deque<Dump> dumps_;
-  int symbolizing_ = 0;  // dumps taken from the queue and not yet handed on
-  bool stopping_ = false;
+  Mutex mu_;  // the dump queue
+  CondVar cv_;
+  std::deque<Dump> dumps_ XT_GUARDED_BY(mu_);
+  int symbolizing_ XT_GUARDED_BY(mu_) = 0;  // dumps taken from the queue and not yet handed on
+  bool stopping_ XT_GUARDED_BY(mu_) = false;
   std::atomic<int64_t> last_dump_request_ms_{0};
   std::atomic<int64_t> steps_warned_ms_{0};  // the last line about unusable step records
 
-  std::mutex slow_mu_;  // guards the verdict (written by the link's thread, read by /metrics)
-  slowdown::Verdict verdict_;
-  bool slowdown_write_warned_ = false;
+  Mutex slow_mu_;  // the verdict (written by the link's thread, read by /metrics)
+  slowdown::Verdict verdict_ XT_GUARDED_BY(slow_mu_);
+  bool slowdown_write_warned_ XT_GUARDED_BY(slow_mu_) = false;
 };
 
 }  // namespace xtimer

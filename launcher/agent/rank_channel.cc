@@ -104,7 +104,7 @@ void RankChannel::Start(OnMessage on_message, OnClose on_close) {
 }
 
 bool RankChannel::Send(int conn, const std::string& msg) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = conns_.find(conn);
   if (it == conns_.end()) return false;
   return send(it->second, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(msg.size());
@@ -118,7 +118,7 @@ void RankChannel::Stop() {
     }
   }
   if (thread_.joinable()) thread_.join();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (auto& [id, fd] : conns_) close(fd);
   conns_.clear();
   if (listen_fd_ >= 0) close(listen_fd_);
@@ -133,7 +133,7 @@ void RankChannel::Loop() {
     std::vector<pollfd> fds = {{stop_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}};
     std::vector<int> ids = {0, 0};
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       for (auto& [id, fd] : conns_) {
         fds.push_back({fd, POLLIN, 0});
         ids.push_back(id);
@@ -145,7 +145,7 @@ void RankChannel::Loop() {
       for (;;) {
         int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) break;
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         conns_[next_id++] = fd;
       }
     }
@@ -179,7 +179,7 @@ void RankChannel::Loop() {
       }
       if (closed) {
         {
-          std::lock_guard<std::mutex> lock(mu_);
+          MutexLock lock(mu_);
           close(conns_[id]);
           conns_.erase(id);
         }

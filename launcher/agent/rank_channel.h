@@ -6,7 +6,6 @@
 
 #include <functional>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -14,6 +13,8 @@
 #include <vector>
 
 #include "common/slowdown/step_record.h"
+
+#include "common/mutex.h"
 
 namespace xtimer {
 
@@ -40,21 +41,21 @@ class RankChannel {
   // Serves connections on a thread until Stop().
   void Start(OnMessage on_message, OnClose on_close);
   // Sends without blocking; false if the rank is gone or its queue is full.
-  bool Send(int conn, const std::string& msg);
-  void Stop();
+  bool Send(int conn, const std::string& msg) XT_EXCLUDES(mu_);
+  void Stop() XT_EXCLUDES(mu_);
 
   static constexpr size_t kMaxMessage = 256 * 1024;
 
  private:
-  void Loop();
+  void Loop() XT_EXCLUDES(mu_);
 
   int listen_fd_ = -1;
   int stop_fd_ = -1;  // eventfd that ends Loop
   OnMessage on_message_;
   OnClose on_close_;
   std::thread thread_;
-  std::mutex mu_;             // guards conns_
-  std::map<int, int> conns_;  // connection id -> fd
+  Mutex mu_;
+  std::map<int, int> conns_ XT_GUARDED_BY(mu_);  // connection id -> fd
 };
 
 }  // namespace xtimer

@@ -40,7 +40,7 @@ RankRegistry::Entry* RankRegistry::Find(int conn) {
 pid_t RankRegistry::OnMessage(int conn, const nlohmann::json& msg, std::string* request_id) {
   const std::string type = msg.value("type", "");
   if (type == "steps") return -1;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   pid_t pid = msg.value("pid", -1);
   Entry* e = nullptr;
   if (pid > 0) {
@@ -91,7 +91,7 @@ pid_t RankRegistry::OnMessage(int conn, const nlohmann::json& msg, std::string* 
 }
 
 void RankRegistry::OnClose(int conn) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (Entry* e = Find(conn)) {
     e->conn = -1;
     e->report.set_state(v1::RANK_STATE_EXITED);
@@ -101,7 +101,7 @@ void RankRegistry::OnClose(int conn) {
 }
 
 std::vector<v1::RankReport> RankRegistry::Reports(bool with_ops) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<v1::RankReport> out;
   for (const auto& [pid, e] : ranks_) {
     out.push_back(e.report);
@@ -111,7 +111,7 @@ std::vector<v1::RankReport> RankRegistry::Reports(bool with_ops) const {
 }
 
 std::vector<int> RankRegistry::LiveConnections() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<int> out;
   for (const auto& [pid, e] : ranks_)
     if (e.conn >= 0) out.push_back(e.conn);
@@ -119,14 +119,14 @@ std::vector<int> RankRegistry::LiveConnections() const {
 }
 
 int RankRegistry::ConnectionOfRank(int rank) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [pid, e] : ranks_)
     if (e.conn >= 0 && e.has_link && e.report.has_rank() && e.report.rank().rank() == rank) return e.conn;
   return -1;
 }
 
 RankRegistry::DumpPlan RankRegistry::PlanDump(double recent_s) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const int64_t since = WallMs() - static_cast<int64_t>(recent_s * 1000);
   DumpPlan plan;
   for (const auto& [pid, e] : ranks_) {
@@ -143,20 +143,20 @@ RankRegistry::DumpPlan RankRegistry::PlanDump(double recent_s) const {
 }
 
 void RankRegistry::NoteSignalled(pid_t pid, const std::string& request_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = ranks_.find(pid);
   if (it != ranks_.end()) it->second.signalled_request = request_id;
 }
 
 bool RankRegistry::TakeStateChange() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   bool c = changed_;
   changed_ = false;
   return c;
 }
 
 bool RankRegistry::FindHung(int* rank, std::string* trigger) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [pid, e] : ranks_) {
     if (e.report.state() != v1::RANK_STATE_HUNG) continue;
     *rank = e.report.rank().rank();
@@ -167,7 +167,7 @@ bool RankRegistry::FindHung(int* rank, std::string* trigger) const {
 }
 
 void RankRegistry::ForgetExited() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::erase_if(ranks_, [](const auto& kv) { return kv.second.report.state() == v1::RANK_STATE_EXITED; });
   changed_ = true;
 }

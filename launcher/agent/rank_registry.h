@@ -6,12 +6,12 @@
 #include <sys/types.h>
 
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "collector.pb.h"
+#include "common/mutex.h"
 
 namespace xtimer {
 
@@ -63,11 +63,11 @@ class RankRegistry {
     int dump_signal = 0;            // without one: the signal that makes it dump (0: none)
     std::string signalled_request;  // the request it was signalled for, not yet answered
   };
-  Entry* Find(int conn);
+  Entry* Find(int conn) XT_REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  std::map<pid_t, Entry> ranks_;
-  bool changed_ = false;
+  mutable Mutex mu_;  // every public method takes it
+  std::map<pid_t, Entry> ranks_ XT_GUARDED_BY(mu_);
+  bool changed_ XT_GUARDED_BY(mu_) = false;
 };
 
 // The op classes of a summary file (docs/formats.md, "Summary") as protocol messages.

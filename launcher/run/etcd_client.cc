@@ -241,7 +241,7 @@ void EtcdClient::WatchLoop(std::string prefix, std::function<void()> on_event) {
     cli.set_connection_timeout(static_cast<time_t>(timeout_s_), 0);
     cli.set_read_timeout(24 * 3600, 0);  // a watch is quiet until something changes
     {
-      std::lock_guard<std::mutex> lock(watch_mu_);
+      MutexLock lock(watch_mu_);
       if (watch_stop_) break;
       watch_client_ = &cli;
     }
@@ -258,7 +258,7 @@ void EtcdClient::WatchLoop(std::string prefix, std::function<void()> on_event) {
     };
     cli.send(r);
     {
-      std::lock_guard<std::mutex> lock(watch_mu_);
+      MutexLock lock(watch_mu_);
       watch_client_ = nullptr;
     }
     if (watch_stop_) break;
@@ -269,7 +269,7 @@ void EtcdClient::WatchLoop(std::string prefix, std::function<void()> on_event) {
 
 void EtcdClient::StopWatch() {
   {
-    std::lock_guard<std::mutex> lock(watch_mu_);
+    MutexLock lock(watch_mu_);
     watch_stop_ = true;
     if (watch_client_ != nullptr) watch_client_->stop();
   }

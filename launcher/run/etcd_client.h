@@ -12,10 +12,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace httplib {
 class Client;
@@ -68,8 +69,8 @@ class EtcdClient {
   double timeout_s_;
   std::thread watch_thread_;
   std::atomic<bool> watch_stop_{false};
-  std::mutex watch_mu_;  // guards watch_client_ (stopped from another thread)
-  httplib::Client* watch_client_ = nullptr;
+  Mutex watch_mu_;
+  httplib::Client* watch_client_ XT_GUARDED_BY(watch_mu_) = nullptr;  // stopped from another thread
 };
 
 std::string Base64Encode(const std::string& in);

@@ -34,9 +34,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -45,6 +43,7 @@
 #include "common/clock.h"
 #include "common/identity.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "launcher/run/etcd_client.h"
 #include "launcher/run/network_check.h"
 #include "launcher/run/round_rendezvous.h"
@@ -138,9 +137,9 @@ class EtcdRendezvous : public Rendezvous {
     renewed_s_ = MonotonicS();
     keepalive_ = std::thread([this] { KeepAliveLoop(); });
     etcd_.Watch(prefix_ + "state", [this] {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       changed_ = true;
-      cv_.notify_all();
+      cv_.NotifyAll();
     });
     return true;
   }
@@ -182,7 +181,7 @@ class EtcdRendezvous : public Rendezvous {
     }
     bool changed;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       changed = changed_;
       changed_ = false;
     }
@@ -235,7 +234,7 @@ class EtcdRendezvous : public Rendezvous {
   void Leave() override {
     if (left_.exchange(true)) return;
     stop_ = true;
-    cv_.notify_all();
+    cv_.NotifyAll();
     if (keepalive_.joinable()) keepalive_.join();
     etcd_.StopWatch();
     std::string error;
@@ -329,8 +328,8 @@ class EtcdRendezvous : public Rendezvous {
   // pending: the caller gives up, and the agent exits with the signal.
   bool WaitForChange(double s, std::string* error) {
     if (StopSignalPending()) return (*error = "stopped by a signal"), false;
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::duration<double>(s), [this] { return changed_ || stop_; });
+    MutexLock lock(mu_);
+    cv_.WaitFor(mu_, std::chrono::duration<double>(s), [this]() XT_REQUIRES(mu_) { return changed_ || stop_; });
     changed_ = false;
     return true;
   }
@@ -675,8 +674,8 @@ class EtcdRendezvous : public Rendezvous {
     double period = std::max(0.5, o_.lease_ttl_s / 3);
     while (!stop_) {
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait_for(lock, std::chrono::duration<double>(period), [this] { return stop_.load(); });
+        MutexLock lock(mu_);
+        cv_.WaitFor(mu_, std::chrono::duration<double>(period), [this] { return stop_.load(); });
       }
       if (stop_) return;
       std::string error;
@@ -705,9 +704,9 @@ class EtcdRendezvous : public Rendezvous {
   std::atomic<int64_t> lease_{0};
   std::atomic<double> renewed_s_{0};  // when the lease was last granted or kept alive
   std::thread keepalive_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool changed_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  bool changed_ XT_GUARDED_BY(mu_) = false;  // the watch saw the state key change
   std::atomic<bool> stop_{false}, left_{false};
   int prev_rank_ = -1;
   int64_t ran_ = -1;  // the last round this node started its workers in

@@ -211,7 +211,7 @@ bool WorkerGroup::Forward(Worker& w, int* fd, bool is_err) {
     }
   }
   if (!is_err) return true;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (ssize_t i = 0; i < n; ++i) {
     if (buf[i] == '\n') {
       w.tail.push_back(std::move(w.err_partial));
@@ -329,7 +329,7 @@ void WorkerGroup::Stop(double grace_s) {
   JoinReader();
   // The failed worker's last words (the pipes are drained now).
   if (failed_) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (Worker& w : workers_) {
       if (w.pid != first_failure_.pid) continue;
       if (!w.err_partial.empty()) w.tail.push_back(w.err_partial);

@@ -14,10 +14,11 @@
 #include <atomic>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace xtimer::run {
 
@@ -88,7 +89,9 @@ class WorkerGroup {
 
   std::vector<Worker> workers_;
   std::map<pid_t, size_t> index_;
-  std::mutex mu_;  // the tails and fds, shared with the reader
+  // Each worker's tail and err_partial, shared with the reader (a rule in words: the analysis
+  // cannot name mu_ from a Worker). The fds are the reader's until JoinReader.
+  Mutex mu_;
   std::thread reader_;
   int wake_[2] = {-1, -1};
   std::atomic<bool> stop_reader_{false};

@@ -14,11 +14,9 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <new>
 #include <unordered_map>
 
@@ -27,6 +25,7 @@
 #include "common/env.h"
 #include "common/identity.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "preload/capture/native_capture.h"
 #include "preload/capture/proc_info.h"
 #include "preload/capture/python_capture.h"
@@ -40,7 +39,7 @@ namespace xtimer::capture {
 void DumperAtForkChild();
 
 struct Dumper::State {
-  std::mutex start_mu;
+  Mutex start_mu XT_ACQUIRED_BEFORE(mu);
   bool initialized = false;        // process-wide setup (signals, libunwind, Python lookup); survives fork
   bool started_by_signal = false;  // initialized by a thread the dump signal started
   bool atfork_registered = false;
@@ -67,12 +66,12 @@ struct Dumper::State {
   std::atomic<uint32_t> pending{0};    // bit per Reason
   std::atomic<uint64_t> requested{0};  // tickets handed out
 
-  std::mutex mu;  // guards what follows
-  std::condition_variable cv;
-  uint64_t done_ticket = 0;
-  DumpStats stats;
-  pid_t symbolizer_pid = -1;
-  std::string symbolize_next;  // a file written while the symboliser was busy: run it again after
+  Mutex mu;
+  CondVar cv;
+  uint64_t done_ticket XT_GUARDED_BY(mu) = 0;
+  DumpStats stats XT_GUARDED_BY(mu);
+  pid_t symbolizer_pid XT_GUARDED_BY(mu) = -1;
+  std::string symbolize_next XT_GUARDED_BY(mu);  // a file written while the symboliser was busy: run it again after
 };
 
 namespace {
@@ -192,7 +191,7 @@ pid_t SpawnSymbolizer(const std::string& exe, const std::string& file) {
 }
 
 // True while the last symboliser started is still running (reaps it otherwise).
-bool SymbolizerBusy(Dumper::State* s) {
+bool SymbolizerBusy(Dumper::State* s) XT_REQUIRES(s->mu) {
   if (s->symbolizer_pid <= 0) return false;
   int status = 0;
   pid_t r = waitpid(s->symbolizer_pid, &status, WNOHANG);
@@ -207,7 +206,7 @@ bool SymbolizerBusy(Dumper::State* s) {
 // One symboliser at a time: a dump that lands while one runs (it rewrites the same file) is
 // symbolised once that one has finished. Called on the dumper thread only.
 bool StartSymbolizer(Dumper::State* s, const std::string& path) {
-  std::lock_guard<std::mutex> lock(s->mu);  // guards the symbolizer too (Start may set it)
+  MutexLock lock(s->mu);  // guards the symbolizer too (Start may set it)
   if (s->symbolizer.empty() || path.empty()) return false;
   if (SymbolizerBusy(s)) {
     s->symbolize_next = path;
@@ -221,7 +220,7 @@ bool StartSymbolizer(Dumper::State* s, const std::string& path) {
 void ReapSymbolizer(Dumper::State* s) {
   std::string next;
   {
-    std::lock_guard<std::mutex> lock(s->mu);
+    MutexLock lock(s->mu);
     if (SymbolizerBusy(s) || s->symbolize_next.empty()) return;
     next = s->symbolize_next;
   }
@@ -395,12 +394,12 @@ void* ThreadMain(void* arg) {
       Log(LogLevel::kError, "stack dump failed");
     }
     {
-      std::lock_guard<std::mutex> lock(s->mu);
+      MutexLock lock(s->mu);
       st.dumps = s->stats.dumps + 1;
       s->stats = st;
       s->done_ticket = std::max(s->done_ticket, covered);
     }
-    s->cv.notify_all();
+    s->cv.NotifyAll();
   }
   return nullptr;
 }
@@ -495,7 +494,7 @@ void InitProcessWide(Dumper::State* s) {
 
   if (s->options.install_dump_signal) InstallDumpSignal(s, false);
 
-  std::lock_guard<std::mutex> lock(s->mu);
+  MutexLock lock(s->mu);
   if (s->options.symbolizer == "none") {
     s->symbolizer.clear();
   } else if (!s->options.symbolizer.empty()) {
@@ -522,7 +521,7 @@ void InitLocked(Dumper::State* s, const DumperOptions& options) {
 // A thread the dump signal's handler started sets the capture up itself (loading libunwind and
 // looking for Python cannot happen in a handler), then drops the retry timer.
 void InitOnDumperThread(Dumper::State* s) {
-  std::lock_guard<std::mutex> lock(s->start_mu);
+  MutexLock lock(s->start_mu);
   if (!s->initialized) {
     DumperOptions options;
     options.symbolizer = s->early_symbolizer;
@@ -540,8 +539,8 @@ void InitOnDumperThread(Dumper::State* s) {
 Dumper::State* GetOrCreateState() {
   Dumper::State* s = g_state.load(std::memory_order_acquire);
   if (s != nullptr) return s;
-  static std::mutex create_mu;
-  std::lock_guard<std::mutex> lock(create_mu);
+  static Mutex create_mu;
+  MutexLock lock(create_mu);
   s = g_state.load();
   if (s == nullptr) {
     s = new Dumper::State();
@@ -558,16 +557,19 @@ void DumperAtForkChild() {
   // Only this thread exists in the child: no dumper thread, no requests of the parent's.
   Dumper::State* s = g_state.load();
   if (s == nullptr) return;
-  new (&s->start_mu) std::mutex();
-  new (&s->mu) std::mutex();
-  new (&s->cv) std::condition_variable();
+  new (&s->start_mu) Mutex();
+  new (&s->mu) Mutex();
+  new (&s->cv) CondVar();
   s->running.store(false);
   sem_init(&s->sem, 0, 0);
   s->pending.store(0);
-  s->done_ticket = s->requested.load();
-  s->symbolizer_pid = -1;
-  s->symbolize_next.clear();
-  s->stats = DumpStats();
+  {
+    MutexLock lock(s->mu);  // the fresh mutex: no other thread exists to hold it
+    s->done_ticket = s->requested.load();
+    s->symbolizer_pid = -1;
+    s->symbolize_next.clear();
+    s->stats = DumpStats();
+  }
   s->native.ResetAfterFork();
   s->python.ResetAfterFork();
   // The signal still reaches the inherited handler, which must not start a thread here: this
@@ -585,7 +587,7 @@ Dumper& Dumper::Instance() {
 int Dumper::InstallAtLoad(bool take_dumps, const std::string& symbolizer) {
   try {
     State* s = GetOrCreateState();
-    std::lock_guard<std::mutex> lock(s->start_mu);
+    MutexLock lock(s->start_mu);
     if (s->initialized || s->running.load()) return s->dump_signal.load();  // Start() came first
     ThreadStartPoint::Init();
     s->early_symbolizer = symbolizer;
@@ -608,14 +610,14 @@ void Dumper::SetDumpObserver(void (*observer)(const DumpStats& stats)) {
 bool Dumper::Start(DumpProvider* provider, const DumperOptions& options) {
   try {
     State* s = GetOrCreateState();
-    std::lock_guard<std::mutex> lock(s->start_mu);
+    MutexLock lock(s->start_mu);
     if (provider != nullptr) s->provider.store(provider, std::memory_order_release);
     if (!s->initialized) {
       InitLocked(s, options);
     } else if (s->started_by_signal && !options.symbolizer.empty()) {
       // The signal's handler started the thread with the load-time choice; the caller knows better.
       s->started_by_signal = false;
-      std::lock_guard<std::mutex> sym_lock(s->mu);
+      MutexLock sym_lock(s->mu);
       s->symbolizer = options.symbolizer == "none" ? std::string() : options.symbolizer;
     }
     if (s->running.exchange(true)) return true;
@@ -638,8 +640,9 @@ uint64_t Dumper::RequestDump(Reason reason) {
 bool Dumper::WaitForDump(uint64_t ticket, double timeout_s) {
   State* s = g_state.load(std::memory_order_acquire);
   if (s == nullptr || ticket == 0) return false;
-  std::unique_lock<std::mutex> lock(s->mu);
-  return s->cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return s->done_ticket >= ticket; });
+  MutexLock lock(s->mu);
+  return s->cv.WaitFor(s->mu, std::chrono::duration<double>(timeout_s),
+                       [&]() XT_REQUIRES(s->mu) { return s->done_ticket >= ticket; });
 }
 
 bool Dumper::DumpAndWait(Reason reason, double timeout_s, DumpStats* stats) {
@@ -655,7 +658,7 @@ bool Dumper::DumpAndWait(Reason reason, double timeout_s, DumpStats* stats) {
 DumpStats Dumper::LastStats() {
   State* s = g_state.load(std::memory_order_acquire);
   if (s == nullptr) return {};
-  std::lock_guard<std::mutex> lock(s->mu);
+  MutexLock lock(s->mu);
   return s->stats;
 }
 

@@ -24,8 +24,8 @@ void GuardHandler(int sig, siginfo_t*, void*) {
 
 sigjmp_buf* FaultGuard::Jump() { return &g_jump; }
 
-static std::mutex& GuardTurn() {
-  static std::mutex* turn = new std::mutex;  // never destroyed: a guard may run during exit
+static Mutex& GuardTurn() {
+  static Mutex* turn = new Mutex;  // never destroyed: a guard may run during exit
   return *turn;
 }
 

@@ -14,7 +14,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
+
+#include "common/mutex.h"
 
 namespace xtimer::capture {
 
@@ -41,7 +42,7 @@ class FaultGuard {
   static sigjmp_buf* Jump();
   // The handlers and the jump buffer are the process's: guards of two threads (the dumper and the
   // step sampler) take turns.
-  std::unique_lock<std::mutex> turn_;
+  MutexLock turn_;
   bool installed_ = false;
 };
 
