@@ -15,6 +15,7 @@ packages=(
   pybind11-dev python3-dev python3-numpy python3-torch
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev clang-format
+  black flake8
   chromium curl prometheus iproute2 nftables procps psmisc
   # native stacks compared with gdb's (tests/capture/unwind_gdb_test), libc with its debug info
   gdb libc6-dbg
