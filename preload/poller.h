@@ -63,8 +63,8 @@ class Poller {
   // CUPTI mode: counts and times one op from its activity record.
   void AccountCupti(const CuptiOp& op);
   uint32_t CuptiClass(const CuptiOp& op);
-  // Issue time of the oldest op still pending (UINT64_MAX: none). Under mu_.
-  uint64_t OldestPending() const;
+  // Issue time of the oldest op still pending (UINT64_MAX: none).
+  uint64_t OldestPending() const XT_REQUIRES(mu_);
 
   Tracker& tracker_;
   Mutex mu_;  // the poller vs. Snapshot
