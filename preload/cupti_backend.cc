@@ -326,7 +326,7 @@ thread_local bool t_graph_timed __attribute__((tls_model("initial-exec"))) = fal
 
 void BeginUnhookedGraph(const StreamLaunch& l) {
   Tracker* t = Tracker::Current();
-  if (t == nullptr || StreamIsCapturing(l.stream, gpu::Path::kDriver, l.per_thread)) return;
+  if (t == nullptr) return;
   OpKey key;
   key.kind = OpKind::kKernel;
   key.api = l.api;
@@ -341,6 +341,7 @@ void CUPTIAPI OnApi(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, c
   const int capture = CaptureStep(domain, cbid);
   if (cb->callbackSite == CUPTI_API_ENTER) {
     if (++t_callback_depth != 1) return;
+    *cb->correlationData = 0;  // for the exit: the launch's StreamWatch token
     // Counted before the capture begins, like the capture hooks (a hooked one counts twice:
     // only "none" matters); see capture_mode.h.
     if (capture > 0) g_active_captures.fetch_add(1, std::memory_order_relaxed);
@@ -350,9 +351,11 @@ void CUPTIAPI OnApi(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, c
     }
     StreamLaunch l;
     if (!DecodeLaunch(domain, cbid, cb->functionParams, &l)) return;
+    // A launch into a capturing stream runs only when its graph is launched.
+    if (StreamIsCapturing(l.stream, gpu::Path::kDriver, l.per_thread)) return;
     l.context = cb->context;
     l.correlation = cb->correlationId;
-    g_state->watch.OnLaunchEntry(l);
+    *cb->correlationData = g_state->watch.OnLaunchEntry(l);
     if (l.kind == LaunchKind::kGraph && !InsideHook()) BeginUnhookedGraph(l);
     return;
   }
@@ -370,13 +373,7 @@ void CUPTIAPI OnApi(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, c
     t_graph_timed = false;
     if (Tracker* t = Tracker::Current()) t->End(&t_graph_ticket, ok);
   }
-  StreamLaunch l;
-  if (!ok || !DecodeLaunch(domain, cbid, cb->functionParams, &l)) return;
-  // A launch into a capturing stream runs only when its graph is launched.
-  if (StreamIsCapturing(l.stream, gpu::Path::kDriver, l.per_thread)) return;
-  l.context = cb->context;
-  l.correlation = cb->correlationId;
-  g_state->watch.OnLaunch(l);
+  if (ok) g_state->watch.OnLaunched(static_cast<uint32_t>(*cb->correlationData), cb->correlationId);
 }
 
 uint64_t HostNs(const State& st, uint64_t cupti_ns) { return static_cast<uint64_t>(cupti_ns + st.clock_offset_ns); }

@@ -58,29 +58,31 @@ StreamWatch::Slot* StreamWatch::Claim(uint64_t key) {
   return nullptr;
 }
 
-void StreamWatch::OnLaunchEntry(const StreamLaunch& l) {
-  if (l.correlation == 0) return;
-  if (Slot* s = Claim(KeyOf(l.stream, l.per_thread, l.context)))
-    ring_[l.correlation & (kRing - 1)].store((static_cast<uint64_t>(l.correlation) << 32) | (s - slots_ + 1),
-                                             std::memory_order_relaxed);
-}
-
-void StreamWatch::OnLaunch(const StreamLaunch& l) {
-  if (l.correlation == 0) return;
+uint32_t StreamWatch::OnLaunchEntry(const StreamLaunch& l) {
+  if (l.correlation == 0) return 0;
   Slot* s = Claim(KeyOf(l.stream, l.per_thread, l.context));
   if (s == nullptr) {
     untracked_.fetch_add(1, std::memory_order_relaxed);
-    return;
+    return 0;
   }
+  const auto token = static_cast<uint32_t>(s - slots_ + 1);
+  ring_[l.correlation & (kRing - 1)].store((static_cast<uint64_t>(l.correlation) << 32) | token,
+                                           std::memory_order_relaxed);
   s->stream.store(l.stream, std::memory_order_relaxed);
   s->context.store(l.context, std::memory_order_relaxed);
   s->per_thread.store(l.per_thread, std::memory_order_relaxed);
   s->func.store(l.func, std::memory_order_relaxed);
   s->api.store(l.api, std::memory_order_relaxed);
   s->kind.store(static_cast<uint8_t>(l.kind), std::memory_order_relaxed);
-  uint32_t cur = s->launched.load(std::memory_order_relaxed);
-  while ((cur == 0 || After(l.correlation, cur)) &&
-         !s->launched.compare_exchange_weak(cur, l.correlation, std::memory_order_release, std::memory_order_relaxed)) {
+  return token;
+}
+
+void StreamWatch::OnLaunched(uint32_t token, uint32_t correlation) {
+  if (token == 0 || token > kSlots || correlation == 0) return;
+  std::atomic<uint32_t>& launched = slots_[token - 1].launched;
+  uint32_t cur = launched.load(std::memory_order_relaxed);
+  while ((cur == 0 || After(correlation, cur)) &&
+         !launched.compare_exchange_weak(cur, correlation, std::memory_order_release, std::memory_order_relaxed)) {
   }
 }
 

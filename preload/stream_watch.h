@@ -4,8 +4,8 @@
 // kernels from activity records, which exist only once a kernel has ended, so a kernel that never
 // ends would leave no trace. Here:
 //  - launches: CUPTI's API callback for every kernel and graph launch (cupti_backend.cc) notes,
-//    per stream, the highest correlation id launched and what (OnLaunchEntry/OnLaunch: lock-free,
-//    a handful of atomic stores, no allocation, no clock read);
+//    per stream, the highest correlation id launched and what (OnLaunchEntry/OnLaunched:
+//    lock-free, a handful of atomic stores, no allocation, no clock read);
 //  - completions: every kernel, copy and memset record the poller drains (OnRecord) names its
 //    stream and correlation id; a stream whose highest launched id has completed is caught up;
 //  - judging, after each CUPTI flush (AfterFlush): a stream that is not caught up has made no
@@ -15,7 +15,7 @@
 //    is caught up; busy confirms it.
 // Stalled streams reach the watchdog and the stack file as in-flight ops (AppendInflight).
 //
-// Threads: OnLaunch/OnDestroy on any launching thread; everything else on the poller thread or
+// Threads: OnLaunchEntry/OnLaunched/OnDestroy on any launching thread; everything else on the poller thread or
 // under the poller's lock (Poller::mu_), which also serialises AppendInflight. No CUDA call of
 // its own: what it asks of CUDA goes through a Probe.
 #pragma once
@@ -64,12 +64,12 @@ class StreamWatch {
   };
   explicit StreamWatch(const Probe& probe) : probe_(probe) {}
 
-  // Launch path (CUPTI's callbacks, on the launching thread). At the call's entry: its
-  // correlation id is noted for its stream, so that a record that comes back before the exit
-  // (a kernel that ends at once) still finds it. At its exit, if it succeeded: the launch (after
-  // its OnLaunchEntry).
-  void OnLaunchEntry(const StreamLaunch& launch);
-  void OnLaunch(const StreamLaunch& launch);
+  // Launch path (CUPTI's callbacks, on the launching thread). At the call's entry: its stream's
+  // slot, what it launches, and its correlation id noted for the records (so that one that comes
+  // back before the exit, of a kernel that ended at once, still finds it); returns a token for
+  // the exit, 0 if the table is full. At the exit, if the call succeeded: the launch counts.
+  uint32_t OnLaunchEntry(const StreamLaunch& launch);
+  void OnLaunched(uint32_t token, uint32_t correlation);
   // A stream is being destroyed: it can no longer be queried.
   void OnDestroy(void* stream, bool per_thread, void* context);
 

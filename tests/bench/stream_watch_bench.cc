@@ -27,8 +27,7 @@ void Launch(void* stream) {
   l.func = reinterpret_cast<const void*>(0x1234);
   l.kind = LaunchKind::kDriverKernel;
   l.correlation = g_correlation.fetch_add(1, std::memory_order_relaxed);
-  g_watch.OnLaunchEntry(l);
-  g_watch.OnLaunch(l);
+  g_watch.OnLaunched(g_watch.OnLaunchEntry(l), l.correlation);
 }
 
 void BM_ClockRead(benchmark::State& state) {

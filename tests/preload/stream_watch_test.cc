@@ -60,8 +60,7 @@ class Watch : public ::testing::Test {
     l.func = reinterpret_cast<const void*>(func);
     l.kind = kind;
     l.api = kind == LaunchKind::kGraph ? "cuGraphLaunch" : nullptr;
-    watch_->OnLaunchEntry(l);
-    watch_->OnLaunch(l);
+    watch_->OnLaunched(watch_->OnLaunchEntry(l), l.correlation);
   }
   InflightOps Inflight() {
     InflightOps ops;
@@ -212,9 +211,9 @@ TEST_F(Watch, ARecordThatComesBackBeforeTheLaunchCallbackEndsStillCounts) {
   l.stream = kStreamA;
   l.context = kContext;
   l.correlation = 10;
-  watch_->OnLaunchEntry(l);
+  const uint32_t token = watch_->OnLaunchEntry(l);
   watch_->OnRecord(1, 7, 10, MonotonicNs());  // the kernel ended before the launch call returned
-  watch_->OnLaunch(l);
+  watch_->OnLaunched(token, l.correlation);
   watch_->AfterFlush(MonotonicNs() + kSecond, 100);
   EXPECT_TRUE(Inflight().empty());
 }
@@ -249,13 +248,14 @@ TEST_F(Watch, ConcurrentLaunchesAndRecords) {
         l.stream = reinterpret_cast<void*>(0x10000 + 0x100 * uintptr_t(s));
         l.context = kContext;
         l.func = reinterpret_cast<const void*>(uintptr_t(i));
+        uint32_t token;
         {
           std::lock_guard lk(records_mu);
           l.correlation = next.fetch_add(1);
-          watch_->OnLaunchEntry(l);
+          token = watch_->OnLaunchEntry(l);
           records.emplace_back(s, l.correlation);
         }
-        watch_->OnLaunch(l);
+        watch_->OnLaunched(token, l.correlation);
       }
     });
   for (auto& th : launchers) th.join();
