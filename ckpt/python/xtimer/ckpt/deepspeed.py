@@ -13,8 +13,8 @@ decides what each rank saves (ZeRO-1/2/3 partitions, the model states of data-pa
   training process dies the node's saver persists the newest snapshot
   (`<dir>/xtimer-flash/<step>/rank_<r>.xtc`);
 - a DISK save also writes DeepSpeed's own layout, `<dir>/<tag>/*.pt` and `<dir>/latest`
-  (synchronously, as DeepSpeed does), so that `engine.load_checkpoint`, `zero_to_fp32.py` and
-  `ds_to_universal.py` read it as if DeepSpeed had saved it. A MEMORY save writes nothing to
+  (synchronously, as DeepSpeed does), so that `engine.load_checkpoint` and `zero_to_fp32.py`
+  read it as if DeepSpeed had saved it. A MEMORY save writes nothing to
   disk and leaves `latest` alone.
 - `load_checkpoint` loads the newest of the two: the snapshot (memory when every rank holds the
   same step, else the persisted one) when it is not older than the tag `latest` names, through
