@@ -95,8 +95,11 @@ done
 if [ -n "$seed" ] && cp -al "$seed" "$tmp" 2>/dev/null; then
   rm -f "$tmp/.complete"
   # The seed's recorded paths (console scripts' shebangs, pyvenv.cfg) become the new folder's.
-  grep -rlF "$seed" "$tmp/bin" "$tmp/pyvenv.cfg" 2>/dev/null | while read -r f; do
-    [ -L "$f" ] || sed -i "s#$seed#$tmp#g" "$f"
+  # The path it recorded is read from its pip's shebang: a cache copied elsewhere keeps the old.
+  recorded=$(head -1 "$seed/bin/pip" | sed -n 's|^#!\(.*\)/bin/python[0-9.]*$|\1|p')
+  recorded=${recorded:-$seed}
+  { grep -rlF "$recorded" "$tmp/bin" "$tmp/pyvenv.cfg" 2>/dev/null || true; } | while read -r f; do
+    [ -L "$f" ] || sed -i "s#$recorded#$tmp#g" "$f"
   done
   echo "setup_peers: building the peer environment from $seed (only what differs is installed)"
 else
@@ -143,7 +146,7 @@ echo "import os, sys; p = os.path.join(os.path.dirname(sys.prefix), 'build', 'li
   >"$site/xtimer-build.pth"
 # The venv records its own path in scripts and pyvenv.cfg: build under the final name's parent,
 # so rename into place and fix the recorded paths (console scripts' shebangs).
-grep -rlF "$tmp" "$tmp/bin" "$tmp/pyvenv.cfg" 2>/dev/null | while read -r f; do
+{ grep -rlF "$tmp" "$tmp/bin" "$tmp/pyvenv.cfg" 2>/dev/null || true; } | while read -r f; do
   [ -L "$f" ] || sed -i "s#$tmp#$venv#g" "$f"
 done
 touch "$tmp/.complete"
