@@ -71,8 +71,8 @@ def main():
     model = GPT2LMHeadModel(config)
     args = TrainingArguments(output_dir=os.path.join(OUT, "hf"), max_steps=STEPS, per_device_train_batch_size=4,
                              learning_rate=1e-3, save_strategy="steps", save_steps=SAVE_STEPS, logging_steps=100,
-                             use_cpu=True, ddp_backend="gloo", ddp_find_unused_parameters=False, report_to=[], dataloader_num_workers=0,
-                             disable_tqdm=True, seed=0)
+                             use_cpu=True, ddp_backend="gloo", ddp_find_unused_parameters=False, report_to=[],
+                             dataloader_num_workers=0, disable_tqdm=True, seed=0)
     watch = Watch()
     trainer = FlashCkptTrainer(model=model, args=args, train_dataset=Tokens(), callbacks=[watch],
                                memory_save_steps=1, checkpoint_dir=os.environ["CKPT_DIR"])

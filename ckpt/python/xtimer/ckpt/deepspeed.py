@@ -7,7 +7,8 @@
     load_path, client_state = ckpt.load_checkpoint("/ckpt/run1")       # newest: memory, else disk
 
 It plugs a checkpoint engine into DeepSpeed (`engine.checkpoint_engine`), so DeepSpeed itself
-decides what each rank saves (ZeRO-1/2/3 partitions, the model states of data-parallel rank 0):
+decides what each rank saves (ZeRO partitions, the model states of data-parallel rank 0; stages 2
+and 3 tested):
 - every save lands in the rank's shared-memory segment (one snapshot holding all of the
   rank's files of the tag: tensors copied by the core, the rest pickled alongside); when a
   training process dies the node's saver persists the newest snapshot
