@@ -2,10 +2,11 @@
 ZeRO-2 on the CPU; rank 1 dies right after the memory save of ZeRO-2's step 5 (persist-on-failure
 off, so that step is only in memory), one restart.
 
-Checks: the restart resumes ZeRO-2 at step 5 with the state saved then (this rank's fp32
-partition and the whole model, byte for byte), although DeepSpeed's files on disk are of step 3;
-ZeRO-3 at step 6 likewise; DeepSpeed's own loader reads our DISK saves (the same bytes); and
-DeepSpeed's zero_to_fp32.py, run on our DISK save, gives the model the run ended with.
+Checks: the restart resumes ZeRO-2 at step 5 and ZeRO-3 at step 6 with the state saved then
+(this rank's fp32 partition and the whole model, byte for byte), from memory: DeepSpeed's files
+on disk are of step 3 and no snapshot was persisted; DeepSpeed's own loader reads our final DISK
+saves (the same bytes); and DeepSpeed's zero_to_fp32.py, run on them, gives the model the run
+ended with.
 """
 import glob
 import os
@@ -37,8 +38,9 @@ def scenarios(args, peers, out, xtimer_run):
     check(rc == 0, f"the run ends with exit 0 after one restart ({rc})")
     saves, loads, reloads = (rows(os.path.join(out, f"{n}.jsonl")) for n in ("saves", "loads", "reloads"))
     saved = {(r["stage"], r["rank"], r["step"], r["restart"]): r["digest"] for r in saves}
-    check(not glob.glob(os.path.join(ckpt, "zero2", "xtimer-flash", "[0-9]*")),
-          "no snapshot of ZeRO-2 was persisted (step 5 lived in memory only)")
+    finals = {(r["stage"], r["rank"]): r["digest"] for r in saves if r.get("final")}
+    check(not glob.glob(os.path.join(ckpt, "zero*", "xtimer-flash", "[0-9]*")),
+          "no snapshot was persisted (the steps resumed from lived in memory only)")
     for stage, step in ((2, CRASH_AT), (3, STEPS)):
         again = sorted((r["rank"], r["step"]) for r in loads if r["restart"] == 1 and r["stage"] == stage)
         check(again == [(0, step), (1, step)], f"ZeRO-{stage}: the restart resumes at step {step} ({again})")
@@ -48,8 +50,7 @@ def scenarios(args, peers, out, xtimer_run):
                       f"ZeRO-{stage} rank {r['rank']}: the state loaded is the one saved at step {step}, byte for byte")
         for r in reloads:
             if r["restart"] == 1 and r["stage"] == stage:
-                final = saved.get((stage, r["rank"], STEPS, 1 if stage == 2 else 0))
-                check(r["step"] == STEPS and r["digest"] == final,
+                check(r["step"] == STEPS and r["digest"] == finals.get((stage, r["rank"])),
                       f"ZeRO-{stage} rank {r['rank']}: DeepSpeed's own loader reads our DISK save of step {STEPS}")
         # DeepSpeed's consolidation tool, on what we wrote.
         d = os.path.join(ckpt, f"zero{stage}")

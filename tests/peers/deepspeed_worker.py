@@ -3,9 +3,10 @@ through xtimer.ckpt.deepspeed.DeepSpeedCheckpointer, under xtimer_run with 2 ran
 
 For each stage in STAGES (one engine after the other in this process, to pay the start once):
 load the newest checkpoint, then train to step STEPS, a MEMORY save after every step, a DISK
-save at DISK_AT and at the end. In the first round rank 1 exits 1 right after the memory save
-of step CRASH_AT of the last stage, so the restart must resume the last stage from memory and
-the earlier stages from their last saves. Records (JSON lines in $OUT):
+save at DISK_AT. In the first round rank 1 exits 1 right after the memory save of step CRASH_AT
+of the last stage, so the restart must resume every stage from memory: the last at CRASH_AT,
+the earlier ones at STEPS (their files on disk are of DISK_AT). The restart, which finishes the
+job, ends each stage with a DISK save. Records (JSON lines in $OUT):
   saves.jsonl  {"rank", "restart", "stage", "step", "digest"}: after each save;
   loads.jsonl  {"rank", "restart", "stage", "step", "digest"}: after the load (step -1: none);
   reloads.jsonl (the same) after DeepSpeed's own loader read the DISK save of the last step;
@@ -75,11 +76,15 @@ def run(stage, last):
         loss = torch.nn.functional.mse_loss(engine(x), y)
         engine.backward(loss)
         engine.step()
-        disk = step in (DISK_AT, STEPS)
+        disk = step == DISK_AT
         ckpt.save_checkpoint(save_dir, storage_type=StorageType.DISK if disk else StorageType.MEMORY)
         record("saves.jsonl", stage=stage, step=step, disk=disk, digest=digest(engine, stage))
         if last and RESTART == 0 and rank == 1 and step == CRASH_AT:
             os._exit(1)
+    if RESTART == 0:
+        return  # the round that finishes the job (after the crash) writes the final DISK save
+    ckpt.save_checkpoint(save_dir, storage_type=StorageType.DISK)
+    record("saves.jsonl", stage=stage, step=engine.global_steps, disk=True, final=True, digest=digest(engine, stage))
     # DeepSpeed's own loader (its default engine, torch.load) reads the DISK save of the last step.
     engine.checkpoint_engine = TorchCheckpointEngine()
     engine.load_checkpoint(save_dir)

@@ -71,27 +71,30 @@ def _unpack(skeleton, tensors):
 
 
 class _Engine(CheckpointEngine):
-    """DeepSpeed's checkpoint engine interface: save() collects the tag's files of this rank,
-    commit() puts them into shared memory as one snapshot; load() answers from a loaded
+    """DeepSpeed's checkpoint engine interface. Within DeepSpeedCheckpointer.save_checkpoint,
+    save() collects the tag's files of this rank and commit() puts them into shared memory as
+    one snapshot; any other save through the engine (engine.save_checkpoint called directly,
+    save_16bit_model) writes files as DeepSpeed's own engine does. load() answers from a loaded
     snapshot, else from disk."""
 
     def __init__(self, owner):
         super().__init__(None)
         self.name = "XtimerFlashCheckpointEngine"
         self.owner = owner
-        self.files = None     # relative path -> state dict, while a save runs
+        self.active = False   # within DeepSpeedCheckpointer.save_checkpoint
+        self.files = None     # relative path -> state dict, while such a save runs
         self.to_disk = False  # the save also writes DeepSpeed's files
         self.served = None    # (root, {relative path: state}) while a load from a snapshot runs
 
     def create(self, info):
-        self.files = {}
+        self.files = {} if self.active else None
 
     def makedirs(self, path, exist_ok=False):
-        if self.to_disk:
+        if self.to_disk or not self.active:
             os.makedirs(path, exist_ok=exist_ok)
 
     def save(self, state_dict, path):
-        if self.files is None:  # a save outside save_checkpoint (DeepSpeed's other writers)
+        if self.files is None:  # not ours to keep: as DeepSpeed's own engine
             torch.save(state_dict, path)
             return
         rel = os.path.relpath(path, self.owner._save_dir)
@@ -149,6 +152,7 @@ class DeepSpeedCheckpointer:
         os.makedirs(save_dir, exist_ok=True)  # DeepSpeed copies zero_to_fp32.py there on every save
         self._save_dir = save_dir
         self._engine.to_disk = disk
+        self._engine.active = True
         self._saved = True
         try:
             self.engine.save_checkpoint(save_dir, tag=tag, client_state=client_state or {},
@@ -156,6 +160,8 @@ class DeepSpeedCheckpointer:
                                         exclude_frozen_parameters=exclude_frozen_parameters)
         finally:
             self._engine.to_disk = False
+            self._engine.active = False
+            self._engine.files = None
         return self._saved
 
     def _commit(self, tag, files):
