@@ -64,6 +64,8 @@ def hf_trainer(args, peers, out):
     first = {(r["rank"], r["step"]): r for r in saves if r["restart"] == 0}
     check(sorted(s for k, s in first if k == 1) == list(range(1, 9)),
           "before the crash rank 1 saved steps 1-8 (5 persisted, the others to memory only)")
+    failed = sorted(k for k, r in first.items() if not r["ok"])
+    check(not failed, f"every save before the crash was taken (skipped: {failed})")
     on_disk = sorted(int(os.path.basename(d)) for d in glob.glob(os.path.join(out, "ckpt", "[0-9]*"))
                      if os.path.basename(d).isdigit())
     check(5 in on_disk and 8 not in on_disk, f"step 8 never reached the disk, step 5 did (steps on disk {on_disk})")

@@ -78,6 +78,7 @@ class FlashCkptTrainer(Trainer):
                                         replicated=True)
         self.flash_checkpointer = checkpointer
         self.flash_resumed_step = None  # the step train() resumed from, None when it started afresh
+        self.flash_last_save_ok = None  # what the newest save returned
         self._flash_state = None        # the loaded state while train() resumes from it
         self._memory_saves = _MemorySaves(self.memory_save_steps) if self.memory_save_steps else None
         if self._memory_saves is not None:
@@ -102,7 +103,10 @@ class FlashCkptTrainer(Trainer):
         if self._memory_saves is not None:
             self._memory_saves.memory_only = False
         self.store_flos()
-        self.flash_checkpointer.save_checkpoint(step, self._flash_state_dict(), storage_type=storage)
+        # False when a memory save was skipped: the slot it would overwrite still waits for its
+        # disk write (the previous snapshot stays current; see Checkpointer.save_checkpoint).
+        self.flash_last_save_ok = self.flash_checkpointer.save_checkpoint(step, self._flash_state_dict(),
+                                                                          storage_type=storage)
 
     # --- resume
     def train(self, resume_from_checkpoint=None, *args, **kwargs):
