@@ -76,29 +76,77 @@ if ready; then
 fi
 
 tmp=$venv.tmp-$$
-trap 'rm -rf "$tmp"' EXIT
-rm -rf "$tmp"
+trap 'rm -rf "$tmp" "$tmp.req"' EXIT
+rm -rf "$tmp" "$tmp.log"
 start=$(date +%s)
-echo "setup_peers: building the peer environment ($(grep -c "==" "$req") pinned packages; the first time about 4 GB to download)"
-"$python" -m venv "$tmp"
+
+# Seed: the newest complete environment of other pins (last used first), copied as hard links,
+# so that pip installs only what differs (a pin change costs seconds, not a 4 GB download).
+# That never alters the seed: pip removes a file before writing its replacement (uninstall moves
+# files away, install unlinks an existing destination first), and every file this script changes
+# is rewritten into a new file (sed -i, rm before writing). `.complete` is not copied: touching a
+# shared inode would refresh the seed's "last used" time.
+seed=
+for c in $(ls -t "$cache"/peers-*/.complete 2>/dev/null); do
+  d=$(dirname "$c")
+  [[ $(basename "$d") =~ ^peers-[0-9a-f]{16}$ ]] || continue  # not a temporary folder
+  if [ "$d" != "$venv" ] && [ -x "$d/bin/python" ]; then seed=$d && break; fi
+done
+if [ -n "$seed" ] && cp -al "$seed" "$tmp" 2>/dev/null; then
+  rm -f "$tmp/.complete"
+  # The seed's recorded paths (console scripts' shebangs, pyvenv.cfg) become the new folder's.
+  # The path it recorded is read from its pip's shebang: a cache copied elsewhere keeps the old.
+  recorded=$(head -1 "$seed/bin/pip" | sed -n 's|^#!\(.*\)/bin/python[0-9.]*$|\1|p')
+  recorded=${recorded:-$seed}
+  { grep -rlF "$recorded" "$tmp/bin" "$tmp/pyvenv.cfg" 2>/dev/null || true; } | while read -r f; do
+    [ -L "$f" ] || sed -i "s#$recorded#$tmp#g" "$f"
+  done
+  echo "setup_peers: building the peer environment from $seed (only what differs is installed)"
+else
+  rm -rf "$tmp"
+  echo "setup_peers: building the peer environment ($(grep -c "==" "$req") pinned packages; the first time about 4 GB to download)"
+  "$python" -m venv "$tmp"
+fi
 # pip's own cache (~/.cache/pip) keeps the wheels, so a change of one pin downloads only that one.
 # --no-compile: no .pyc for torch's ~20k files now (minutes on 2 cores); Python writes those it
 # imports on first use.
-"$tmp/bin/pip" install -q --disable-pip-version-check --no-input --no-compile -r "$req" >"$tmp.log" 2>&1 || {
-  echo "setup_peers: pip install failed; last lines of $tmp.log:" >&2
-  tail -15 "$tmp.log" >&2
-  exit 1
+# Two steps: packages whose build imports torch (DeepSpeed's setup.py) are installed after torch,
+# without build isolation and without compiling their optional kernels (DS_BUILD_OPS=0: they are
+# compiled on first use, and the CPU runs here use none of them).
+builds_on_torch='^(deepspeed)=='
+pip_install() {
+  "$tmp/bin/pip" install -q --disable-pip-version-check --no-input --no-compile "$@" >>"$tmp.log" 2>&1 || {
+    echo "setup_peers: pip install failed; last lines of $tmp.log:" >&2
+    tail -15 "$tmp.log" >&2
+    exit 1
+  }
 }
-rm -f "$tmp.log"
+grep -viE "$builds_on_torch" "$req" >"$tmp.req"
+pip_install -r "$tmp.req"
+DS_BUILD_OPS=0 pip_install --no-build-isolation -r "$req"
+# A seed may hold packages that these pins dropped: remove them, so the environment is exactly
+# the file (names compared as pip normalises them).
+norm() { tr 'A-Z_.' 'a-z--' | sort -u; }
+extra=$(comm -23 <("$tmp/bin/pip" freeze --disable-pip-version-check | cut -d= -f1 | norm) \
+  <(grep -E '^[A-Za-z0-9]' "$req" | cut -d= -f1 | norm))
+if [ -n "$extra" ]; then
+  # shellcheck disable=SC2086
+  "$tmp/bin/pip" uninstall -q -y --disable-pip-version-check $extra >>"$tmp.log" 2>&1 || {
+    echo "setup_peers: pip uninstall of $extra failed; see $tmp.log" >&2
+    exit 1
+  }
+fi
+rm -f "$tmp.log" "$tmp.req"
 # `.peers/bin/python` finds xtimer.ckpt in the checkout's build, as the tests' PYTHONPATH does:
 # through the symlink, sys.prefix is CHECKOUT/.peers, so CHECKOUT/build/lib/python is appended
 # (when it exists; the tests set PYTHONPATH to their own build tree, which comes first).
 site=$("$tmp/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+rm -f "$site/xtimer-build.pth"  # a new file, never the seed's (hard-linked) one
 echo "import os, sys; p = os.path.join(os.path.dirname(sys.prefix), 'build', 'lib', 'python'); os.path.isdir(p) and p not in sys.path and sys.path.append(p)" \
   >"$site/xtimer-build.pth"
 # The venv records its own path in scripts and pyvenv.cfg: build under the final name's parent,
 # so rename into place and fix the recorded paths (console scripts' shebangs).
-grep -rlF "$tmp" "$tmp/bin" "$tmp/pyvenv.cfg" 2>/dev/null | while read -r f; do
+{ grep -rlF "$tmp" "$tmp/bin" "$tmp/pyvenv.cfg" 2>/dev/null || true; } | while read -r f; do
   [ -L "$f" ] || sed -i "s#$tmp#$venv#g" "$f"
 done
 touch "$tmp/.complete"

@@ -1,0 +1,254 @@
+"""Flash checkpoint for DeepSpeed: DLRover's `DeepSpeedCheckpointer`, on our core.
+
+    from xtimer.ckpt.deepspeed import DeepSpeedCheckpointer, StorageType
+    ckpt = DeepSpeedCheckpointer(engine, "/ckpt/run1")
+    ckpt.save_checkpoint("/ckpt/run1", tag=None, storage_type=StorageType.MEMORY)  # about a copy
+    ckpt.save_checkpoint("/ckpt/run1", storage_type=StorageType.DISK)  # DeepSpeed's own files too
+    load_path, client_state = ckpt.load_checkpoint("/ckpt/run1")       # newest: memory, else disk
+
+It plugs a checkpoint engine into DeepSpeed (`engine.checkpoint_engine`), so DeepSpeed itself
+decides what each rank saves (ZeRO partitions, the model states of data-parallel rank 0; stages 2
+and 3 tested):
+- every save lands in the rank's shared-memory segment (one snapshot holding all of the
+  rank's files of the tag: tensors copied by the core, the rest pickled alongside); when a
+  training process dies the node's saver persists the newest snapshot
+  (`<dir>/xtimer-flash/<step>/rank_<r>.xtc`);
+- a DISK save also writes DeepSpeed's own layout, `<dir>/<tag>/*.pt` and `<dir>/latest`
+  (synchronously, as DeepSpeed does), so that `engine.load_checkpoint` and `zero_to_fp32.py`
+  read it as if DeepSpeed had saved it. A MEMORY save writes nothing to
+  disk and leaves `latest` alone.
+- `load_checkpoint` loads the newest of the two: the snapshot (memory when every rank holds the
+  same step, else the persisted one) when it is not older than the tag `latest` names, through
+  DeepSpeed's own loading code, else DeepSpeed's files. A snapshot saved at another world size
+  is not used (DeepSpeed's files are; resharding them is DeepSpeed's universal checkpoint).
+
+The step of a save is the engine's `global_steps`.
+"""
+import io
+import logging
+import os
+import pickle
+import re
+import shutil
+import tempfile
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from deepspeed.runtime.checkpoint_engine.checkpoint_engine import CheckpointEngine
+
+from .checkpointer import Checkpointer, CheckpointError, StorageType
+
+__all__ = ["DeepSpeedCheckpointer", "StorageType"]
+log = logging.getLogger("xtimer.ckpt")
+_STEP_FILE = "xtimer_step"  # in <dir>/<tag>/: the engine's global_steps of a DISK save
+
+
+def _pack(obj):
+    """One file's state dict as (pickled skeleton as uint8 array, list of tensors)."""
+    tensors = []
+
+    class P(pickle.Pickler):
+        def persistent_id(self, o):
+            if isinstance(o, torch.Tensor):
+                tensors.append(o.detach())
+                return ("t", len(tensors) - 1, isinstance(o, torch.nn.Parameter), o.requires_grad)
+            return None
+
+    buf = io.BytesIO()
+    P(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return np.frombuffer(buf.getvalue(), dtype=np.uint8).copy(), tensors
+
+
+def _unpack(skeleton, tensors):
+    class U(pickle.Unpickler):
+        def persistent_load(self, pid):
+            _, i, is_param, requires_grad = pid
+            t = tensors[i]
+            return torch.nn.Parameter(t, requires_grad=requires_grad) if is_param else t
+
+    return U(io.BytesIO(np.asarray(skeleton).tobytes())).load()
+
+
+class _Engine(CheckpointEngine):
+    """DeepSpeed's checkpoint engine interface. Within DeepSpeedCheckpointer.save_checkpoint,
+    save() collects the tag's files of this rank and commit() puts them into shared memory as
+    one snapshot; any other save through the engine (engine.save_checkpoint called directly,
+    save_16bit_model) writes files as DeepSpeed's own engine does. load() answers from a loaded
+    snapshot, else from disk."""
+
+    def __init__(self, owner):
+        super().__init__(None)
+        self.name = "XtimerFlashCheckpointEngine"
+        self.owner = owner
+        self.active = False   # within DeepSpeedCheckpointer.save_checkpoint
+        self.files = None     # relative path -> state dict, while such a save runs
+        self.to_disk = False  # the save also writes DeepSpeed's files
+        self.served = None    # (root, {relative path: state}) while a load from a snapshot runs
+
+    def create(self, info):
+        self.files = {} if self.active else None
+
+    def makedirs(self, path, exist_ok=False):
+        if self.to_disk or not self.active:
+            os.makedirs(path, exist_ok=exist_ok)
+
+    def save(self, state_dict, path):
+        if self.files is None:  # not ours to keep: as DeepSpeed's own engine
+            torch.save(state_dict, path)
+            return
+        rel = os.path.relpath(path, self.owner._save_dir)
+        # The tensors are copied into shared memory at commit(), before save_checkpoint returns
+        # and before any training step can change them.
+        self.files[rel] = state_dict
+        if self.to_disk:
+            torch.save(state_dict, path)
+
+    def commit(self, info):
+        files, self.files = self.files, None
+        if files is None:
+            return True
+        self.owner._commit(info.tag, files)
+        return True
+
+    def load(self, path, map_location=None):
+        if self.served is not None:
+            root, files = self.served
+            rel = os.path.relpath(path, root)
+            if rel in files:
+                return files[rel]
+        return torch.load(path, map_location=map_location, weights_only=False)
+
+
+class DeepSpeedCheckpointer:
+    """DLRover's DeepSpeedCheckpointer: flash saves of a DeepSpeed engine."""
+
+    def __init__(self, engine, checkpoint_dir, storage=None, comm_backend="", save_timeout=None, **kwargs):
+        """engine: the DeepSpeedEngine. checkpoint_dir: DeepSpeed's save directory (its tags and
+        `latest`; snapshots persisted after a crash go to `checkpoint_dir/xtimer-flash`).
+        storage, comm_backend, save_timeout: DLRover's, accepted and without effect here.
+        Other keyword arguments go to Checkpointer (shm_dir, keep, copy_threads, ...)."""
+        if storage is not None or comm_backend:
+            log.warning("xtimer.ckpt: DeepSpeedCheckpointer's storage and comm_backend have no effect here")
+        self.engine = engine
+        self.checkpoint_dir = os.path.realpath(os.fspath(checkpoint_dir))
+        self._ckpt = Checkpointer(os.path.join(self.checkpoint_dir, "xtimer-flash"), **kwargs)
+        self._engine = _Engine(self)
+        self._save_dir = self.checkpoint_dir
+        self._storage = StorageType.MEMORY
+        engine.checkpoint_engine = self._engine
+
+    # --- save
+    def save_checkpoint(self, save_dir=None, tag=None, client_state=None, save_latest=True,
+                        storage_type=StorageType.DISK, exclude_frozen_parameters=False):
+        """engine.save_checkpoint into shared memory; with StorageType.DISK also DeepSpeed's files
+        in save_dir (default: checkpoint_dir) and, with save_latest, `latest`. Returns True,
+        or False if the memory save was skipped (the slot it would overwrite still waits for
+        its disk write; the previous snapshot stays current)."""
+        if isinstance(storage_type, str):
+            storage_type = StorageType(storage_type.lower())
+        save_dir = os.path.realpath(os.fspath(save_dir)) if save_dir else self.checkpoint_dir
+        disk = storage_type == StorageType.DISK
+        os.makedirs(save_dir, exist_ok=True)  # DeepSpeed copies zero_to_fp32.py there on every save
+        self._save_dir = save_dir
+        self._engine.to_disk = disk
+        self._engine.active = True
+        self._saved = True
+        try:
+            self.engine.save_checkpoint(save_dir, tag=tag, client_state=client_state or {},
+                                        save_latest=save_latest and disk,
+                                        exclude_frozen_parameters=exclude_frozen_parameters)
+        finally:
+            self._engine.to_disk = False
+            self._engine.active = False
+            self._engine.files = None
+        return self._saved
+
+    def _commit(self, tag, files):
+        step = int(self.engine.global_steps)
+        packed = {"tag": str(tag), "files": {}}
+        for rel, sd in files.items():
+            skeleton, tensors = _pack(sd)
+            packed["files"][rel] = {"skeleton": skeleton, "tensors": tensors}
+        # Into memory only: DeepSpeed's files are the disk copy; the saver persists this
+        # snapshot only when the process dies.
+        self._saved = self._ckpt.save_checkpoint(step, packed, storage_type=StorageType.MEMORY)
+        if self._engine.to_disk and self.engine.global_rank == 0:
+            tag_dir = os.path.join(self._save_dir, str(tag))
+            os.makedirs(tag_dir, exist_ok=True)
+            with open(os.path.join(tag_dir, _STEP_FILE), "w") as f:
+                f.write(f"{step}\n")
+
+    # --- load
+    def load_checkpoint(self, load_dir=None, tag=None, **kwargs):
+        """The newest checkpoint into the engine: the snapshot (memory, else persisted after a
+        crash) if it is not older than the tag `latest` names, else DeepSpeed's files. A given
+        `tag` loads DeepSpeed's files of that tag. Other keyword arguments go to
+        engine.load_checkpoint. Returns what engine.load_checkpoint returns (load path, client
+        state); (None, None) when there is nothing to load."""
+        load_dir = os.path.realpath(os.fspath(load_dir)) if load_dir else self.checkpoint_dir
+        if tag is not None:
+            return self.engine.load_checkpoint(load_dir, tag=tag, **kwargs)
+        try:
+            step, snap = self._ckpt.load_checkpoint(map_location="cpu")
+        except CheckpointError as e:  # e.g. a snapshot of another world size
+            log.warning("xtimer.ckpt: the flash snapshot is not usable here (%s); loading DeepSpeed's files", e)
+            step, snap = -1, None
+        disk_tag, disk_step = _latest(load_dir)
+        if snap is not None and step >= disk_step:
+            return self._load_snapshot(load_dir, step, snap, **kwargs)
+        if disk_tag is None:
+            return None, None
+        return self.engine.load_checkpoint(load_dir, tag=disk_tag, **kwargs)
+
+    def _load_snapshot(self, load_dir, step, snap, **kwargs):
+        tag = snap["tag"]
+        mine = {rel: _unpack(f["skeleton"], f["tensors"]) for rel, f in snap["files"].items()}
+        # DeepSpeed reads some files on every rank that only one rank wrote (the model states of
+        # data-parallel rank 0 under ZeRO-1/2), and checks that every rank's optimizer file
+        # exists: share the others' names and those files.
+        shared = {rel: sd for rel, sd in mine.items() if "optim_states" not in os.path.basename(rel)}
+        names = sorted(mine)
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            gathered = [None] * dist.get_world_size()
+            dist.all_gather_object(gathered, (names, shared))
+            every = sorted({n for ns, _ in gathered for n in ns})
+            files = {}
+            for _, sh in gathered:
+                files.update(sh)
+            files.update(mine)
+        else:
+            every, files = names, mine
+        root = tempfile.mkdtemp(prefix="xtimer-ds-load-", dir=self._ckpt._shm_dir or None)
+        try:
+            for rel in every:  # empty stand-ins: DeepSpeed looks for the files, load() serves them
+                path = os.path.join(root, rel)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                open(path, "w").close()
+            self._engine.served = (root, files)
+            load_path, client_state = self.engine.load_checkpoint(root, tag=tag, **kwargs)
+        finally:
+            self._engine.served = None
+            shutil.rmtree(root, ignore_errors=True)
+        log.info("xtimer.ckpt: DeepSpeed state of step %d (tag %s) loaded from the flash snapshot", step, tag)
+        return (os.path.join(load_dir, tag) if load_path else load_path), client_state
+
+    def wait_latest_checkpoint(self, timeout=1800):
+        """Pending persists of snapshots are durable (DeepSpeed's files are written in the call)."""
+        self._ckpt.wait(timeout)
+
+
+def _latest(load_dir):
+    """(tag, step) of DeepSpeed's `latest` in load_dir, (None, -1) when there is none. The step is
+    the one a DISK save recorded, else the number that ends the tag (global_stepN)."""
+    try:
+        with open(os.path.join(load_dir, "latest")) as f:
+            tag = f.read().strip()
+    except OSError:
+        return None, -1
+    try:
+        with open(os.path.join(load_dir, tag, _STEP_FILE)) as f:
+            return tag, int(f.read().strip())
+    except (OSError, ValueError):
+        m = re.search(r"(\d+)$", tag)
+        return tag, int(m.group(1)) if m else -1

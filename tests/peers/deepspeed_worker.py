@@ -1,0 +1,106 @@
+"""DeepSpeed ZeRO-2 and ZeRO-3 on the CPU (DeepSpeed's CPU accelerator, gloo), each engine saved
+through xtimer.ckpt.deepspeed.DeepSpeedCheckpointer, under xtimer_run with 2 ranks.
+
+For each stage in STAGES (one engine after the other in this process, to pay the start once):
+load the newest checkpoint, then train to step STEPS, a MEMORY save after every step, a DISK
+save at DISK_AT. In the first round rank 1 exits 1 right after the memory save of step CRASH_AT
+of the last stage, so the restart must resume every stage from memory: the last at CRASH_AT,
+the earlier ones at STEPS (their files on disk are of DISK_AT). The restart, which finishes the
+job, ends each stage with a DISK save. Records (JSON lines in $OUT):
+  saves.jsonl  {"rank", "restart", "stage", "step", "digest"}: after each save;
+  loads.jsonl  {"rank", "restart", "stage", "step", "digest"}: after the load (step -1: none);
+  reloads.jsonl (the same) after DeepSpeed's own loader read the DISK save of the last step;
+the digest is sha256 over this rank's fp32 partition (ZeRO's master weights) and the whole
+module's parameters gathered from every rank. Rank 0 writes the whole model at the end
+($OUT/final_zero<stage>.pt) for the comparison with zero_to_fp32.py.
+"""
+import hashlib
+import importlib
+import json
+import os
+
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
+import deepspeed  # noqa: E402
+import torch  # noqa: E402
+
+from deepspeed.runtime.checkpoint_engine import TorchCheckpointEngine  # noqa: E402
+
+from xtimer.ckpt.deepspeed import DeepSpeedCheckpointer, StorageType  # noqa: E402
+
+# DeepSpeed's CPU backend compiles a shared-memory all-reduce kernel for inference (minutes on 2
+# cores, once per machine); training over gloo does not use it.
+# (deepspeed.comm re-exports torch under the name of its submodule: fetch the module itself.)
+importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
+
+OUT = os.environ["OUT"]
+STEPS = int(os.environ.get("STEPS", "6"))
+DISK_AT = int(os.environ.get("DISK_AT", "3"))
+CRASH_AT = int(os.environ.get("CRASH_AT", "5"))
+STAGES = [int(s) for s in os.environ.get("STAGES", "3,2").split(",")]
+RESTART = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+
+
+def digest(engine, stage):
+    h = hashlib.sha256()
+    for group in getattr(engine.optimizer, "single_partition_of_fp32_groups", None) or \
+            getattr(engine.optimizer, "fp32_partitioned_groups_flat", []):
+        h.update(group.detach().contiguous().view(torch.uint8).numpy().tobytes())
+    params = list(engine.module.parameters())
+    with deepspeed.zero.GatheredParameters(params, enabled=stage == 3):
+        for p in params:
+            h.update(p.detach().contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def record(name, **row):
+    with open(os.path.join(OUT, name), "a") as f:
+        f.write(json.dumps(dict(rank=int(os.environ["RANK"]), restart=RESTART, **row)) + "\n")
+
+
+def run(stage, last):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    cfg = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, "steps_per_print": 10 ** 6,
+           "optimizer": {"type": "Adam", "params": {"lr": 1e-2, "torch_adam": True}},
+           "zero_optimization": {"stage": stage}}
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg)
+    save_dir = os.path.join(os.environ["CKPT_DIR"], f"zero{stage}")
+    ckpt = DeepSpeedCheckpointer(engine, save_dir)
+    path, _ = ckpt.load_checkpoint(save_dir)
+    start = engine.global_steps if path else 0
+    record("loads.jsonl", stage=stage, step=start if path else -1, digest=digest(engine, stage))
+    rank = engine.global_rank
+    for step in range(start + 1, STEPS + 1):
+        g = torch.Generator().manual_seed(1000 * step + rank)
+        x, y = torch.randn(2, 16, generator=g), torch.randn(2, 4, generator=g)
+        loss = torch.nn.functional.mse_loss(engine(x), y)
+        engine.backward(loss)
+        engine.step()
+        disk = step == DISK_AT
+        ckpt.save_checkpoint(save_dir, storage_type=StorageType.DISK if disk else StorageType.MEMORY)
+        record("saves.jsonl", stage=stage, step=step, disk=disk, digest=digest(engine, stage))
+        if last and RESTART == 0 and rank == 1 and step == CRASH_AT:
+            os._exit(1)
+    if RESTART == 0:
+        return  # the round that finishes the job (after the crash) writes the final DISK save
+    ckpt.save_checkpoint(save_dir, storage_type=StorageType.DISK)
+    record("saves.jsonl", stage=stage, step=engine.global_steps, disk=True, final=True, digest=digest(engine, stage))
+    # DeepSpeed's own loader (its default engine, torch.load) reads the DISK save of the last step.
+    engine.checkpoint_engine = TorchCheckpointEngine()
+    engine.load_checkpoint(save_dir)
+    record("reloads.jsonl", stage=stage, step=engine.global_steps, digest=digest(engine, stage))
+    # The whole model, for the comparison with zero_to_fp32.py's output.
+    params = dict(engine.module.named_parameters())
+    with deepspeed.zero.GatheredParameters(list(params.values()), enabled=stage == 3):
+        if rank == 0:
+            torch.save({k: v.detach().clone() for k, v in params.items()}, os.path.join(OUT, f"final_zero{stage}.pt"))
+
+
+def main():
+    deepspeed.init_distributed(dist_backend="gloo")
+    for i, stage in enumerate(STAGES):
+        run(stage, i == len(STAGES) - 1)
+
+
+if __name__ == "__main__":
+    main()
