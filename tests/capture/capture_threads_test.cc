@@ -363,10 +363,16 @@ TEST(CaptureThreads, DumpSignalWhileThreadsHammerMalloc) {
   EXPECT_GE(st.dumps, want);
   ASSERT_TRUE(Dumper::Instance().DumpAndWait(Reason::kRequest, 30, &st));
   EXPECT_EQ(st.captured, st.threads - kUncapturable);
+  // Every thread still allocates: a thread left holding malloc's lock by the dump never would. On a
+  // loaded machine 12 threads on 2 cores may wait long for a turn, so wait up to 10 s for each.
   std::vector<long> seen(12);
   for (int h = 0; h < 12; ++h) seen[h] = progress[h].load();
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  for (int h = 0; h < 12; ++h) EXPECT_GT(progress[h].load(), seen[h]) << "malloc thread " << h << " is stuck";
+  auto progressed = [&](int h) { return progress[h].load() > seen[h]; };
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (int h = 0; h < 12; ++h)
+    while (!progressed(h) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int h = 0; h < 12; ++h) EXPECT_TRUE(progressed(h)) << "malloc thread " << h << " is stuck";
   stop.store(true);
   for (auto& t : hammers) t.join();
   json j = testing::ReadJson(dir + "/00000-00002.stacktrace");
