@@ -30,7 +30,8 @@ struct Finding {
   double score = 1;            // its rate against its peers' (or, for the job, its best): below 1 is slower
   double cost = 0;             // fraction of the job's step time its extra time accounts for
   std::string detail;          // one line
-  std::string key;             // identifies it across evaluations: "rank 3", "node host-b", "job"
+  std::string key;  // identifies it across evaluations, with its cause: "rank 3 host", "node host-b network",
+                    // "job host" (a node slow for another cause is another slowdown)
 };
 
 struct RankStatus {
