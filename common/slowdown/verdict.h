@@ -57,7 +57,7 @@ struct SlowEvent {
 struct SampleRequest {
   int32_t rank = 0;
   double seconds = 10;
-  double hz = 20;
+  double hz = 50;
 };
 
 struct Verdict {
