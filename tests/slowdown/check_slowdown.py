@@ -288,6 +288,7 @@ def main():
     args = ap.parse_args()
     layouts = ["one-node", "two-nodes"] if args.layout == "both" else [args.layout]
     started = threading.Barrier(len(layouts))
+
     def guarded(layout):
         try:
             run(args, layout, started)
