@@ -68,7 +68,7 @@ constexpr Var kVars[] = {
      "A rank, node or link whose rate falls below this fraction of its peers' (or the job below its best) is slow."},
     {"XTIMER_SLOW_BASELINE", "300", "Seconds back the judge looks for the job's (and each communicator's) best."},
     {"XTIMER_SLOW_SAMPLE", "10",
-     "Seconds of Python stack samples (20 Hz) asked of a rank suspected of a host-side slowdown; 0 = never."},
+     "Seconds of Python stack samples (50 Hz) asked of a rank suspected of a host-side slowdown; 0 = never."},
     // --- elastic launcher
     {"XTIMER_PYTHON", "python3",
      "Python interpreter xtimer_run starts the training script with (without --no-python); looked up on PATH."},

@@ -52,8 +52,11 @@ std::vector<int32_t> RanksOf(const AttributionContext& ctx, std::initializer_lis
 }
 
 // The network candidate (at most one) and each rank's network extra per step.
+// `explained`: each rank's transfer time per step over its communicators' references, from their
+// trimmed means (as its own work is): what slower transfers explain of its own work, also while a
+// network slowdown fills only part of the window (its medians not yet, or no longer, slowed).
 void Network(const JobWindow& w, const AttributionContext& ctx, std::vector<Candidate>* out,
-             std::unordered_map<int32_t, double>* net_extra) {
+             std::unordered_map<int32_t, double>* net_extra, std::unordered_map<int32_t, double>* explained) {
   const double T = w.step_s, thr = ctx.threshold;
   const double slow_ratio = 1 / thr, ok_ratio = 1 + (slow_ratio - 1) / 2;
   const double strong_cost = 1 - thr, weak_cost = strong_cost / 2;
@@ -82,6 +85,8 @@ void Network(const JobWindow& w, const AttributionContext& ctx, std::vector<Cand
     s.ratio = c.transfer_s / s.ref;
     s.extra = std::max(0.0, c.transfer_s - s.ref) * c.per_step;
     s.state = s.ratio >= slow_ratio && s.extra >= 0.01 * T ? 1 : s.ratio <= ok_ratio ? 0 : -1;
+    const double mean_extra = std::max(0.0, c.mean_transfer_s - s.ref) * c.per_step;
+    for (int32_t r : c.ranks) (*explained)[r] += mean_extra;
     states.push_back(s);
   }
   const CommState* worst = nullptr;
@@ -175,7 +180,7 @@ void Network(const JobWindow& w, const AttributionContext& ctx, std::vector<Cand
   out->push_back(std::move(cand));
 }
 
-void Ranks(const JobWindow& w, const AttributionContext& ctx, const std::unordered_map<int32_t, double>& net_extra,
+void Ranks(const JobWindow& w, const AttributionContext& ctx, const std::unordered_map<int32_t, double>& explained,
            std::vector<Candidate>* out) {
   const double T = w.step_s, thr = ctx.threshold;
   const double strong_cost = 1 - thr, weak_cost = strong_cost / 2;
@@ -186,8 +191,8 @@ void Ranks(const JobWindow& w, const AttributionContext& ctx, const std::unorder
     self.Add(r.rank, r.self_s);
     gc.Add(r.rank, r.gc_s);
     data.Add(r.rank, r.data_s);
-    auto it = net_extra.find(r.rank);
-    net.Add(r.rank, it != net_extra.end() ? it->second : 0);
+    auto it = explained.find(r.rank);
+    net.Add(r.rank, it != explained.end() ? it->second : 0);
     for (const SigTime& k : r.sigs)
       if (k.n > 0) per_call[k.sig].Add(r.rank, k.s / k.n);
   }
@@ -197,8 +202,8 @@ void Ranks(const JobWindow& w, const AttributionContext& ctx, const std::unorder
   std::vector<Candidate> found;
   for (const RankWindow& r : w.ranks) {
     const double peers_self = self.Of(r.rank);
-    auto it = net_extra.find(r.rank);
-    const double own_net = std::max(0.0, (it != net_extra.end() ? it->second : 0) - net.Of(r.rank));
+    auto it = explained.find(r.rank);
+    const double own_net = std::max(0.0, (it != explained.end() ? it->second : 0) - net.Of(r.rank));
     const double extra = r.self_s - peers_self - own_net;
     const double cost = extra / T;
     if (!(cost >= weak_cost) || r.lateness_s < 0.5 * extra || r.late_share < 0.25) continue;
@@ -238,12 +243,7 @@ void Ranks(const JobWindow& w, const AttributionContext& ctx, const std::unorder
     } else {
       f.cause = Cause::kHost;
       SampleCounts own, peers;
-      if (ctx.samples != nullptr)
-        for (const auto& [rank, counts] : *ctx.samples) {
-          SampleCounts& into = rank == r.rank ? own : peers;
-          for (const auto& [frame, n] : counts.by_frame) into.by_frame[frame] += n;
-          into.total += counts.total;
-        }
+      if (ctx.samples != nullptr) SamplesToCompare(*ctx.samples, r.rank, 2 * T, &own, &peers);
       f.detail = SampleDetail(own, peers);
       if (f.detail.empty())
         f.detail = "reaches collectives " + Seconds(r.lateness_s) +
@@ -341,6 +341,44 @@ void Job(const JobWindow& w, const AttributionContext& ctx, std::vector<Candidat
 
 }  // namespace
 
+void SamplesToCompare(const std::map<int32_t, std::vector<SampledStep>>& all, int32_t rank, double long_step_s,
+                      SampleCounts* own, SampleCounts* peers) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  double own_lo = kInf, own_hi = -kInf, peer_lo = kInf, peer_hi = -kInf;
+  bool skip_long = long_step_s > 0;
+  auto skipped = [&](const SampledStep& s) { return skip_long && s.end - s.begin > long_step_s; };
+  for (const auto& [r, steps] : all)
+    for (const SampledStep& s : steps) {
+      double& lo = r == rank ? own_lo : peer_lo;
+      double& hi = r == rank ? own_hi : peer_hi;
+      lo = std::min(lo, s.begin);
+      hi = std::max(hi, s.end);
+    }
+  const double lo = std::max(own_lo, peer_lo), hi = std::min(own_hi, peer_hi);
+  auto count = [&](bool common) {
+    *own = SampleCounts{};
+    *peers = SampleCounts{};
+    for (const auto& [r, steps] : all) {
+      if (!common && r != rank) continue;
+      SampleCounts& into = r == rank ? *own : *peers;
+      for (const SampledStep& s : steps) {
+        const double mid = (s.begin + s.end) / 2;
+        if ((common && (mid < lo || mid > hi)) || skipped(s)) continue;
+        for (const auto& [frame, n] : s.frames) {
+          into.by_frame[frame] += n;
+          into.total += n;
+        }
+      }
+    }
+  };
+  for (int pass = 0; pass < 2; ++pass, skip_long = false) {
+    *own = SampleCounts{};
+    if (hi > lo) count(true);
+    if (own->total == 0) count(false);
+    if (own->total > 0) break;
+  }
+}
+
 std::string SampleDetail(const SampleCounts& own, const SampleCounts& peers) {
   if (own.total == 0) return "";
   auto share = [](const SampleCounts& c, const std::string& frame) {
@@ -367,10 +405,13 @@ std::string Seconds(double s) {
 std::vector<Candidate> Attribute(const JobWindow& w, const AttributionContext& ctx) {
   std::vector<Candidate> out;
   if (!(w.step_s > 0)) return out;
-  std::unordered_map<int32_t, double> net_extra;
-  Network(w, ctx, &out, &net_extra);
-  Ranks(w, ctx, net_extra, &out);
+  std::unordered_map<int32_t, double> net_extra, explained;
+  Network(w, ctx, &out, &net_extra, &explained);
+  Ranks(w, ctx, explained, &out);
   Job(w, ctx, &out);
+  // A slowdown is one thing slow for one reason: the same node slow for another cause (its ranks
+  // late after its network was slow, say) is another slowdown, started and ended on its own.
+  for (Candidate& c : out) c.finding.key += std::string(" ") + CauseName(c.finding.cause);
   std::stable_sort(out.begin(), out.end(),
                    [](const Candidate& a, const Candidate& b) { return a.finding.cost > b.finding.cost; });
   return out;

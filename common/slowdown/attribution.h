@@ -51,6 +51,23 @@ struct SampleCounts {
   uint64_t total = 0;
 };
 
+// One step's main-thread samples of one rank (reference clock), by innermost frame.
+struct SampledStep {
+  double begin = 0, end = 0;
+  std::vector<std::pair<std::string, uint64_t>> frames;
+};
+
+// What a host straggler's samples are compared with: its own and its peers' (pooled) samples of
+// the steps in the span both cover (a step counts when its middle is in it), so that something
+// every rank does at one moment (a checkpoint, an evaluation) weighs alike on both sides however
+// their sampling periods fall. Without peer samples over a common span: all of its own, no peers'.
+// Steps longer than `long_step_s` (when > 0) are left out on both sides: a straggler's extra
+// time recurs in its ordinary steps, while a pause of every rank (a checkpoint) makes one step
+// far longer than the others and, in the first second of samples, would outweigh it. When that
+// leaves nothing, they count after all.
+void SamplesToCompare(const std::map<int32_t, std::vector<SampledStep>>& all, int32_t rank, double long_step_s,
+                      SampleCounts* own, SampleCounts* peers);
+
 struct AttributionContext {
   double threshold = 0.85;
   const Names* nodes = nullptr;
@@ -59,7 +76,7 @@ struct AttributionContext {
   const Names* ops = nullptr;
   const JobBest* job_best = nullptr;                     // nullptr: not enough history yet
   const std::map<CommKey, double>* comm_best = nullptr;  // best median transfer
-  const std::map<int32_t, SampleCounts>* samples = nullptr;
+  const std::map<int32_t, std::vector<SampledStep>>* samples = nullptr;
   std::map<int, std::vector<int32_t>> node_ranks;  // every rank seen, by node
 };
 

@@ -137,6 +137,7 @@ JobWindow Summarize(const std::vector<const RankSteps*>& ranks, const ClockOffse
     cw.nodes.erase(std::unique(cw.nodes.begin(), cw.nodes.end()), cw.nodes.end());
     cw.count = static_cast<int>(g.transfers.size());
     cw.transfer_s = MedianOf(g.transfers);
+    cw.mean_transfer_s = TrimmedMeanOf(g.transfers);
     auto it = steps_of.find(cw.ranks.front());
     cw.per_step = cw.count / (it != steps_of.end() ? static_cast<double>(it->second) : typical_steps);
     w.comms.push_back(std::move(cw));

@@ -73,6 +73,7 @@ struct CommWindow {
   std::vector<int> nodes;      // their nodes, ascending, unique
   int count = 0;               // timed collectives in the window
   double transfer_s = 0;       // median
+  double mean_transfer_s = 0;  // upper-trimmed mean (as the ranks' own work: what the window's slow part adds)
   double per_step = 0;         // collectives per step of a member
 };
 

@@ -152,17 +152,16 @@ struct Judge::Impl {
 
   // Each rank's samples of the steps that ended in the last `span` seconds (reference clock), by
   // innermost frame.
-  std::map<int32_t, SampleCounts> Samples(double end, double span) const {
-    std::map<int32_t, SampleCounts> out;
+  std::map<int32_t, std::vector<SampledStep>> Samples(double end, double span) const {
+    std::map<int32_t, std::vector<SampledStep>> out;
     for (const auto& [rank, r] : ranks) {
       const double offset = offsets.Offset(r.node);
       for (const StepEntry& e : r.steps) {
         if (e.samples.empty() || e.t_end - offset < end - span) continue;
-        SampleCounts& c = out[rank];
-        for (const StackSample& s : e.samples) {
-          c.by_frame[s.frames.substr(0, s.frames.find(';'))] += s.n;
-          c.total += s.n;
-        }
+        SampledStep& step = out[rank].emplace_back();
+        step.begin = e.t_begin - offset;
+        step.end = e.t_end - offset;
+        for (const StackSample& s : e.samples) step.frames.emplace_back(s.frames.substr(0, s.frames.find(';')), s.n);
       }
     }
     return out;
@@ -204,7 +203,7 @@ struct Judge::Impl {
       std::map<CommKey, double> comm_ref;
       for (const auto& [key, m] : comm_best)
         if (const auto* b = m.Best()) comm_ref[key] = b->value;
-      const std::map<int32_t, SampleCounts> samples = Samples(end, opt.sample_s + opt.window_s + 5);
+      const std::map<int32_t, std::vector<SampledStep>> samples = Samples(end, opt.sample_s + opt.window_s + 5);
       AttributionContext ctx;
       ctx.threshold = opt.threshold;
       ctx.nodes = &nodes;
@@ -238,7 +237,7 @@ struct Judge::Impl {
   // (on the straggler's node if it has one, else the lowest rank): what the straggler does more
   // than a peer is its gap. Each rank at most once per sample period.
   void AskForSamples(const JobWindow& w, const std::vector<Candidate>& candidates,
-                     const std::map<int32_t, SampleCounts>& samples, double now, Verdict* v) {
+                     const std::map<int32_t, std::vector<SampledStep>>& samples, double now, Verdict* v) {
     if (opt.sample_s <= 0) return;
     auto ask = [&](int32_t rank) {
       auto asked = sample_asked.find(rank);

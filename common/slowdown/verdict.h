@@ -30,7 +30,8 @@ struct Finding {
   double score = 1;            // its rate against its peers' (or, for the job, its best): below 1 is slower
   double cost = 0;             // fraction of the job's step time its extra time accounts for
   std::string detail;          // one line
-  std::string key;             // identifies it across evaluations: "rank 3", "node host-b", "job"
+  std::string key;  // identifies it across evaluations, with its cause: "rank 3 host", "node host-b network",
+                    // "job host" (a node slow for another cause is another slowdown)
 };
 
 struct RankStatus {
@@ -56,7 +57,7 @@ struct SlowEvent {
 struct SampleRequest {
   int32_t rank = 0;
   double seconds = 10;
-  double hz = 20;
+  double hz = 50;
 };
 
 struct Verdict {

@@ -7,14 +7,17 @@ and at no time may anything else be named; a healthy run, with a checkpoint-like
 rank every 50 steps, must name nothing.
 
   check_slowdown.py LAYOUT --bin BUILD/bin --lib libslowdown_train.so --simgpu DIR [--python PY]
-  LAYOUT: one-node   4 ranks under one agent (its embedded judge): healthy, then a slow GPU,
-                     a host straggler (named with its Python function), GC pauses, a slow
-                     DataLoader, one after the other
-          two-nodes  8 ranks under 2 agents and a collector: a healthy run of 2 minutes, then a
-                     slow network on one node, a slow GPU, a host straggler
+  LAYOUT: one-node   4 ranks under one agent (its embedded judge)
+          two-nodes  8 ranks under 2 agents and a collector
+          both       the two at once, each its own job (what CI runs: half the wall time)
+  Each layout: a healthy run of 2 minutes (--healthy), then one fault after the other, each
+  held --hold seconds and over (named nowhere) before the next: a slow GPU, a host straggler
+  (named with its Python function), GC pauses, a slow DataLoader; two-nodes first a slow network
+  on one node.
 
-Prints "figure:" lines: detection latency per cause, step records' bytes per rank per hour; and
-"offline:" lines: what xtimer_slowdown finds in the ranks' steps files after the run.
+Prints "figure:" lines: detection latency per cause, step records' bytes per rank per hour. Then
+xtimer_slowdown judges the ranks' steps files after the run: it must find the same faults, and
+name nothing else ("offline:" lines).
 """
 import argparse
 import glob
@@ -122,13 +125,15 @@ def set_control(path, line):
     os.replace(path + ".tmp", path)
 
 
-def run(args, layout):
+def run(args, layout, started):
+    """One layout's job, from start to checks. `started` (a barrier) lines up the healthy runs of
+    layouts that run at once."""
     out = tempfile.mkdtemp(prefix=f"xtimer-slowdown-{layout}-")
     control = os.path.join(out, "control")
     set_control(control, "")
     collector = None
     if layout == "one-node":
-        nodes, nproc, healthy_s = 1, 4, args.healthy or 30
+        nodes, nproc = 1, 4
         faults = [("gpu", "rank=1 gpu_factor=1.6", {"rank": 1, "cause": "gpu_compute", "scope": "rank"}),
                   ("host", "rank=2 host_ms=80", {"rank": 2, "cause": "host", "scope": "rank",
                                                  "detail": "straggle_in_preprocessing"}),
@@ -136,11 +141,13 @@ def run(args, layout):
                   ("data", "rank=0 data_ms=20", {"rank": 0, "cause": "data_loading", "scope": "rank"})]
         extra = {}
     else:
-        nodes, nproc, healthy_s = 2, 4, args.healthy or 120
+        nodes, nproc = 2, 4
         faults = [("network", "node=1 net_gbps=0.1", {"node": "node1", "cause": "network", "scope": "node"}),
                   ("gpu", "rank=6 gpu_factor=1.6", {"rank": 6, "cause": "gpu_compute", "scope": "rank"}),
                   ("host", "rank=5 host_ms=80", {"rank": 5, "cause": "host", "scope": "rank",
-                                                 "detail": "straggle_in_preprocessing"})]
+                                                 "detail": "straggle_in_preprocessing"}),
+                  ("gc", "rank=2 gc_objects=300000", {"rank": 2, "cause": "python_gc", "scope": "rank"}),
+                  ("data", "rank=7 data_ms=20", {"rank": 7, "cause": "data_loading", "scope": "rank"})]
         port, http = free_port(), free_port()
         clog = open(os.path.join(out, "collector.log"), "w")
         collector = subprocess.Popen([os.path.join(args.bin, "xtimer_collector"), "--listen", f"127.0.0.1:{port}",
@@ -148,6 +155,8 @@ def run(args, layout):
                                      stdout=clog, stderr=subprocess.STDOUT)
         wait_for(lambda: http_ok(f"http://127.0.0.1:{http}/metrics"), 20)
         extra = {"XTIMER_COLLECTOR": f"127.0.0.1:{port}"}
+    if args.only:
+        faults = [f for f in faults if f[0] in args.only.split(",")]
     job = Job(args, out, nodes, nproc, control, extra)
     judged = [os.path.join(tl, "slowdown.json") for tl in job.timelines()]
     if collector:
@@ -155,14 +164,21 @@ def run(args, layout):
     watcher = Watcher(judged)
     watcher.start()
     phases = []
+    t_start = time.time()
     try:
         # The judge has every rank's steps: a verdict with a step time.
         ready = wait_for(lambda: all((load_json(p) or {}).get("step_time_s") for p in judged), 240, step=1)
-        check(bool(ready), f"{layout}: every slowdown.json judges the job's steps ({judged})")
+        check(bool(ready), f"{layout}: every slowdown.json judges the job's steps ({time.time() - t_start:.0f} s "
+                           f"after the start; {judged})")
         if not ready:
+            started.abort()
             return
+        try:
+            started.wait(timeout=300)
+        except threading.BrokenBarrierError:
+            pass
         t = time.time()
-        time.sleep(healthy_s)
+        time.sleep(args.healthy)
         phases.append(("healthy", None, t, time.time(), time.time()))
         for name, line, want in faults:
             set_control(control, line)
@@ -236,17 +252,14 @@ def run(args, layout):
     episodes = verdict.get("episodes", [])
     check(r.returncode == 0 and os.path.exists(os.path.join(offline, "slowdown.svg")),
           f"{layout}: xtimer_slowdown judges the steps files ({r.returncode}: {r.stderr.strip()[-200:]})")
-    # The judge replays the records in the order they ended, not in the batches they came in
-    # live, so its windows differ: what it finds is printed for comparison, the live checks above
-    # are the test.
+    # The judge replays the records in the order they ended, not in the batches they came in live:
+    # its windows differ a little, its verdicts may not.
     for name, want, t0, t_off, t1 in phases:
         if want is not None:
-            found = any(matches(e, want) for e in episodes)
-            print(f"offline: {layout}: {name}: {'found' if found else 'NOT found'} in the files")
+            check(any(matches(e, want) for e in episodes), f"offline: {layout}: {name}: found in the steps files")
     others = [describe(e) for e in episodes if (e.get("rank") is not None or e.get("node") is not None)
               and not any(w is not None and matches(e, w) for _, w, *_ in phases)]
-    if others:
-        print(f"offline: {layout}: also named: {others[:3]}")
+    check(not others, f"offline: {layout}: nothing else named ({others[:3]})")
     # ---- the records' size: bytes per rank per hour
     sizes = [os.path.getsize(p) for tl in job.timelines() for p in glob.glob(os.path.join(tl, "*.steps.jsonl"))]
     lines = [sum(1 for _ in open(p)) for tl in job.timelines() for p in glob.glob(os.path.join(tl, "*.steps.jsonl"))]
@@ -264,15 +277,32 @@ def run(args, layout):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("layout", choices=["one-node", "two-nodes"])
+    ap.add_argument("layout", choices=["one-node", "two-nodes", "both"])
     ap.add_argument("--bin", required=True)
     ap.add_argument("--lib", required=True)
     ap.add_argument("--simgpu", required=True)
     ap.add_argument("--python", default="/usr/bin/python3")
-    ap.add_argument("--healthy", type=float, default=0, help="seconds of healthy run (default: 30 / 120)")
+    ap.add_argument("--healthy", type=float, default=120, help="seconds of healthy run first")
     ap.add_argument("--hold", type=float, default=14, help="seconds each fault lasts")
+    ap.add_argument("--only", default="", help="these faults only (comma-separated names), for a quick look")
     args = ap.parse_args()
-    run(args, args.layout)
+    layouts = ["one-node", "two-nodes"] if args.layout == "both" else [args.layout]
+    started = threading.Barrier(len(layouts))
+
+    def guarded(layout):
+        try:
+            run(args, layout, started)
+        except Exception as e:  # a failure, not a thread dying quietly
+            started.abort()
+            check(False, f"{layout}: {type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=guarded, args=(layout,)) for layout in layouts]
+    t0 = time.time()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(f"figure: {args.layout}: {time.time() - t0:.0f} s of wall time")
     if failures:
         print(f"{len(failures)} check(s) failed")
         sys.exit(1)

@@ -97,6 +97,24 @@ TEST(Judge, SlowNetworkOfOneNodeWithSeveralCommunicators) {
   EXPECT_NEAR(f->since, c.start + kOnset, 1.5);
 }
 
+// The node's own all-reduce comes first: while its network is slow, its ranks reach the world's
+// all-reduce late, and as the slowdown comes and goes only part of a window is slow. That
+// lateness is the network's (its transfers explain it), never the node's host, neither during
+// the slowdown nor after it.
+TEST(Judge, SlowNetworkOfOneNodeMakesItsRanksLateButNotHostStragglers) {
+  JobConfig c;
+  c.node_first = true;
+  c.node_transfer_s = 0.04;
+  c.noise = 0.05;
+  c.injections = {{Injection::kSlowNode, 1, 4.0, kOnset, kOnset + 15}};
+  auto evals = RunJob(c, 110);
+  Match node1 = [](const Finding& f) {
+    return f.scope == Scope::kNode && f.node == "node1" && f.cause == Cause::kNetwork && f.rank == -1;
+  };
+  ExpectFoundInTime(evals, node1, "slow network of node1, node all-reduce first");
+  EXPECT_TRUE(evals.back().verdict.slow.empty()) << "over at the end";
+}
+
 TEST(Judge, SlowLinkBetweenTwoOfThreeNodes) {
   JobConfig c;
   c.nodes = 3;

@@ -213,5 +213,35 @@ TEST(SampleDetail, NamesWhatTheStragglerDoesMoreThanItsPeers) {
   EXPECT_EQ(SampleDetail({}, peers), "");
 }
 
+// Every rank pauses for a checkpoint at t = 1 (a step of 0.8 s); the straggler's samples begin
+// before it, its peer's after it. Counted over the span both cover, the checkpoint weighs on
+// neither side, and the function the straggler spends its own time in is named.
+TEST(SampleDetail, ComparesOnlyTheSpanBothSampled) {
+  auto step = [](double begin, double len, std::vector<std::pair<std::string, uint64_t>> frames) {
+    return SampledStep{begin, begin + len, std::move(frames)};
+  };
+  std::map<int32_t, std::vector<SampledStep>> all;
+  all[5].push_back(step(0.2, 0.8, {{"save_checkpoint (train.py:99)", 12}}));
+  for (int i = 0; i < 5; ++i) all[5].push_back(step(1.0 + 0.2 * i, 0.2, {{"slow_fn (train.py:40)", 1}}));
+  for (int i = 1; i < 5; ++i) all[4].push_back(step(1.0 + 0.2 * i, 0.2, {{"train_step (train.py:61)", 1}}));
+  SampleCounts own, peers;
+  for (double long_step : {0.0, 0.4}) {
+    SamplesToCompare(all, 5, long_step, &own, &peers);
+    EXPECT_EQ(own.by_frame.count("save_checkpoint (train.py:99)"), 0u);
+    EXPECT_EQ(SampleDetail(own, peers).rfind("slow_fn (train.py:40) in 100% of its main thread's 4 ", 0), 0u)
+        << SampleDetail(own, peers);
+  }
+  // No peer samples yet: its own, but not the checkpoint's long step; all when only long ones.
+  all.erase(4);
+  SamplesToCompare(all, 5, 0.4, &own, &peers);
+  EXPECT_EQ(own.total, 5u);
+  EXPECT_EQ(peers.total, 0u);
+  SamplesToCompare(all, 5, 0, &own, &peers);
+  EXPECT_EQ(own.total, 17u);
+  all[5].resize(1);
+  SamplesToCompare(all, 5, 0.4, &own, &peers);
+  EXPECT_EQ(own.total, 12u);
+}
+
 }  // namespace
 }  // namespace xtimer::slowdown

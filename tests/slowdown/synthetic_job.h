@@ -43,6 +43,7 @@ struct JobConfig {
   double noise = 0.02;  // relative jitter of every duration
   double spike_p = 0;   // chance per rank and step of a long step (host), of spike_s
   double spike_s = 0.5;
+  bool node_first = false;   // the node all-reduce before the world one (a slow node's ranks come late to it)
   int checkpoint_every = 0;  // every rank pauses this often for checkpoint_s (about the same)
   double checkpoint_s = 1.5;
   std::vector<double> clock_offset;  // per node, seconds (missing: 0)
@@ -102,16 +103,16 @@ class SyntheticJob {
       rec.data_s = data[r];
       rec.kernels = {{"GEMM bf16 4096x4096x4096", 4, gemm[r], 0}, {"elementwise_kernel", 20, other, 0}};
     }
-    // World all-reduce.
+    // World all-reduce, and within each node (in that order, or the other).
     std::vector<int> all(world_);
     for (int r = 0; r < world_; ++r) all[r] = r;
-    Collective("world", all, c_.world_transfer_s, &ready, &recs);
-    // Within each node.
+    if (!c_.node_first) Collective("world", all, c_.world_transfer_s, &ready, &recs);
     for (int n = 0; n < c_.nodes; ++n) {
       std::vector<int> members;
       for (int l = 0; l < c_.per_node; ++l) members.push_back(n * c_.per_node + l);
       Collective("node" + std::to_string(n), members, c_.node_transfer_s, &ready, &recs);
     }
+    if (c_.node_first) Collective("world", all, c_.world_transfer_s, &ready, &recs);
     // With the same local rank on the next node (a ring of nodes; one pair for two nodes).
     int pairs = c_.nodes == 2 ? 1 : c_.nodes >= 3 ? c_.nodes : 0;
     for (int k = 0; k < pairs; ++k) {
