@@ -181,7 +181,7 @@ class FsdpShardCheckpointer:
                         for i in plan.items]) + repr(sorted((k, v) for k, v in (plan.planner_data or {}).items()))
         sig = int.from_bytes(hashlib.sha256(sig_src.encode()).digest()[:7], "little")
         self._agree_layout(sig, plan, rank, world)
-        _, global_pickle, disk_of = self._layout
+        _, global_pickle, disk_of, items_pickle = self._layout
         ents = _Entries(torch)
         tensors, blob, data = [], bytearray(), []
         for n, item in enumerate(plan.items):
@@ -196,7 +196,7 @@ class FsdpShardCheckpointer:
         if ents.cuda_devices:
             for d in ents.cuda_devices:
                 torch.cuda.synchronize(d)
-        local = pickle.dumps({"format": _FORMAT, "step": step, "rank": rank, "world": world, "items": plan.items,
+        local = pickle.dumps({"format": _FORMAT, "step": step, "rank": rank, "world": world, "items": items_pickle,
                               "data": data, "disk": disk_of[rank]}, protocol=pickle.HIGHEST_PROTOCOL)
         arrays = [np.frombuffer(local, dtype=np.uint8), np.frombuffer(global_pickle, dtype=np.uint8),
                   np.frombuffer(bytes(blob), dtype=np.uint8)]
@@ -205,18 +205,17 @@ class FsdpShardCheckpointer:
 
     def _agree_layout(self, sig, plan, rank, world):
         """Every rank holds the same global layout (DCP metadata, and which rank writes which
-        item to disk). One all-reduce tells whether every rank's plan is the one of the cached
-        layout; if not, the plans are all-gathered and the layout computed again, identically
-        on every rank."""
+        item to disk). One all-reduce tells whether every rank's plan is still the one its
+        cached layout was computed from; if not, the plans are all-gathered and the layout
+        computed again, identically on every rank."""
         dist = _dist()
         have = self._layout is not None and self._layout[0] == (sig, world)
         if dist is not None:
             import torch
             dev = "cuda" if dist.get_backend() == "nccl" else "cpu"
-            t = torch.tensor([sig, -sig, 1 if have else 0], dtype=torch.int64, device=dev)
+            t = torch.tensor([1 if have else 0], dtype=torch.int64, device=dev)
             dist.all_reduce(t, op=dist.ReduceOp.MIN)
-            lo, hi, all_have = int(t[0]), -int(t[1]), int(t[2])
-            if lo == hi == sig and all_have:
+            if int(t[0]):
                 return
             plans = [None] * world
             dist.all_gather_object(plans, (plan.items, plan.planner_data))
@@ -224,7 +223,8 @@ class FsdpShardCheckpointer:
             if have:
                 return
             plans = [(plan.items, plan.planner_data)]
-        self._layout = ((sig, world),) + _global_layout(plans)
+        items = pickle.dumps(plan.items, protocol=pickle.HIGHEST_PROTOCOL)
+        self._layout = ((sig, world),) + _global_layout(plans) + (items,)
 
     def _get_persister(self, rank):
         if self._persister is None or self._persister.rank != rank:
@@ -252,6 +252,8 @@ class FsdpShardCheckpointer:
         """A StorageReader for torch.distributed.checkpoint.load / load_state_dict holding the
         newest step that memory and disk hold in full, or None if nothing was saved. Collective.
         resume_path: a DCP checkpoint folder to read instead (as FileSystemReader would)."""
+        # The persister's interpreter starts now (torch's import takes seconds), not at the first save.
+        self._get_persister(_rank_world()[0])
         if resume_path:
             from torch.distributed.checkpoint import FileSystemReader
             return FileSystemReader(resume_path)
@@ -481,6 +483,7 @@ def copy_out(core, threads=0):
     local = pickle.loads(out[0].tobytes())
     if not isinstance(local, dict) or local.get("format") != _FORMAT:
         raise CheckpointError("the shared-memory snapshot was not saved by FsdpShardCheckpointer")
+    local["items"] = pickle.loads(local["items"])
     glob_ = pickle.loads(out[1].tobytes())
     blob = out[2].tobytes()
     values = [blob[d[1]:d[1] + d[2]] if d[0] == "b" else out[3 + d[1]] for d in local["data"]]
