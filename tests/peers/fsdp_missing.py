@@ -9,7 +9,6 @@ and step 3 to memory only; rank 1's shared memory is then removed (its node is g
   fsdp_missing.py --peers DIR --pypath BUILD/lib/python
 """
 import argparse
-import json
 import os
 import shutil
 import subprocess

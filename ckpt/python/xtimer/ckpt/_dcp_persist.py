@@ -4,8 +4,9 @@ snapshot in torch.distributed.checkpoint's layout.
 
     python -m xtimer.ckpt._dcp_persist '{"ckpt_dir": ..., "core_dir": ..., "rank": R, "shm_dir": ..., "keep": K}'
 
-Reads "persist STEP" lines on stdin (EOF: finish and exit). For each: copies the current snapshot
-out of shared memory (the slot is pinned only for that copy) and answers "copied STEP", writes
+Runs at nice 10 with one thread. Reads "persist STEP" lines on stdin (EOF: finish and exit).
+For each: copies the current snapshot out of shared memory (the slot is pinned only for that
+copy) and answers "copied STEP", writes
 DIR/STEP/__R_0.distcp with DCP's FileSystemWriter (fsync), then DIR/STEP/.xtimer-rank_R.pkl (its
 write results, renamed into place) and answers "done STEP" ("failed STEP why" on an error). The
 persister that finds every rank's results there writes DIR/STEP/.metadata (under a lock) and
@@ -59,7 +60,7 @@ def persist(args, core, step):
     from torch.distributed.checkpoint.planner import SavePlan
     from xtimer.ckpt.fsdp import SIDECAR, _disk_steps, copy_out
 
-    got = copy_out(core)
+    got = copy_out(core, 1)
     if got is None or got[0]["step"] != step:
         raise RuntimeError(f"step {step} is no longer the rank's snapshot in shared memory "
                            f"(it holds {None if got is None else got[0]['step']})")
@@ -103,6 +104,14 @@ def persist(args, core, step):
 
 def main():
     args = json.loads(sys.argv[1])
+    # The training loop comes first: one thread, at a lower priority (what it costs the loop and
+    # the time to disk: docs/benchmarks.md).
+    try:
+        os.nice(10)
+    except OSError:
+        pass
+    import torch
+    torch.set_num_threads(1)
     from xtimer import _ckpt
     core = _ckpt.RankCheckpointer(args["core_dir"], int(args["rank"]), args["shm_dir"], -1, 0, "", 300.0, 0)
     for line in sys.stdin:

@@ -22,9 +22,7 @@ pieces it needs from other nodes' snapshots over torch.distributed, and reads th
 DIR/<step>. Every shard keeps its global offsets, so state saved by N ranks loads on M ranks.
 When no step is complete, CheckpointError names the missing shards (fqn, offsets, saving rank).
 """
-import bisect
 import collections
-import dataclasses
 import glob
 import hashlib
 import io
@@ -364,7 +362,6 @@ class _Persister:
             if self.done < self.requested:
                 self.error = self.error or f"the persister of rank {self.rank} exited (status {self._proc.wait()})"
             self.copied = self.done = max(self.done, self.requested)
-            self._dead = True
             self._cv.notify_all()
 
     def taken(self):
@@ -490,14 +487,14 @@ def copy_out(core, threads=0):
     return local, glob_, values
 
 
-def _find_step(fc):
+def _find_step(fc, use_memory=True):
     """Collective. Picks the newest step whose every saving rank is in some node's memory or on
-    disk, reads this rank's share of the memory snapshots, and returns a _Reader (or None)."""
-    import torch
+    disk, reads this rank's share of the memory snapshots, and returns a _Reader (or None). If
+    a snapshot cannot be read (corrupt, gone), every rank says so and tries again from disk."""
     dist = _dist()
     rank, world = _rank_world()
     node = (socket.gethostname(), os.path.realpath(fc._shm_dir or "/dev/shm"))
-    mem = _memory_snapshots(fc)
+    mem = _memory_snapshots(fc) if use_memory else []
     disk = _disk_steps(fc.checkpoint_dir) if rank == 0 else None
     mine = (node, rank, mem, disk)
     if dist is not None:
@@ -547,14 +544,25 @@ def _find_step(fc):
             pick = sr if sr in cands else min(cands, key=lambda r: (load[r], r))
             assign[sr] = pick
             load[pick] += 1
-    local_data, glob_ = {}, None
+    local_data, glob_, err = {}, None, None
     for sr, r in assign.items():
         if r == rank:
-            local, g, data = _read_snapshot(fc, sr)
-            if local["step"] != target:
-                raise CheckpointError(f"the shared-memory snapshot of rank {sr} changed during the load")
+            try:
+                local, g, data = _read_snapshot(fc, sr)
+                if local["step"] != target:
+                    raise CheckpointError(f"the shared-memory snapshot of rank {sr} changed during the load")
+            except CheckpointError as e:
+                err = str(e)
+                break
             local_data[sr] = (local, data)
             glob_ = glob_ or g
+    if dist is not None and assign:
+        errs = [None] * world
+        dist.all_gather_object(errs, err)
+        err = "; ".join(e for e in errs if e)
+    if err:
+        log.warning("xtimer.ckpt: a shared-memory snapshot is not usable (%s); loading from disk", err)
+        return _find_step(fc, use_memory=False)
     # The step's layout goes from the lowest rank that read a snapshot to every rank.
     src = min(assign.values()) if assign else None
     if dist is not None and src is not None:
@@ -655,9 +663,7 @@ class _Reader(StorageReader):
         return None
 
     def read_data(self, plan, planner):
-        import torch
         from torch.futures import Future
-        from torch.distributed.checkpoint.planner import LoadItemType
         dist = _dist()
         rank, world = _rank_world()
         remote, from_disk = [], []
