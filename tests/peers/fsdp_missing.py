@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """FsdpShardCheckpointer when shards are missing: 2 gloo ranks (FSDP2, CPU) save step 1 to disk
-and step 3 to memory only; rank 1's shared memory is then removed (its node is gone).
+(DLRover's form: save_checkpoint(step, model, optimizer, extra_sd, path, storage_type)) and step
+3 to memory only; rank 1's shared memory is then removed (its node is gone).
 
-  - a load takes step 1 from disk and says which shards of step 3 are missing;
+  - a load (DLRover's form: load_checkpoint(model)) takes step 1 from disk and says which
+    shards of step 3 are missing;
   - with step 1 removed from disk too, the load raises CheckpointError naming the missing shards:
     fqn, offsets, saving rank (never a silent start from scratch).
 
@@ -43,15 +45,17 @@ ck = FsdpShardCheckpointer(os.environ["CKPT"], shm_dir=shm)
 msd, _ = get_state_dict(model, [])
 out = {}
 if os.environ["PHASE"] == "save":
-    ck.save_checkpoint(1, {"model": msd, "step": 1}, storage_type=StorageType.DISK)
+    ck.save_checkpoint(1, model, [], {"step": 1}, "", StorageType.DISK)  # DLRover's form
     ck.wait_latest_checkpoint(120)
     out["saved3"] = ck.save_checkpoint(3, {"model": msd, "step": 3}, storage_type=StorageType.MEMORY)
 else:
     sd = {"model": msd, "step": 0}
     try:
-        reader = ck.get_storage_reader()
-        dcp.load(sd, storage_reader=reader)
-        out["loaded"] = sd["step"]
+        if os.environ["PHASE"] == "fallback":
+            out["loaded"] = ck.load_checkpoint(model).get("step")  # DLRover's form
+        else:
+            dcp.load(sd, storage_reader=ck.get_storage_reader())
+            out["loaded"] = sd["step"]
         out["from"] = ck.loaded_from
     except CheckpointError as e:
         out["error"] = str(e)

@@ -64,6 +64,18 @@ def _rank_world():
     return int(os.environ.get("RANK", "0") or 0), int(os.environ.get("WORLD_SIZE", "1") or 1)
 
 
+def _named_args(names, args, kwargs, what):
+    """Positional and keyword arguments by name (DLRover's signatures)."""
+    if len(args) > len(names):
+        raise TypeError(f"{what}() takes at most {len(names) + 2} positional arguments")
+    out = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in names or k in out:
+            raise TypeError(f"{what}() got an unexpected or repeated argument {k!r}")
+        out[k] = v
+    return out
+
+
 def _key(index):
     """A MetadataIndex as a hashable (fqn, offsets) pair."""
     return (index.fqn, tuple(index.offset) if index.offset is not None else None)
@@ -109,15 +121,27 @@ class FsdpShardCheckpointer:
         return self._core
 
     # --- save
-    def save_checkpoint(self, step, state_dict, path=None, storage_type=StorageType.DISK, *args, **kwargs):
-        """Copies this rank's part of state_dict into shared memory (blocking for that copy and
+    def save_checkpoint(self, step, state_dict, *args, **kwargs):
+        """save_checkpoint(step, state_dict, path=None, storage_type=StorageType.DISK)
+
+        Copies this rank's part of state_dict into shared memory (blocking for that copy and
         a small all-reduce) and, for StorageType.DISK, has it written to DIR/<step> in DCP's
         layout behind the job. Collective: every rank calls it with the same step.
-        DLRover 0.6.1's form save_checkpoint(step, model, optimizer, extra_sd, path,
-        storage_type) is accepted too (the state comes from get_state_dict(model, optimizer)).
-        Returns False if a memory save was skipped because the previous disk save had not yet
-        taken its copy (the previous snapshot stays current); a disk save waits instead."""
-        state_dict, path, storage_type = self._dlrover_save_args(state_dict, path, storage_type, args, kwargs)
+        DLRover 0.6.1's form save_checkpoint(step, model, optimizer, extra_sd={}, path="",
+        storage_type=DISK) is accepted too (the state: get_state_dict(model, optimizer)).
+        Returns False on every rank if a memory save was skipped because some rank's persister
+        had not yet copied the previous disk save (the previous snapshot stays current); a
+        disk save waits for that instead."""
+        import torch
+        if isinstance(state_dict, torch.nn.Module):
+            a = _named_args(["optimizer", "extra_sd", "path", "storage_type"], args, kwargs, "save_checkpoint")
+            from torch.distributed.checkpoint.state_dict import get_state_dict
+            msd, osd = get_state_dict(state_dict, a.get("optimizer") or [])
+            state_dict = {"model": msd, "optim": osd}
+            state_dict.update(a.get("extra_sd") or {})
+        else:
+            a = _named_args(["path", "storage_type"], args, kwargs, "save_checkpoint")
+        path, storage_type = a.get("path"), a.get("storage_type", StorageType.DISK)
         if path and not self._warned_path:
             self._warned_path = True
             log.info("xtimer.ckpt: the path argument is ignored; steps go to %s/<step>", self.checkpoint_dir)
@@ -131,40 +155,26 @@ class FsdpShardCheckpointer:
             persister = self._get_persister(rank)
             if disk:
                 persister.wait_taken()
-            elif not persister.taken():
-                log.warning("xtimer.ckpt: memory save of step %d skipped: the persister has not yet copied step %d",
+            got = self._snapshot(step, state_dict, rank, world, persister.taken())
+            if got is None:
+                log.warning("xtimer.ckpt: memory save of step %d skipped: a persister has not yet copied step %d",
                             step, persister.requested)
                 return False
-            entries, keep = self._snapshot(step, state_dict, rank, world)
+            entries, keep = got
             core = self._get_core(rank)
             saved, why = core.save(step, world, _tree_json(len(entries) - 3), entries, False)
             del keep
-            if not saved:
-                log.warning("xtimer.ckpt: memory save of step %d skipped: %s", step, why)
-                return False
+            if not saved:  # cannot happen while only this process writes the segment
+                raise CheckpointError(f"memory save of step {step} skipped: {why}")
             if disk:
                 persister.request(step)
         return True
 
-    def _dlrover_save_args(self, state_dict, path, storage_type, args, kwargs):
-        import torch
-        if not isinstance(state_dict, torch.nn.Module):
-            return state_dict, path, storage_type
-        model, optimizer = state_dict, path
-        rest = list(args)
-        extra = kwargs.pop("extra_sd", rest.pop(0) if rest else {}) or {}
-        path = kwargs.pop("path", rest.pop(0) if rest else "")
-        storage_type = kwargs.pop("storage_type", rest.pop(0) if rest else StorageType.DISK)
-        from torch.distributed.checkpoint.state_dict import get_state_dict
-        msd, osd = get_state_dict(model, optimizer)
-        sd = {"model": msd, "optim": osd}
-        sd.update(extra)
-        return sd, path, storage_type
-
-    def _snapshot(self, step, state_dict, rank, world):
+    def _snapshot(self, step, state_dict, rank, world, ready):
         """Plans this rank's write items (DCP's default planner), agrees on the global layout
-        (an all-reduce; an all-gather of the plans when the layout changed) and returns the
-        core's entries: [local pickle, global pickle, bytes blob, tensors...]."""
+        and on whether every rank is `ready` (an all-reduce; an all-gather of the plans when the
+        layout changed) and returns the core's entries: [local pickle, global pickle, bytes
+        blob, tensors...] and what keeps them alive; None on every rank if one is not ready."""
         import numpy as np
         import torch
         from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
@@ -178,7 +188,8 @@ class FsdpShardCheckpointer:
                                                              str(i.tensor_data.properties.dtype)))
                         for i in plan.items]) + repr(sorted((k, v) for k, v in (plan.planner_data or {}).items()))
         sig = int.from_bytes(hashlib.sha256(sig_src.encode()).digest()[:7], "little")
-        self._agree_layout(sig, plan, rank, world)
+        if not self._agree_layout(sig, plan, rank, world, ready):
+            return None
         _, global_pickle, disk_of, items_pickle = self._layout
         ents = _Entries(torch)
         tensors, blob, data = [], bytearray(), []
@@ -201,28 +212,34 @@ class FsdpShardCheckpointer:
         head = [ents.entry(name, a) for name, a in zip(("xtimer.local", "xtimer.global", "xtimer.bytes"), arrays)]
         return head + tensors, (ents, arrays)
 
-    def _agree_layout(self, sig, plan, rank, world):
+    def _agree_layout(self, sig, plan, rank, world, ready):
         """Every rank holds the same global layout (DCP metadata, and which rank writes which
-        item to disk). One all-reduce tells whether every rank's plan is still the one its
-        cached layout was computed from; if not, the plans are all-gathered and the layout
-        computed again, identically on every rank."""
+        item to disk). One all-reduce tells whether every rank is ready to save and whether
+        every rank's plan is still the one its cached layout was computed from; if not, the
+        plans are all-gathered and the layout computed again, identically on every rank.
+        Returns False (on every rank) if a rank is not ready."""
         dist = _dist()
         have = self._layout is not None and self._layout[0] == (sig, world)
         if dist is not None:
             import torch
             dev = "cuda" if dist.get_backend() == "nccl" else "cpu"
-            t = torch.tensor([1 if have else 0], dtype=torch.int64, device=dev)
+            t = torch.tensor([1 if ready else 0, 1 if have else 0], dtype=torch.int64, device=dev)
             dist.all_reduce(t, op=dist.ReduceOp.MIN)
-            if int(t[0]):
-                return
+            if not int(t[0]):
+                return False
+            if int(t[1]):
+                return True
             plans = [None] * world
             dist.all_gather_object(plans, (plan.items, plan.planner_data))
         else:
+            if not ready:
+                return False
             if have:
-                return
+                return True
             plans = [(plan.items, plan.planner_data)]
         items = pickle.dumps(plan.items, protocol=pickle.HIGHEST_PROTOCOL)
         self._layout = ((sig, world),) + _global_layout(plans) + (items,)
+        return True
 
     def _get_persister(self, rank):
         if self._persister is None or self._persister.rank != rank:
@@ -272,9 +289,12 @@ class FsdpShardCheckpointer:
             sd = {"model": msd}
             if optimizer is not None:
                 sd["optim"] = osd
-            extra = [k for k in reader.read_metadata().planner_data or {} if not k.startswith(("model.", "optim."))]
-            for k in extra:
-                sd[k] = None
+            for path in (reader.read_metadata().planner_data or {}).values():
+                if path and path[0] not in ("model", "optim"):  # the other saved entries, by their place
+                    d = sd
+                    for part in path[:-1]:
+                        d = d.setdefault(part, {})
+                    d[path[-1]] = None
             dcp.load(sd, storage_reader=reader)
             set_state_dict(model_or_state_dict, optimizer if optimizer is not None else [],
                            model_state_dict=sd["model"], optim_state_dict=sd.get("optim", {}))
