@@ -110,8 +110,11 @@ def main():
         os.nice(10)
     except OSError:
         pass
+    import warnings
     import torch
     torch.set_num_threads(1)
+    # DCP's writer asks tensor.storage() about every tensor; torch 2.8 warns about it each time.
+    warnings.filterwarnings("ignore", message="TypedStorage is deprecated")
     from xtimer import _ckpt
     core = _ckpt.RankCheckpointer(args["core_dir"], int(args["rank"]), args["shm_dir"], -1, 0, "", 300.0, 0)
     for line in sys.stdin:

@@ -423,7 +423,7 @@ class _Persister:
 # Loading
 
 def _disk_steps(ckpt_dir):
-    """{step: {"complete": bool, "ranks": {rank: sidecar path}, "world": W or None}} of DIR."""
+    """{step: {"complete": .metadata is there, "ranks": [ranks whose results file is there]}}."""
     out = {}
     try:
         names = os.listdir(ckpt_dir)
