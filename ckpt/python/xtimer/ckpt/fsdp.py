@@ -1,0 +1,795 @@
+"""Flash checkpoint for FSDP and torch.distributed.checkpoint (DCP), with DLRover's API.
+
+    from xtimer.ckpt.fsdp import FsdpShardCheckpointer, StorageType
+    ckpt = FsdpShardCheckpointer("/ckpt/run1")          # every rank, after init_process_group
+    sd = {"model": model_sd, "optim": optim_sd, "step": step}   # DTensor / ShardedTensor / tensors
+    ckpt.save_checkpoint(step, sd, storage_type=StorageType.MEMORY)   # returns after the copy
+    ckpt.save_checkpoint(step, sd, storage_type=StorageType.DISK)     # + written behind the job
+    reader = ckpt.get_storage_reader()                   # None: nothing saved
+    torch.distributed.checkpoint.load(sd, storage_reader=reader)     # at any world size
+
+A save plans the rank's part of the state the way DCP does (DefaultSavePlanner: every tensor
+shard with its global offsets, plain objects as bytes), copies the shards into the rank's
+shared-memory segment (the same core as Checkpointer: two slots, checksums, one atomic flip)
+and returns. A disk save also asks the rank's persister (a separate process, see _dcp_persist.py)
+to write the snapshot in DCP's own layout: DIR/<step>/__<rank>_0.distcp and, once every rank's
+file is there, DIR/<step>/.metadata, which torch.distributed.checkpoint.load and
+format_utils.dcp_to_torch_save read.
+
+A load (get_storage_reader, collective) takes the newest step that the shared-memory snapshots
+of every node plus the disk hold in full: a rank reads the snapshots of its own node, gets the
+pieces it needs from other nodes' snapshots over torch.distributed, and reads the rest from
+DIR/<step>. Every shard keeps its global offsets, so state saved by N ranks loads on M ranks.
+When no step is complete, CheckpointError names the missing shards (fqn, offsets, saving rank).
+"""
+import collections
+import glob
+import hashlib
+import io
+import json
+import logging
+import os
+import pickle
+import re
+import socket
+import subprocess
+import sys
+import threading
+
+from torch.distributed.checkpoint.storage import StorageReader
+
+from .. import _ckpt
+from .checkpointer import CheckpointError, StorageType, _Entries, _live, _ptr
+
+log = logging.getLogger("xtimer.ckpt")
+
+__all__ = ["FsdpShardCheckpointer", "StorageType", "CheckpointError"]
+
+CORE_SUBDIR = ".xtimer-mem"      # the core's folder (segment key); nothing is written there
+SIDECAR = ".xtimer-rank_%d.pkl"  # one per rank in DIR/<step>: its write results, then .metadata
+_FORMAT = "xtimer-dcp-snapshot-1"
+
+
+def _dist():
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        return dist
+    return None
+
+
+def _rank_world():
+    dist = _dist()
+    if dist is not None:
+        return dist.get_rank(), dist.get_world_size()
+    return int(os.environ.get("RANK", "0") or 0), int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+
+def _named_args(names, args, kwargs, what):
+    """Positional and keyword arguments by name (DLRover's signatures)."""
+    if len(args) > len(names):
+        raise TypeError(f"{what}() takes at most {len(names) + 2} positional arguments")
+    out = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in names or k in out:
+            raise TypeError(f"{what}() got an unexpected or repeated argument {k!r}")
+        out[k] = v
+    return out
+
+
+def _key(index):
+    """A MetadataIndex as a hashable (fqn, offsets) pair."""
+    return (index.fqn, tuple(index.offset) if index.offset is not None else None)
+
+
+def _describe(key):
+    fqn, off = key
+    return fqn if off is None else f"{fqn} at offsets {list(off)}"
+
+
+class FsdpShardCheckpointer:
+    """One per rank (every rank constructs it, saves and loads collectively).
+
+    checkpoint_dir: the folder on disk, shared by all ranks (DIR/<step>/ in DCP's layout).
+    shm_dir, keep: default to XTIMER_CKPT_SHM_DIR, XTIMER_CKPT_KEEP (complete steps kept on disk).
+    copy_threads: threads of the copy into shared memory (0: automatic). DLRover's arguments
+    (comm_backend, deletion_strategy, save_timeout) are accepted and have no effect."""
+
+    def __init__(self, checkpoint_dir, comm_backend="", deletion_strategy=None, save_timeout=None, *,
+                 shm_dir=None, keep=None, copy_threads=0):
+        if comm_backend or deletion_strategy is not None:
+            log.warning("xtimer.ckpt: FsdpShardCheckpointer ignores DLRover's comm_backend and deletion_strategy "
+                        "(files kept: XTIMER_CKPT_KEEP)")
+        self.checkpoint_dir = os.path.realpath(os.fspath(checkpoint_dir))
+        self._core_dir = os.path.join(self.checkpoint_dir, CORE_SUBDIR)
+        self._shm_dir = shm_dir if shm_dir is not None else _ckpt.env_string("XTIMER_CKPT_SHM_DIR")
+        self._keep = int(keep) if keep is not None else max(1, _ckpt.env_int("XTIMER_CKPT_KEEP"))
+        self._threads = int(copy_threads)
+        self._core = None
+        self._rank = None
+        self._layout = None       # (signature, global metadata pickle, owners) of the last save
+        self._persister = None
+        self._warned_path = False
+        self._lock = threading.Lock()
+        _live.add(self)
+
+    # --- the rank's segment
+    def _get_core(self, rank):
+        if self._core is None or self._rank != rank:
+            # saver="": no C++ saver; the snapshot is persisted in DCP's layout by the persister.
+            self._core = _ckpt.RankCheckpointer(self._core_dir, rank, self._shm_dir, -1, 0, "", 300.0, self._threads)
+            self._rank = rank
+        return self._core
+
+    # --- save
+    def save_checkpoint(self, step, state_dict, *args, **kwargs):
+        """save_checkpoint(step, state_dict, path=None, storage_type=StorageType.DISK)
+
+        Copies this rank's part of state_dict into shared memory (blocking for that copy and
+        a small all-reduce) and, for StorageType.DISK, has it written to DIR/<step> in DCP's
+        layout behind the job. Collective: every rank calls it with the same step.
+        DLRover 0.6.1's form save_checkpoint(step, model, optimizer, extra_sd={}, path="",
+        storage_type=DISK) is accepted too (the state: get_state_dict(model, optimizer)).
+        Returns False on every rank if a memory save was skipped because some rank's persister
+        had not yet copied the previous disk save (the previous snapshot stays current); a
+        disk save waits for that instead."""
+        import torch
+        if isinstance(state_dict, torch.nn.Module):
+            a = _named_args(["optimizer", "extra_sd", "path", "storage_type"], args, kwargs, "save_checkpoint")
+            from torch.distributed.checkpoint.state_dict import get_state_dict
+            msd, osd = get_state_dict(state_dict, a.get("optimizer") or [])
+            state_dict = {"model": msd, "optim": osd}
+            state_dict.update(a.get("extra_sd") or {})
+        else:
+            a = _named_args(["path", "storage_type"], args, kwargs, "save_checkpoint")
+        path, storage_type = a.get("path"), a.get("storage_type", StorageType.DISK)
+        if path and not self._warned_path:
+            self._warned_path = True
+            log.info("xtimer.ckpt: the path argument is ignored; steps go to %s/<step>", self.checkpoint_dir)
+        if isinstance(storage_type, str):
+            storage_type = StorageType(storage_type.lower())
+        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+            raise ValueError(f"step must be a non-negative int, not {step!r}")
+        disk = storage_type == StorageType.DISK
+        rank, world = _rank_world()
+        with self._lock:
+            persister = self._get_persister(rank)
+            if disk:
+                persister.wait_taken()
+            got = self._snapshot(step, state_dict, rank, world, persister.taken())
+            if got is None:
+                log.warning("xtimer.ckpt: memory save of step %d skipped: a persister has not yet copied step %d",
+                            step, persister.requested)
+                return False
+            entries, keep = got
+            core = self._get_core(rank)
+            saved, why = core.save(step, world, _tree_json(len(entries) - 3), entries, False)
+            del keep
+            if not saved:  # cannot happen while only this process writes the segment
+                raise CheckpointError(f"memory save of step {step} skipped: {why}")
+            if disk:
+                persister.request(step)
+        return True
+
+    def _snapshot(self, step, state_dict, rank, world, ready):
+        """Plans this rank's write items (DCP's default planner), agrees on the global layout
+        and on whether every rank is `ready` (an all-reduce; an all-gather of the plans when the
+        layout changed) and returns the core's entries: [local pickle, global pickle, bytes
+        blob, tensors...] and what keeps them alive; None on every rank if one is not ready."""
+        import numpy as np
+        import torch
+        from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
+        from torch.distributed.checkpoint.planner import WriteItemType
+
+        planner = DefaultSavePlanner()
+        planner.set_up_planner(state_dict, None, rank == 0)
+        plan = planner.create_local_plan()
+        sig_src = repr([(i.index.fqn, tuple(i.index.offset or ()), i.type.value,
+                         None if i.tensor_data is None else (tuple(i.tensor_data.size), tuple(i.tensor_data.chunk.sizes),
+                                                             str(i.tensor_data.properties.dtype)))
+                        for i in plan.items]) + repr(sorted((k, v) for k, v in (plan.planner_data or {}).items()))
+        sig = int.from_bytes(hashlib.sha256(sig_src.encode()).digest()[:7], "little")
+        if not self._agree_layout(sig, plan, rank, world, ready):
+            return None
+        _, global_pickle, disk_of, items_pickle = self._layout
+        ents = _Entries(torch)
+        tensors, blob, data = [], bytearray(), []
+        for n, item in enumerate(plan.items):
+            obj = planner.resolve_data(item)
+            if item.type == WriteItemType.BYTE_IO:
+                b = obj.getbuffer()
+                data.append(("b", len(blob), len(b)))
+                blob += b
+            else:
+                data.append(("t", len(tensors)))
+                tensors.append(ents.entry(f"{item.index.fqn}@{list(item.index.offset or ())}", obj))
+        if ents.cuda_devices:
+            for d in ents.cuda_devices:
+                torch.cuda.synchronize(d)
+        local = pickle.dumps({"format": _FORMAT, "step": step, "rank": rank, "world": world, "items": items_pickle,
+                              "data": data, "disk": disk_of[rank]}, protocol=pickle.HIGHEST_PROTOCOL)
+        arrays = [np.frombuffer(local, dtype=np.uint8), np.frombuffer(global_pickle, dtype=np.uint8),
+                  np.frombuffer(bytes(blob), dtype=np.uint8)]
+        head = [ents.entry(name, a) for name, a in zip(("xtimer.local", "xtimer.global", "xtimer.bytes"), arrays)]
+        return head + tensors, (ents, arrays)
+
+    def _agree_layout(self, sig, plan, rank, world, ready):
+        """Every rank holds the same global layout (DCP metadata, and which rank writes which
+        item to disk). One all-reduce tells whether every rank is ready to save and whether
+        every rank's plan is still the one its cached layout was computed from; if not, the
+        plans are all-gathered and the layout computed again, identically on every rank.
+        Returns False (on every rank) if a rank is not ready."""
+        dist = _dist()
+        have = self._layout is not None and self._layout[0] == (sig, world)
+        if dist is not None:
+            import torch
+            dev = "cuda" if dist.get_backend() == "nccl" else "cpu"
+            t = torch.tensor([1 if ready else 0, 1 if have else 0], dtype=torch.int64, device=dev)
+            dist.all_reduce(t, op=dist.ReduceOp.MIN)
+            if not int(t[0]):
+                return False
+            if int(t[1]):
+                return True
+            plans = [None] * world
+            dist.all_gather_object(plans, (plan.items, plan.planner_data))
+        else:
+            if not ready:
+                return False
+            if have:
+                return True
+            plans = [(plan.items, plan.planner_data)]
+        items = pickle.dumps(plan.items, protocol=pickle.HIGHEST_PROTOCOL)
+        self._layout = ((sig, world),) + _global_layout(plans) + (items,)
+        return True
+
+    def _get_persister(self, rank):
+        if self._persister is None or self._persister.rank != rank:
+            self._persister = _Persister(self, rank)
+        return self._persister
+
+    def wait_latest_checkpoint(self, timeout=1800):
+        """Blocks until the newest disk save of this rank is written (its data file; the step's
+        .metadata follows when every rank's is there). Raises CheckpointError if it failed."""
+        if self._persister is not None:
+            self._persister.wait_done(timeout)
+
+    wait = wait_latest_checkpoint
+
+    def close(self):
+        """A clean end; pending disk writes still complete (the persister runs on)."""
+        with self._lock:
+            if self._persister is not None:
+                self._persister.close()
+            if self._core is not None:
+                self._core.close()
+
+    # --- load
+    def get_storage_reader(self, resume_path=""):
+        """A StorageReader for torch.distributed.checkpoint.load / load_state_dict holding the
+        newest step that memory and disk hold in full, or None if nothing was saved. Collective.
+        resume_path: a DCP checkpoint folder to read instead (as FileSystemReader would)."""
+        # The persister's interpreter starts now (torch's import takes seconds), not at the first save.
+        self._get_persister(_rank_world()[0])
+        if resume_path:
+            from torch.distributed.checkpoint import FileSystemReader
+            return FileSystemReader(resume_path)
+        return _find_step(self)
+
+    def load_checkpoint(self, model_or_state_dict=None, optimizer=None, resume_path=""):
+        """Loads the newest step into the given state dict in place and returns it ({} if nothing
+        was saved), or, DLRover's form, load_checkpoint(model, optimizer): loads model and
+        optimizer (torch.distributed.checkpoint.state_dict) and returns the other saved entries."""
+        import torch
+        import torch.distributed.checkpoint as dcp
+        reader = self.get_storage_reader(resume_path)
+        if reader is None:
+            return {}
+        if isinstance(model_or_state_dict, torch.nn.Module):
+            from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+            msd, osd = get_state_dict(model_or_state_dict, optimizer if optimizer is not None else [])
+            sd = {"model": msd}
+            if optimizer is not None:
+                sd["optim"] = osd
+            for path in (reader.read_metadata().planner_data or {}).values():
+                if path and path[0] not in ("model", "optim"):  # the other saved entries, by their place
+                    d = sd
+                    for part in path[:-1]:
+                        d = d.setdefault(part, {})
+                    d[path[-1]] = None
+            dcp.load(sd, storage_reader=reader)
+            set_state_dict(model_or_state_dict, optimizer if optimizer is not None else [],
+                           model_state_dict=sd["model"], optim_state_dict=sd.get("optim", {}))
+            return {k: v for k, v in sd.items() if k not in ("model", "optim")}
+        sd = model_or_state_dict if model_or_state_dict is not None else {}
+        dcp.load(sd, storage_reader=reader)
+        return sd
+
+    @property
+    def loaded_from(self):
+        """After a load: {"step": S, "memory": [saving ranks read from memory], "disk": [...]}."""
+        return getattr(self, "_loaded_from", None)
+
+
+def _tree_json(n_tensors):
+    """The core's tree of a snapshot: three byte arrays (local plan, global layout, bytes items)
+    and the tensors; `dcp` marks it for inspect and for Checkpointer (which does not load it)."""
+    root = {"d": [["local", {"n": 0}], ["global", {"n": 1}], ["bytes", {"n": 2}],
+                  ["tensors", {"l": [{"t": 3 + i} for i in range(n_tensors)]}]]}
+    return json.dumps({"format": "xtimer-ckpt-tree", "version": 1, "root": root, "dcp": _FORMAT},
+                      separators=(",", ":"))
+
+
+def _global_layout(plans):
+    """From every rank's (items, planner_data): the DCP Metadata of the step (pickled, without
+    storage_data), which items each rank writes to disk (DCP's deduplication), and for
+    every item which ranks hold it."""
+    from torch.distributed.checkpoint.default_planner import create_default_global_save_plan
+    from torch.distributed.checkpoint.planner import SavePlan
+    from torch.distributed.checkpoint._dedup_save_plans import dedup_save_plans
+    full = [SavePlan(items=list(items), planner_data=pd) for items, pd in plans]
+    deduped = dedup_save_plans(full)
+    _, md = create_default_global_save_plan(deduped)
+    mappings = {}
+    for _, pd in plans:
+        mappings.update(pd or {})
+    md.planner_data = mappings
+    owners = collections.defaultdict(list)
+    for r, (items, _) in enumerate(plans):
+        for it in items:
+            owners[_key(it.index)].append(r)
+    disk_of = []
+    for r, p in enumerate(deduped):
+        keep = {_key(it.index) for it in p.items}
+        disk_of.append([n for n, it in enumerate(plans[r][0]) if _key(it.index) in keep])
+    return pickle.dumps({"md": md, "owners": dict(owners)}, protocol=pickle.HIGHEST_PROTOCOL), disk_of
+
+
+# ---------------------------------------------------------------------------------------------
+# The persister: one process per rank, started with the first save, writes DCP files.
+
+class _Persister:
+    def __init__(self, owner, rank):
+        self.rank = rank
+        self.requested = -1   # newest step asked for
+        self.copied = -1      # newest step the persister has copied out of shared memory
+        self.done = -1        # newest step written (or failed)
+        self.error = None
+        self._cv = threading.Condition()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__))))] + env.get("PYTHONPATH", "").split(os.pathsep) if p)
+        args = {"ckpt_dir": owner.checkpoint_dir, "core_dir": owner._core_dir, "rank": rank,
+                "shm_dir": owner._shm_dir, "keep": owner._keep}
+        self._proc = subprocess.Popen([sys.executable, "-m", "xtimer.ckpt._dcp_persist", json.dumps(args)],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True, bufsize=1)
+        self._thread = threading.Thread(target=self._read, name="xtimer-dcp-persist", daemon=True)
+        self._thread.start()
+
+    def _read(self):
+        for line in self._proc.stdout:
+            parts = line.rstrip("\n").split(" ", 2)
+            with self._cv:
+                if parts[0] == "copied":
+                    self.copied = max(self.copied, int(parts[1]))
+                elif parts[0] == "done":
+                    self.done = max(self.done, int(parts[1]))
+                elif parts[0] == "failed":
+                    self.done = max(self.done, int(parts[1]))
+                    self.copied = max(self.copied, int(parts[1]))
+                    self.error = parts[2] if len(parts) > 2 else "the disk write failed"
+                    log.error("xtimer.ckpt: %s", self.error)
+                self._cv.notify_all()
+        with self._cv:
+            if self.done < self.requested:
+                self.error = self.error or f"the persister of rank {self.rank} exited (status {self._proc.wait()})"
+            self.copied = self.done = max(self.done, self.requested)
+            self._cv.notify_all()
+
+    def taken(self):
+        with self._cv:
+            return self.copied >= self.requested
+
+    def wait_taken(self):
+        with self._cv:
+            self._cv.wait_for(lambda: self.copied >= self.requested)
+
+    def request(self, step):
+        with self._cv:
+            self.requested = step
+        try:
+            self._proc.stdin.write(f"persist {step}\n")
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError) as e:
+            with self._cv:
+                self.error = f"the persister of rank {self.rank} is gone ({e})"
+                self.copied = self.done = step
+            raise CheckpointError(self.error)
+
+    def wait_done(self, timeout):
+        with self._cv:
+            if not self._cv.wait_for(lambda: self.done >= self.requested, timeout):
+                raise TimeoutError(f"xtimer.ckpt: step {self.requested} still being written after {timeout} s")
+            err, self.error = self.error, None
+        if err:
+            raise CheckpointError(err)
+
+    def close(self):
+        try:
+            self._proc.stdin.close()  # the persister finishes what it was asked, then exits
+        except OSError:
+            pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+def _disk_steps(ckpt_dir):
+    """{step: {"complete": .metadata is there, "ranks": [ranks whose results file is there]}}."""
+    out = {}
+    try:
+        names = os.listdir(ckpt_dir)
+    except OSError:
+        return out
+    for name in names:
+        if not name.isdigit():
+            continue
+        d = os.path.join(ckpt_dir, name)
+        complete = os.path.isfile(os.path.join(d, ".metadata"))
+        ranks = {}
+        for p in glob.glob(os.path.join(d, ".xtimer-rank_*.pkl")):
+            m = re.search(r"rank_(\d+)\.pkl$", p)
+            if m:
+                ranks[int(m.group(1))] = p
+        if complete or ranks:
+            out[int(name)] = {"complete": complete, "ranks": sorted(ranks)}
+    return out
+
+
+def _memory_snapshots(fc):
+    """The snapshots of this checkpoint folder in this node's shared-memory folder:
+    [(saving rank, step, world)]."""
+    core = fc._get_core(_rank_world()[0])
+    base = os.path.basename(core.ctl_path)
+    prefix = base[:base.rindex("-r") + 2]
+    found = []
+    for p in glob.glob(os.path.join(os.path.dirname(core.ctl_path), glob.escape(prefix) + "*.ctl")):
+        m = re.search(r"-r(\d+)\.ctl$", p)
+        if not m:
+            continue
+        r = int(m.group(1))
+        try:
+            c = core if r == fc._rank else _ckpt.RankCheckpointer(fc._core_dir, r, fc._shm_dir, -1, 0, "", 300.0, 0)
+            info = c.memory_index()
+            c.release_memory()
+        except CheckpointError as e:
+            log.warning("xtimer.ckpt: shared-memory snapshot %s not usable: %s", p, e)
+            continue
+        if info is not None:
+            found.append((r, info[0], info[1]))
+    return found
+
+
+def _read_snapshot(fc, saving_rank):
+    """Copies one snapshot of this node out of shared memory (checksums verified):
+    (local dict, global dict, {key: tensor or bytes})."""
+    rank = _rank_world()[0]
+    c = fc._get_core(rank) if saving_rank == rank else _ckpt.RankCheckpointer(
+        fc._core_dir, saving_rank, fc._shm_dir, -1, 0, "", 300.0, 0)
+    got = copy_out(c, fc._threads)
+    if got is None:
+        raise CheckpointError(f"the shared-memory snapshot of rank {saving_rank} went away during the load")
+    local, glob_, values = got
+    return local, glob_, {_key(item.index): v for item, v in zip(local["items"], values)}
+
+
+def copy_out(core, threads=0):
+    """The current snapshot of a segment, copied out (checksums verified): (local dict, global
+    dict, [tensor or bytes per local item]), or None if the segment holds none."""
+    import numpy as np
+    import torch
+    info = core.memory_index()
+    if info is None:
+        return None
+    index = json.loads(info[2])
+    out = []
+    for e in index["entries"]:
+        if e["dtype"] == "uint8" and e["name"].startswith("xtimer."):
+            out.append(np.empty(e["shape"], dtype=np.uint8))
+        else:
+            out.append(torch.empty(e["shape"], dtype=getattr(torch, e["dtype"])))
+    core.copy_memory_into([_ptr(v) for v in out], threads)
+    local = pickle.loads(out[0].tobytes())
+    if not isinstance(local, dict) or local.get("format") != _FORMAT:
+        raise CheckpointError("the shared-memory snapshot was not saved by FsdpShardCheckpointer")
+    local["items"] = pickle.loads(local["items"])
+    glob_ = pickle.loads(out[1].tobytes())
+    blob = out[2].tobytes()
+    values = [blob[d[1]:d[1] + d[2]] if d[0] == "b" else out[3 + d[1]] for d in local["data"]]
+    return local, glob_, values
+
+
+def _find_step(fc, use_memory=True):
+    """Collective. Picks the newest step whose every saving rank is in some node's memory or on
+    disk, reads this rank's share of the memory snapshots, and returns a _Reader (or None). If
+    a snapshot cannot be read (corrupt, gone), every rank says so and tries again from disk."""
+    dist = _dist()
+    rank, world = _rank_world()
+    node = (socket.gethostname(), os.path.realpath(fc._shm_dir or "/dev/shm"))
+    mem = _memory_snapshots(fc) if use_memory else []
+    disk = _disk_steps(fc.checkpoint_dir) if rank == 0 else None
+    mine = (node, rank, mem, disk)
+    if dist is not None:
+        everyone = [None] * world
+        dist.all_gather_object(everyone, mine)
+    else:
+        everyone = [mine]
+    disk = everyone[0][3]
+    # step -> saving rank -> [new ranks that can read it (same node)], and the saved world size
+    holders = collections.defaultdict(lambda: collections.defaultdict(list))
+    worlds = collections.defaultdict(set)
+    for nd, r, snaps, _ in everyone:
+        for sr, step, sw in snaps:
+            holders[step][sr].append(r)
+            worlds[step].add(sw)
+    steps = sorted(set(holders) | set(disk), reverse=True)
+    if not steps:
+        return None
+    problems, chosen = [], None
+    for step in steps:
+        ws = worlds.get(step, set())
+        if len(ws) > 1:
+            problems.append(f"step {step}: snapshots of different world sizes {sorted(ws)} in memory")
+            continue
+        d = disk.get(step, {"complete": False, "ranks": []})
+        if d["complete"] and not holders.get(step):
+            chosen = (step, None)
+            break
+        sw = next(iter(ws)) if ws else None
+        if sw is None:
+            # On disk only and incomplete: some ranks' files were not all written.
+            problems.append(f"step {step}: on disk without .metadata (rank files {d['ranks']} only) and not in memory")
+            continue
+        missing = [r for r in range(sw) if r not in holders[step] and not d["complete"] and r not in d["ranks"]]
+        if not missing:
+            chosen = (step, sw)
+            break
+        problems.append((step, sw, missing))
+    # Every rank reads its share of the chosen step's memory snapshots (or of the newest one that
+    # is incomplete, to name its missing shards).
+    target = chosen[0] if chosen else (problems[0][0] if problems and isinstance(problems[0], tuple) else None)
+    assign = {}
+    if target is not None and target in holders:
+        load = collections.Counter()
+        for sr in sorted(holders[target]):
+            cands = holders[target][sr]
+            pick = sr if sr in cands else min(cands, key=lambda r: (load[r], r))
+            assign[sr] = pick
+            load[pick] += 1
+    local_data, glob_, err = {}, None, None
+    for sr, r in assign.items():
+        if r == rank:
+            try:
+                local, g, data = _read_snapshot(fc, sr)
+                if local["step"] != target:
+                    raise CheckpointError(f"the shared-memory snapshot of rank {sr} changed during the load")
+            except CheckpointError as e:
+                err = str(e)
+                break
+            local_data[sr] = (local, data)
+            glob_ = glob_ or g
+    if dist is not None and assign:
+        errs = [None] * world
+        dist.all_gather_object(errs, err)
+        err = "; ".join(e for e in errs if e)
+    if err:
+        log.warning("xtimer.ckpt: a shared-memory snapshot is not usable (%s); loading from disk", err)
+        return _find_step(fc, use_memory=False)
+    # The step's layout goes from the lowest rank that read a snapshot to every rank.
+    src = min(assign.values()) if assign else None
+    if dist is not None and src is not None:
+        box = [pickle.dumps(glob_) if rank == src else None]
+        dist.broadcast_object_list(box, src=src)
+        glob_ = pickle.loads(box[0])
+    if chosen is None:
+        _raise_missing(fc, problems, glob_, target)
+    step, _ = chosen
+    if problems:
+        log.warning("xtimer.ckpt: loading step %d; newer steps are not complete: %s", step,
+                    "; ".join(_problem_text(p, None) for p in problems))
+    fc._loaded_from = {"step": step, "memory": sorted(assign), "disk": [r for r in range(world) if r not in assign]}
+    if chosen[1] is None:
+        from torch.distributed.checkpoint import FileSystemReader
+        fc._loaded_from = {"step": step, "memory": [], "disk": "all"}
+        return FileSystemReader(os.path.join(fc.checkpoint_dir, str(step)))
+    fc._loaded_from["disk"] = [r for r in range(chosen[1]) if r not in assign]
+    return _Reader(fc, step, glob_, assign, local_data, disk.get(step))
+
+
+def _problem_text(p, glob_):
+    if isinstance(p, str):
+        return p
+    step, sw, missing = p
+    text = f"step {step}: the shards of saving rank(s) {missing} (of {sw}) are neither in memory nor on disk"
+    if glob_ is not None:
+        shards = [f"{_describe(k)} (rank {min(rs)})" for k, rs in sorted(glob_["owners"].items(), key=str)
+                  if all(r in missing for r in rs)]
+        text += ": " + ", ".join(shards[:50]) + (f" and {len(shards) - 50} more" if len(shards) > 50 else "")
+    return text
+
+
+def _raise_missing(fc, problems, glob_, target):
+    raise CheckpointError(
+        f"no complete checkpoint in {fc.checkpoint_dir} (memory of every node and disk): "
+        + "; ".join(_problem_text(p, glob_ if isinstance(p, tuple) and p[0] == target else None) for p in problems))
+
+
+class _Reader(StorageReader):
+    """A DCP StorageReader over the chosen step: this rank's memory snapshots, other ranks'
+    (over torch.distributed), and DIR/<step> for the saving ranks no node holds in memory."""
+
+    def __init__(self, fc, step, glob_, assign, local_data, disk_info):
+        super().__init__()
+        self.fc = fc
+        self.step = step
+        self.md = glob_["md"]
+        self.owners = glob_["owners"]
+        self.assign = assign                  # saving rank -> new rank that holds it in memory
+        self.data = {}
+        for sr, (local, data) in local_data.items():
+            for k, v in data.items():
+                self.data.setdefault(k, v)
+        self.step_dir = os.path.join(fc.checkpoint_dir, str(step))
+        self._storage = None
+
+    # StorageReader's interface
+    def reset(self, checkpoint_id=None):
+        pass
+
+    def read_metadata(self):
+        return self.md
+
+    def set_up_storage_reader(self, metadata, is_coordinator):
+        pass
+
+    def prepare_local_plan(self, plan):
+        return plan
+
+    def prepare_global_plan(self, plans):
+        return plans
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id):
+        return False
+
+    def _disk_storage(self):
+        """{key: _StorageInfo} of the step's files: .metadata, else the ranks' sidecars."""
+        if self._storage is None:
+            st = {}
+            mdp = os.path.join(self.step_dir, ".metadata")
+            if os.path.isfile(mdp):
+                with open(mdp, "rb") as f:
+                    st = {_key(k): v for k, v in pickle.load(f).storage_data.items()}
+            else:
+                for p in glob.glob(os.path.join(self.step_dir, ".xtimer-rank_*.pkl")):
+                    with open(p, "rb") as f:
+                        for wr in pickle.load(f)["results"]:
+                            st[_key(wr.index)] = wr.storage_data
+            self._storage = st
+        return self._storage
+
+    def _holder(self, key):
+        for sr in self.owners.get(key, ()):
+            if sr in self.assign:
+                return self.assign[sr]
+        return None
+
+    def read_data(self, plan, planner):
+        from torch.futures import Future
+        dist = _dist()
+        rank, world = _rank_world()
+        remote, from_disk = [], []
+        for req in plan.items:
+            k = _key(req.storage_index)
+            if k in self.data:
+                self._apply(req, self.data[k], planner)
+            elif self._holder(k) is not None:
+                remote.append(req)
+            else:
+                from_disk.append(req)
+        if dist is not None:
+            self._exchange(remote, planner, dist, rank, world)
+        elif remote:
+            raise CheckpointError("internal: remote shards without torch.distributed")
+        self._read_disk(from_disk, planner)
+        fut = Future()
+        fut.set_result(None)
+        return fut
+
+    def _apply(self, req, value, planner):
+        import torch
+        from torch.distributed.checkpoint.planner import LoadItemType
+        if req.type == LoadItemType.BYTE_IO:
+            planner.load_bytes(req, io.BytesIO(value))
+            return
+        src = value
+        for dim, (off, ln) in enumerate(zip(req.storage_offsets, req.lengths)):
+            src = torch.narrow(src, dim, off, ln)
+        dst = planner.resolve_tensor(req).detach()
+        if dst.size() != src.size():
+            raise CheckpointError(f"{_describe(_key(req.storage_index))}: size {tuple(src.size())} does not fit "
+                                  f"{tuple(dst.size())}")
+        dst.copy_(src)
+        planner.commit_tensor(req, dst)
+
+    def _exchange(self, remote, planner, dist, rank, world):
+        """Gets the pieces this rank needs from other ranks' memory snapshots: the requests are
+        all-gathered; tensor pieces go point to point, bytes items in a second all-gather."""
+        import torch
+        from torch.distributed.checkpoint.planner import LoadItemType
+        asks = [(self._holder(_key(r.storage_index)), _key(r.storage_index), r.type == LoadItemType.BYTE_IO,
+                 list(r.storage_offsets), list(r.lengths)) for r in remote]
+        everyone = [None] * world
+        dist.all_gather_object(everyone, asks)
+        dev = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else None
+        ops, recv, byte_replies = [], [], {}
+        for requester, their in enumerate(everyone):
+            for n, (holder, k, is_bytes, offs, lens) in enumerate(their):
+                if holder != rank:
+                    continue
+                v = self.data[k]
+                if is_bytes:
+                    byte_replies[(requester, n)] = bytes(v)
+                    continue
+                for dim, (off, ln) in enumerate(zip(offs, lens)):
+                    v = torch.narrow(v, dim, off, ln)
+                v = v.contiguous().reshape(-1).view(torch.uint8)
+                if dev is not None:
+                    v = v.to(dev)
+                if requester == rank:
+                    continue
+                ops.append(dist.P2POp(dist.isend, v, requester))
+        for n, (req, (holder, k, is_bytes, offs, lens)) in enumerate(zip(remote, asks)):
+            if is_bytes or holder == rank:
+                continue
+            dst = planner.resolve_tensor(req).detach()
+            buf = torch.empty(dst.numel() * dst.element_size(), dtype=torch.uint8,
+                              device=dev if dev is not None else "cpu")
+            recv.append((req, dst, buf))
+            ops.append(dist.P2POp(dist.irecv, buf, holder))
+        if ops:
+            for w in dist.batch_isend_irecv(ops):
+                w.wait()
+        for req, dst, buf in recv:
+            src = buf.cpu().view(dst.dtype).reshape(dst.shape) if dst.numel() else buf.new_empty(0)
+            dst.copy_(src.reshape(dst.shape))
+            planner.commit_tensor(req, dst)
+        box = [None] * world
+        dist.all_gather_object(box, byte_replies)
+        for n, (req, a) in enumerate(zip(remote, asks)):
+            if a[2]:
+                value = box[a[0]][(rank, n)]
+                planner.load_bytes(req, io.BytesIO(value))
+
+    def _read_disk(self, reqs, planner):
+        import torch
+        from torch.distributed.checkpoint.planner import LoadItemType
+        if not reqs:
+            return
+        storage = self._disk_storage()
+        by_file = collections.defaultdict(list)
+        for req in reqs:
+            k = _key(req.storage_index)
+            info = storage.get(k)
+            if info is None:
+                raise CheckpointError(f"step {self.step}: {_describe(k)} (saved by rank "
+                                      f"{min(self.owners.get(k, [-1]))}) is neither in memory nor in {self.step_dir}")
+            by_file[info.relative_path].append((req, info))
+        for rel, items in by_file.items():
+            with open(os.path.join(self.step_dir, rel), "rb") as f:
+                for req, info in sorted(items, key=lambda x: x[1].offset):
+                    f.seek(info.offset)
+                    raw = f.read(info.length)
+                    if req.type == LoadItemType.BYTE_IO:
+                        planner.load_bytes(req, io.BytesIO(raw))
+                    else:
+                        self._apply(req, torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True), planner)
+
