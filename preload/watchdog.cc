@@ -20,6 +20,10 @@ namespace {
 // How long the dumper may wait for the poller's in-flight list.
 constexpr int kSnapshotWaitMs = 200;
 
+// Seconds from `then` to `now`; 0 when `then` is later (a thread entered its call, or the poller
+// beat, after `now` was read: unsigned subtraction would make that 584 years).
+double SecondsSince(uint64_t now, uint64_t then) { return then >= now ? 0.0 : (now - then) / 1e9; }
+
 std::string Describe(const InflightOp& op) {
   char buf[512];
   if (!op.comm.empty() && op.kind == OpKind::kCollective) {
@@ -59,7 +63,7 @@ InflightOps Watchdog::GetInflightOps() {
     op.name = b.what;
     op.kind = b.kind;
     op.running = true;
-    op.in_flight_s = (now - b.since_ns) / 1e9;
+    op.in_flight_s = SecondsSince(now, b.since_ns);
     op.peer = -1;
     ops.push_back(op);
   }
@@ -103,14 +107,14 @@ std::string Watchdog::FindHang() {
       }
       return buf;
     }
-  } else if (uint64_t beat = tracker_.poller().heartbeat_ns(); beat != 0 && (now - beat) / 1e9 >= timeout) {
+  } else if (uint64_t beat = tracker_.poller().heartbeat_ns(); beat != 0 && SecondsSince(now, beat) >= timeout) {
     std::snprintf(buf, sizeof buf, "the CUDA driver has not answered an event query for %.1f s (timeout %g s)",
-                  (now - beat) / 1e9, timeout);
+                  SecondsSince(now, beat), timeout);
     return buf;
   }
 
   for (const BlockedCall& b : BlockedThreads::Snapshot()) {
-    double s = (now - b.since_ns) / 1e9;
+    double s = SecondsSince(now, b.since_ns);
     if (s >= timeout) {
       // A thread waits on the GPU; the op the GPU is running is what it waits for (the op's own
       // age, counted from when it started on the GPU, can lag the wait by a poll period).
