@@ -134,7 +134,8 @@ def compare(spy, ours, have_torch):
             if j < len(our_frames):
                 if same_frame(fr, our_frames[j])[1]:
                     plain += 1
-                    print(f"DIFF thread {tid} {name!r}: py-spy's {fr[0]} ({fr[1]}:{fr[2]}) is {our_frames[j][1]} in ours")
+                    print(f"DIFF thread {tid} {name!r}: py-spy's {fr[0]} ({fr[1]}:{fr[2]}) "
+                          f"is {our_frames[j][1]} in ours")
                     diffs += 1
                 qualified += "." in fr[0]
                 at = j + 1
