@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -377,6 +378,7 @@ XtcFile& XtcFile::operator=(XtcFile&& o) noexcept {
   if (this != &o) {
     if (fd_ >= 0) close(fd_);
     fd_ = o.fd_;
+    size_ = o.size_;
     path_ = std::move(o.path_);
     index_ = std::move(o.index_);
     o.fd_ = -1;
@@ -401,6 +403,7 @@ Status XtcFile::Open(const std::string& path, XtcFile* out) {
     if (why == "does not exist") return Status::NotFound(path + " does not exist");
     return Status::Error(path + " " + why);
   }
+  f.size_ = size;
   ImageHeader h{};
   unsigned char head[kHeaderLen] = {};
   if (size >= kHeaderLen) XT_RETURN_IF_ERROR(PreadAll(f.fd_, head, kHeaderLen, 0, path));
@@ -469,6 +472,45 @@ Status XtcFile::ReadInto(const std::vector<void*>& dst, const ProgressFn& progre
     if (sums[i].Finish() != entries[i].sum)
       return Status::Corrupt(path_ + ": checksum mismatch in entry " + entries[i].name +
                              " (the file is corrupt; it was not loaded)");
+  return Status::Ok();
+}
+
+XtcMapping::~XtcMapping() {
+  if (data_ != nullptr) munmap(data_, size_);
+}
+
+Status XtcFile::MapVerified(std::unique_ptr<XtcMapping>* out) {
+  if (size_ == 0) return Status::Corrupt(path_ + ": empty");
+  void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd_, 0);
+  if (p == MAP_FAILED) return Status::Error("cannot map " + path_ + ": " + std::strerror(errno));
+  auto m = std::make_unique<XtcMapping>(static_cast<unsigned char*>(p), size_);
+  madvise(p, size_, MADV_WILLNEED);  // read ahead what the page cache lacks
+  const auto& entries = index_.entries;
+  struct Piece {
+    size_t entry;
+    uint64_t off, len;
+  };
+  std::vector<Piece> pieces;
+  for (size_t i = 0; i < entries.size(); ++i)
+    for (uint64_t off = 0; off < entries[i].nbytes; off += kCopyPiece)
+      pieces.push_back({i, off, std::min(kCopyPiece, entries[i].nbytes - off)});
+  std::vector<Fletcher> parts(pieces.size());
+  // The file may have shrunk since it was opened (it is never truncated by us): a read past its
+  // end would be SIGBUS, so the size is checked again first.
+  struct stat st {};
+  if (fstat(fd_, &st) != 0 || static_cast<uint64_t>(st.st_size) < size_)
+    return Status::Corrupt(path_ + ": the file shrank while it was being loaded");
+  CopyPool::Get(0).ParallelFor(pieces.size(), 0, [&](size_t k) {
+    const Piece& pc = pieces[k];
+    parts[k] = ChecksumBytes(m->data() + entries[pc.entry].offset + pc.off, pc.len);
+  });
+  std::vector<Fletcher> sums(entries.size());
+  for (size_t k = 0; k < pieces.size(); ++k) sums[pieces[k].entry].Append(parts[k]);
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (sums[i].Finish() != entries[i].sum)
+      return Status::Corrupt(path_ + ": checksum mismatch in entry " + entries[i].name +
+                             " (the file is corrupt; it was not loaded)");
+  *out = std::move(m);
   return Status::Ok();
 }
 

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,23 @@ Status CheckPlace(const std::string& path, const ImageInfo& info);
 
 // A rank file opened for reading: a regular file (common/regular_file.h), header and index
 // checked, its place checked (CheckPlace), data not yet.
+// A rank file mapped privately: copy on write, so writing to the mapping never reaches the file
+// (and the file is never written in place: a new save is a new file renamed over). Unmapped when
+// destroyed.
+class XtcMapping {
+ public:
+  XtcMapping(unsigned char* data, uint64_t size) : data_(data), size_(size) {}
+  ~XtcMapping();
+  XtcMapping(const XtcMapping&) = delete;
+  XtcMapping& operator=(const XtcMapping&) = delete;
+  unsigned char* data() const { return data_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  unsigned char* data_;
+  uint64_t size_;
+};
+
 class XtcFile {
  public:
   static Status Open(const std::string& path, XtcFile* out);
@@ -75,9 +93,14 @@ class XtcFile {
   Status ReadInto(const std::vector<void*>& dst, const ProgressFn& progress = nullptr);
   // Verifies every checksum without keeping the data.
   Status Verify(const ProgressFn& progress = nullptr);
+  // Maps the file (XtcMapping) and verifies every checksum there, on the copy threads: the
+  // entries can then be used where they lie, with no copy into fresh memory (whose first touch
+  // costs more than the copy itself). A mismatch names the file and the entry.
+  Status MapVerified(std::unique_ptr<XtcMapping>* out);
 
  private:
   int fd_ = -1;
+  uint64_t size_ = 0;
   std::string path_;
   Index index_;
 };

@@ -185,6 +185,17 @@ class PyXtcFile {
     }
     Check(st);
   }
+  // The file mapped (copy on write) and verified: a buffer the entries can be viewed in.
+  std::shared_ptr<XtcMapping> MapVerified() {
+    std::unique_ptr<XtcMapping> m;
+    Status st;
+    {
+      py::gil_scoped_release nogil;
+      st = f_.MapVerified(&m);
+    }
+    Check(st);
+    return std::shared_ptr<XtcMapping>(std::move(m));
+  }
 
  private:
   XtcFile f_;
@@ -227,7 +238,16 @@ PYBIND11_MODULE(_ckpt, m) {
       .def_property_readonly("world_size", &PyXtcFile::world_size)
       .def_property_readonly("index_json", &PyXtcFile::index_json)
       .def("read_into", &PyXtcFile::ReadInto)
-      .def("verify", &PyXtcFile::Verify);
+      .def("verify", &PyXtcFile::Verify)
+      .def("map_verified", &PyXtcFile::MapVerified);
+
+  // A mapped rank file: a writable buffer (writes stay private); views of it keep it mapped.
+  py::class_<XtcMapping, std::shared_ptr<XtcMapping>>(m, "XtcMapping", py::buffer_protocol())
+      .def_buffer([](XtcMapping& mp) {
+        return py::buffer_info(mp.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(mp.size())}, {static_cast<py::ssize_t>(1)}, false);
+      })
+      .def_property_readonly("size", &XtcMapping::size);
 
   m.def("scan_disk", [](const std::string& dir) {
     std::vector<DiskStep> steps;

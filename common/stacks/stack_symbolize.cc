@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
+#include "common/stacks/py_qualname.h"
 #include "common/regular_file.h"
 
 namespace xtimer {
@@ -93,6 +94,27 @@ bool SymbolizeStackJson(std::string_view text, Symbolizer& symbolizer, std::stri
         build_ids[p->get<std::string>()] = b->get<std::string>();
     }
   }
+
+  // Python frames: the qualified name (co_qualname, what py-spy shows) from the source, next to
+  // the plain one CPython's dumper gave.
+  PyQualnames qualnames(symbolizer.sysroot());
+  auto qualify = [&](Json& frames) {
+    if (!frames.is_array()) return;
+    for (Json& f : frames) {
+      if (!f.is_object() || f.contains("qualname")) continue;
+      auto fn = f.find("function"), file = f.find("file"), line = f.find("line");
+      if (fn == f.end() || !fn->is_string() || file == f.end() || !file->is_string() || line == f.end() ||
+          !line->is_number_integer())
+        continue;
+      std::string q = qualnames.Qualify(file->get<std::string>(), fn->get<std::string>(), line->get<int>());
+      if (!q.empty() && q != fn->get<std::string>()) f["qualname"] = q;
+    }
+  };
+  for (Json& thread : *threads)
+    if (thread.is_object() && thread.contains("python")) qualify(thread["python"]);
+  if (auto um = root.find("python_unmatched"); um != root.end() && um->is_array())
+    for (Json& t : *um)
+      if (t.is_object() && t.contains("python")) qualify(t["python"]);
 
   for (Json& thread : *threads) {
     if (!thread.is_object()) continue;

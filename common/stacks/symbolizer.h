@@ -62,6 +62,8 @@ class Symbolizer {
   // Why `module` resolves nothing ("" if it opened fine or was never asked for).
   std::string ModuleError(const std::string& module) const;
 
+  const std::string& sysroot() const { return sysroot_; }
+
  private:
   struct Module;
   friend class TailCallFinder;  // symbolizer.cc

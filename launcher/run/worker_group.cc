@@ -55,6 +55,12 @@ void WriteAll(int fd, const char* p, size_t n) {
 
 void CpuFree(cpu_set_t* set) { CPU_FREE(set); }
 
+// A worker's process group, or the worker alone while it has not yet made its session (the
+// group does not exist until then).
+void SignalGroup(pid_t pid, int sig) {
+  if (kill(-pid, sig) != 0 && errno == ESRCH) kill(pid, sig);
+}
+
 int OpenLog(const std::string& path) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
@@ -134,8 +140,12 @@ bool WorkerGroup::Start(const std::vector<WorkerSpec>& specs, std::string* error
       return false;
     }
     if (pid == 0) {
-      // The child: async-signal-safe calls only.
-      setpgid(0, 0);
+      // The child: async-signal-safe calls only. A session of its own, as torchrun gives each
+      // worker (start_new_session): its process group is what Stop() signals, and with the
+      // kernel's autogroup scheduling (sched_autogroup_enabled, on by default) each session gets
+      // its own share of the CPUs. Sharing the agent's session, two workers importing torch on a
+      // busy 2-core machine took 6.6-7.8 s against 3.8-4.2 s in sessions of their own.
+      setsid();
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != agent) _exit(127);  // the agent died before the line above
       for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
@@ -151,7 +161,6 @@ bool WorkerGroup::Start(const std::vector<WorkerSpec>& specs, std::string* error
       (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
       _exit(126);
     }
-    setpgid(pid, pid);  // both sides, so the group exists before either goes on
     w.pid = pid;
     if (out_piped) {
       close(out[1]);
@@ -303,7 +312,7 @@ void WorkerGroup::Stop(double grace_s) {
   stopping_ = true;
   auto signal_all = [&](int sig) {
     for (const Worker& w : workers_)
-      if (!w.done) kill(-w.pid, sig);
+      if (!w.done) SignalGroup(w.pid, sig);
   };
   signal_all(SIGTERM);
   double deadline = MonotonicS() + grace_s;
@@ -325,7 +334,7 @@ void WorkerGroup::Stop(double grace_s) {
     usleep(20 * 1000);
   }
   // A worker's own children (its process group) go too.
-  for (const Worker& w : workers_) kill(-w.pid, SIGKILL);
+  for (const Worker& w : workers_) kill(-w.pid, SIGKILL);  // reaped: their sessions exist
   JoinReader();
   // The failed worker's last words (the pipes are drained now).
   if (failed_) {

@@ -1,6 +1,7 @@
 // The workers of one node in one round: started together with torchrun's environment, watched,
-// stopped together. Each worker leads its own process group (so stopping it reaches what it
-// started) and dies with xtimer_run (PR_SET_PDEATHSIG), so no worker outlives its agent.
+// stopped together. Each worker leads its own session, as under torchrun (so stopping its
+// process group reaches what it started, and the kernel's autogroup scheduler gives it its own
+// share of the CPUs) and dies with xtimer_run (PR_SET_PDEATHSIG), so no worker outlives its agent.
 // Its stderr passes through a pipe: to the terminal (and/or a file under --log-dir) and into a
 // short tail kept for the failure summary. A worker may be bound to a set of CPUs
 // (--numa-affinity) and kept off the terminal (--local-ranks-filter; its files and tail stay).

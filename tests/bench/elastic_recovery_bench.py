@@ -236,7 +236,13 @@ def run_xtimer(args, python, tmp):
 def run_torchrun(python, tmp):
     def make_start(out, rid):
         port = free_port()
-        env = dict(os.environ, OUT=out)
+        # torchrun 2.8 shares one TCPStore between its rendezvous and the workers, and each agent
+        # works out that store's address once, at its first rendezvous: a node added later asks
+        # the new round for it (MASTER_ADDR, MASTER_PORT) and waits, since the agent that hosts
+        # the store never publishes it again, until every agent's 60 s store timeout. Its
+        # documented opt-out publishes it in every round (and lets a restarted gloo group start,
+        # pytorch/pytorch#135712).
+        env = dict(os.environ, OUT=out, TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
         env.pop("LD_PRELOAD", None)
 
         def start(i):

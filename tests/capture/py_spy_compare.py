@@ -6,10 +6,11 @@ The target runs under the preloaded library; `py-spy dump --pid --json` reads it
 then the dump signal makes it write its own stack file. Thread by thread (same tid), every frame
 py-spy shows must be in ours, in the same order, with the same function, file and line; and the
 thread's Python name must be the one py-spy shows. Differences are counted and listed, as the gdb
-comparison does for native frames (unwind_gdb_test.cc). One difference is known and counted
-apart: on 3.11+ py-spy 0.4.2+ names a function by its qualified name (Thread.run), ours by its
-plain name (run), which is what CPython's frame dumper prints; such a frame matches when file and
-line are equal and py-spy's name ends with ".<ours>".
+comparison does for native frames (unwind_gdb_test.cc). On 3.11+ py-spy 0.4.2+ names a function by
+its qualified name (co_qualname: Thread.run, f.<locals>.g); CPython's dumper, which ours uses, prints
+the plain name (run), and the symboliser adds the qualified one from the source (`qualname`), so the
+comparison reads the symbolised file and a frame matches only by the qualified name; one that
+matches by its plain name alone is counted as a difference.
 
 With --repeat N it also times both, N times each on the same process: py-spy's whole run (start,
 attach, read, print) against ours from the signal to the stack file on disk, plus our in-process
@@ -79,25 +80,30 @@ def our_dump(pid, out):
 
 
 def wait_symbolised(out):
-    """The symboliser rewrites the file after each dump: let it finish before the next one."""
+    """The symboliser rewrites the file after each dump: its symbolised content (None after 30 s)."""
     path = os.path.join(out, STACK)
     deadline = time.time() + 30
     while time.time() < deadline:
         try:
             with open(path) as f:
-                if json.load(f).get("symbolized"):
-                    return
+                d = json.load(f)
+                if d.get("symbolized"):
+                    return d
         except (OSError, ValueError):
             pass
         time.sleep(0.01)
+    return None
 
 
 def same_frame(spy, ours):
-    """(equal, only_qualified): py-spy 0.4.2+ shows co_qualname on 3.11+ ("Thread.run",
-    "f.<locals>.g"); CPython's dumper, which ours uses, prints co_name ("run")."""
-    if spy == ours:
+    """(equal, only_plain) for py-spy's (name, file, line) against ours (qualname or None, function,
+    file, line): equal by either of our names (py-spy before 3.11 prints the plain one); or only by
+    the plain name, py-spy's being qualified ("Thread.run" against our "run" without a qualname)."""
+    if spy[1:] != ours[2:]:
+        return False, False
+    if spy[0] in (ours[0], ours[1]):
         return True, False
-    if spy[1:] == ours[1:] and spy[0].endswith("." + ours[0]):
+    if ours[0] is None and spy[0].endswith("." + ours[1]):
         return True, True
     return False, False
 
@@ -106,7 +112,7 @@ def compare(spy, ours, have_torch):
     """Prints the comparison; the number of differences (qualified names apart)."""
     by_tid = {t["tid"]: t for t in ours["threads"]}
     diffs = 0
-    frames_total = frames_same = qualified = 0
+    frames_total = frames_same = plain = qualified = 0
     for st in spy:
         tid = st.get("os_thread_id")
         name = st.get("thread_name")
@@ -117,7 +123,7 @@ def compare(spy, ours, have_torch):
             diffs += 1 + len(spy_frames)
             frames_total += len(spy_frames)
             continue
-        our_frames = [(f["function"], f["file"], f.get("line")) for f in reversed(t["python"])]
+        our_frames = [(f.get("qualname"), f["function"], f["file"], f.get("line")) for f in reversed(t["python"])]
         # Every py-spy frame in ours, in order (ours may have more, e.g. past py-spy's 'shim' frames).
         at = 0
         missing = []
@@ -126,11 +132,16 @@ def compare(spy, ours, have_torch):
             while j < len(our_frames) and not same_frame(fr, our_frames[j])[0]:
                 j += 1
             if j < len(our_frames):
-                qualified += same_frame(fr, our_frames[j])[1]
+                if same_frame(fr, our_frames[j])[1]:
+                    plain += 1
+                    print(f"DIFF thread {tid} {name!r}: py-spy's {fr[0]} ({fr[1]}:{fr[2]}) "
+                          f"is {our_frames[j][1]} in ours")
+                    diffs += 1
+                qualified += "." in fr[0]
                 at = j + 1
                 frames_same += 1
             else:
-                near = [o for o in our_frames[at:] if fr[0].split(".")[-1] == o[0] and o[1] == fr[1]]
+                near = [o for o in our_frames[at:] if fr[0].split(".")[-1] == o[1] and o[2] == fr[1]]
                 missing.append((fr, near[0] if near else None))
         frames_total += len(spy_frames)
         extra = len(our_frames) - (len(spy_frames) - len(missing))
@@ -140,7 +151,7 @@ def compare(spy, ours, have_torch):
             diffs += 1
         for fr, near in missing:
             print(f"DIFF {label}: py-spy's {fr[0]} ({fr[1]}:{fr[2]}) not in ours" +
-                  (f" (ours has line {near[2]})" if near else ""))
+                  (f" (ours has line {near[3]})" if near else ""))
             diffs += 1
         print(f"{'ok  ' if not missing else 'DIFF'} {label}: {len(spy_frames)} py-spy frames, "
               f"{len(spy_frames) - len(missing)} found in ours in order, ours has {extra} more")
@@ -150,8 +161,7 @@ def compare(spy, ours, have_torch):
         print("DIFF py-spy did not show every parked thread:", sorted(want - named))
         diffs += 1
     print(f"frames: {frames_same}/{frames_total} of py-spy's found in ours; threads: {len(spy)}; differences: {diffs}")
-    print(f"qualified names: {qualified} of those frames py-spy names Class.method (co_qualname), ours method "
-          f"(co_name, as CPython's dumper prints it)")
+    print(f"qualified names: py-spy shows {qualified} (co_qualname, Class.method); ours lacks {plain} of them")
     return diffs
 
 
@@ -172,7 +182,10 @@ def main():
         if not have_torch:
             print(f"note: {args.python} cannot import torch: no autograd thread")
         spy, _ = py_spy(args, proc.pid)
-        ours, _ = our_dump(proc.pid, out)
+        our_dump(proc.pid, out)
+        ours = wait_symbolised(out)  # qualified names are added by the symboliser
+        if ours is None:
+            sys.exit("FAIL: the stack file was not symbolised within 30 s")
         print("python:", ours["capture"].get("python"), "thread names:", ours["capture"].get("python_thread_names"))
         diffs = compare(spy, ours, have_torch)
         wait_symbolised(out)

@@ -84,6 +84,28 @@ class RoundTrip(unittest.TestCase):
             o2.load_state_dict(st["optimizer"])
             self.assertEqual(lib.train_steps(m2, o2, 6, seed=11), reference)
 
+    def test_a_disk_load_is_private_to_its_process(self):
+        """A load from disk views the file mapped copy-on-write: what the job then writes into
+        the tensors (an optimizer step in place) never reaches the file, another load gets the
+        saved values, and the tensors outlive the file's removal (the keep policy)."""
+        state = lib.realistic_state()
+        c = self.ckpt()
+        c.save_checkpoint(4, state, storage_type=StorageType.DISK)
+        c.wait()
+        _, got = self.ckpt(self.dirs.other_shm()).load_checkpoint()  # from disk
+        w = got["model"]["inner.fc1.weight"]
+        saved = w.clone()
+        w.add_(1.0)
+        path = os.path.join(self.dirs.ckpt, "4", "rank_0.xtc")
+        _ckpt.XtcFile(path).verify()  # the file is unchanged: its checksums still hold
+        _, again = self.ckpt(self.dirs.other_shm()).load_checkpoint()
+        self.assertTrue(torch.equal(again["model"]["inner.fc1.weight"], saved))
+        self.assertTrue(torch.equal(w, saved + 1.0))
+        os.unlink(path)
+        self.assertTrue(torch.equal(again["model"]["inner.fc1.weight"], saved))
+        lib.assert_same(self, {k: v for k, v in state["model"].items() if k != "inner.fc1.weight"},
+                        {k: v for k, v in again["model"].items() if k != "inner.fc1.weight"})
+
     def test_unsupported_values_are_named(self):
         c = self.ckpt()
         with self.assertRaisesRegex(TypeError, r"a/b: cannot save a .*object"):

@@ -334,8 +334,14 @@ class Checkpointer:
                     return _INCOMPLETE, None, sw, (
                         f"step {step}: incomplete, rank file(s) {_ranges(missing)} of world size {sw} missing "
                         "(per-rank state needs every rank's file)")
-            leaves = self._alloc(index)
-            f.read_into([_ptr(v) for v in leaves])
+            if all(e["offset"] % 64 == 0 for e in index["entries"]):
+                # In place: the file mapped (copy on write) and verified, tensors viewing it.
+                # Reading into new tensors would first touch every page of fresh memory, which
+                # cost more than the copy itself (docs/benchmarks.md).
+                leaves = self._views(index, f.map_verified())
+            else:  # not laid out as we write them: read into new memory
+                leaves = self._alloc(index)
+                f.read_into([_ptr(v) for v in leaves])
             return _READ, (index, leaves), sw, ""
         except CheckpointError as e:
             return _CORRUPT, None, sw, f"step {step}: {e}"
@@ -356,6 +362,31 @@ class Checkpointer:
                 if not isinstance(dtype, torch.dtype):
                     raise CheckpointError(f"entry {e['name']}: dtype {e['dtype']} is unknown to this torch")
                 out.append(torch.empty(e["shape"], dtype=dtype))
+        return out
+
+    def _views(self, index, mapping):
+        """CPU tensors / arrays over a verified mapping of a rank file, in entry order. They keep
+        the mapping alive; writing to them stays private to this process."""
+        torch = _tree._torch()
+        kinds = _leaf_kinds(index["tree"]["root"] if index.get("tree") else None, len(index["entries"]))
+        out = []
+        for e, kind in zip(index["entries"], kinds):
+            off, nbytes, shape = e["offset"], e["nbytes"], e["shape"]
+            if kind == "n" or torch is None:
+                import numpy as np
+                if e["dtype"] not in _NUMPY_DTYPES:
+                    raise CheckpointError(f"entry {e['name']}: dtype {e['dtype']} needs torch")
+                dt = np.dtype(e["dtype"])
+                out.append(np.frombuffer(mapping, dtype=dt, count=nbytes // dt.itemsize, offset=off).reshape(shape))
+                continue
+            dtype = getattr(torch, e["dtype"], None)
+            if not isinstance(dtype, torch.dtype):
+                raise CheckpointError(f"entry {e['name']}: dtype {e['dtype']} is unknown to this torch")
+            if nbytes == 0:
+                out.append(torch.empty(shape, dtype=dtype))
+                continue
+            size = torch.empty((), dtype=dtype).element_size()
+            out.append(torch.frombuffer(mapping, dtype=dtype, count=nbytes // size, offset=off).view(shape))
         return out
 
     def _build(self, index, leaves, map_location):
