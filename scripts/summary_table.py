@@ -40,8 +40,10 @@ def main():
                 name += f" {o['bytes'] / 2**20:g} MiB"
             name = name if len(name) <= 34 else name[:31] + "..."
 
-            print(f"{s['rank']:>4}  {name:<34} {o['kind']:<10} {o['count']:>6} {o['p50_us'] / 1e3:>8.3f} "
-                  f"{o['p99_us'] / 1e3:>8.3f}  {rate}")
+            print(
+                f"{s['rank']:>4}  {name:<34} {o['kind']:<10} {o['count']:>6} {o['p50_us'] / 1e3:>8.3f} "
+                f"{o['p99_us'] / 1e3:>8.3f}  {rate}"
+            )
 
 
 if __name__ == "__main__":

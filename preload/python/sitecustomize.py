@@ -31,6 +31,7 @@ except Exception as e:  # noqa: BLE001 - the program must start whatever the oth
 
 try:
     import xtimer_pyhooks
+
     xtimer_pyhooks.install()
 except Exception as e:  # noqa: BLE001
     sys.stderr.write(f"xtimer: Python hooks not installed: {type(e).__name__}: {e}\n")

@@ -45,6 +45,7 @@ def _wrap_next(next_fn):
         finally:
             if _span is not None:
                 _span(_DATA, begin, _now())
+
     __next__.__qualname__ = next_fn.__qualname__
     __next__.__doc__ = next_fn.__doc__
     __next__._xtimer_wrapped = next_fn
@@ -69,6 +70,7 @@ class _DataLoaderFinder:
         except ValueError:
             pass
         import importlib.util
+
         spec = importlib.util.find_spec(name)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
@@ -96,6 +98,7 @@ def install():
     global _span
     try:
         import ctypes
+
         lib = ctypes.CDLL(None)
         hello, span = lib.xtimer_python_hello, lib.xtimer_python_span
     except (OSError, AttributeError, ImportError):

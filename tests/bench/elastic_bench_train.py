@@ -25,8 +25,10 @@ def main():
         opt.zero_grad()
         loss.backward()
         opt.step()
-        out.write(json.dumps({"rank": rank, "world": world, "port": port, "step": step, "t": time.time(),
-                              "pid": os.getpid()}) + "\n")
+        out.write(
+            json.dumps({"rank": rank, "world": world, "port": port, "step": step, "t": time.time(), "pid": os.getpid()})
+            + "\n"
+        )
         out.flush()
         step += 1
         time.sleep(step_s)

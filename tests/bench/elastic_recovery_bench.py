@@ -58,12 +58,24 @@ class Etcd:
     def __init__(self, tmp):
         self.port, peer = free_port(), free_port()
         self.proc = subprocess.Popen(
-            [shutil.which("etcd"), "--data-dir", os.path.join(tmp, "etcd"),
-             "--listen-client-urls", f"http://127.0.0.1:{self.port}",
-             "--advertise-client-urls", f"http://127.0.0.1:{self.port}",
-             "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls",
-             f"http://127.0.0.1:{peer}", "--initial-cluster", f"default=http://127.0.0.1:{peer}"],
-            stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "etcd.log"), "w"))
+            [
+                shutil.which("etcd"),
+                "--data-dir",
+                os.path.join(tmp, "etcd"),
+                "--listen-client-urls",
+                f"http://127.0.0.1:{self.port}",
+                "--advertise-client-urls",
+                f"http://127.0.0.1:{self.port}",
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{peer}",
+                "--initial-advertise-peer-urls",
+                f"http://127.0.0.1:{peer}",
+                "--initial-cluster",
+                f"default=http://127.0.0.1:{peer}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=open(os.path.join(tmp, "etcd.log"), "w"),
+        )
 
         def up():
             try:
@@ -71,6 +83,7 @@ class Etcd:
                 return True
             except OSError:
                 return False
+
         if not wait_for(up, 20):
             raise SystemExit("etcd did not start")
 
@@ -218,18 +231,44 @@ def lost_and_added(name, make_start, tmp):
 def run_xtimer(args, python, tmp):
     def make_start(out, rid):
         etcd = Etcd(out)
-        env = dict(os.environ, OUT=out, XTIMER_PYTHON=python, XTIMER_METRICS_PORT="0",
-                   XTIMER_TIMELINE_PATH=os.path.join(out, "timeline"), XTIMER_CKPT_SHM_DIR=os.path.join(out, "shm"))
+        env = dict(
+            os.environ,
+            OUT=out,
+            XTIMER_PYTHON=python,
+            XTIMER_METRICS_PORT="0",
+            XTIMER_TIMELINE_PATH=os.path.join(out, "timeline"),
+            XTIMER_CKPT_SHM_DIR=os.path.join(out, "shm"),
+        )
         os.makedirs(env["XTIMER_CKPT_SHM_DIR"])
 
         def start(i):
             return subprocess.Popen(
-                [os.path.join(args.bin, "xtimer_run"), "--nnodes", "2:3", "--nproc-per-node", "1", "--max-restarts",
-                 "3", "--rdzv-backend", "etcd", "--rdzv-endpoint", f"127.0.0.1:{etcd.port}", "--rdzv-id", rid,
-                 "--local-addr", "127.0.0.1", TRAIN],
-                env=env, stdout=open(os.path.join(out, f"node{i}.out"), "w"),
-                stderr=open(os.path.join(out, f"node{i}.log"), "w"), start_new_session=True)
+                [
+                    os.path.join(args.bin, "xtimer_run"),
+                    "--nnodes",
+                    "2:3",
+                    "--nproc-per-node",
+                    "1",
+                    "--max-restarts",
+                    "3",
+                    "--rdzv-backend",
+                    "etcd",
+                    "--rdzv-endpoint",
+                    f"127.0.0.1:{etcd.port}",
+                    "--rdzv-id",
+                    rid,
+                    "--local-addr",
+                    "127.0.0.1",
+                    TRAIN,
+                ],
+                env=env,
+                stdout=open(os.path.join(out, f"node{i}.out"), "w"),
+                stderr=open(os.path.join(out, f"node{i}.log"), "w"),
+                start_new_session=True,
+            )
+
         return start, etcd.stop
+
     return lost_and_added("xtimer_run", make_start, tmp)
 
 
@@ -247,11 +286,32 @@ def run_torchrun(python, tmp):
 
         def start(i):
             return subprocess.Popen(
-                [python, "-m", "torch.distributed.run", "--nnodes", "2:3", "--nproc-per-node", "1", "--max-restarts",
-                 "3", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", rid, TRAIN],
-                env=env, stdout=open(os.path.join(out, f"node{i}.out"), "w"),
-                stderr=open(os.path.join(out, f"node{i}.log"), "w"), start_new_session=True)
+                [
+                    python,
+                    "-m",
+                    "torch.distributed.run",
+                    "--nnodes",
+                    "2:3",
+                    "--nproc-per-node",
+                    "1",
+                    "--max-restarts",
+                    "3",
+                    "--rdzv-backend",
+                    "c10d",
+                    "--rdzv-endpoint",
+                    f"127.0.0.1:{port}",
+                    "--rdzv-id",
+                    rid,
+                    TRAIN,
+                ],
+                env=env,
+                stdout=open(os.path.join(out, f"node{i}.out"), "w"),
+                stderr=open(os.path.join(out, f"node{i}.log"), "w"),
+                start_new_session=True,
+            )
+
         return start, lambda: None
+
     return lost_and_added("torchrun", make_start, tmp)
 
 
@@ -263,20 +323,43 @@ def figure(pattern, text):
 def run_netns(args, tmp):
     """(standalone probe seconds, xtimer_run seconds, why not) from the two netns scripts."""
     probe = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tests", "netprobe", "netns_scenarios.py"), "--bin",
-         os.path.join(args.bin, "xtimer_netprobe"), "--scenario", "faulty8-defaults", "--out",
-         os.path.join(tmp, "netns-probe")], capture_output=True, text=True)
+        [
+            sys.executable,
+            os.path.join(ROOT, "tests", "netprobe", "netns_scenarios.py"),
+            "--bin",
+            os.path.join(args.bin, "xtimer_netprobe"),
+            "--scenario",
+            "faulty8-defaults",
+            "--out",
+            os.path.join(tmp, "netns-probe"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     if probe.returncode == 77:
         return None, None, probe.stdout.strip().splitlines()[-1]
     run = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tests", "launcher", "netns_run.py"), "--bin", args.bin, "--scenario",
-         "faulty8", "--out", os.path.join(tmp, "netns-run")], capture_output=True, text=True)
+        [
+            sys.executable,
+            os.path.join(ROOT, "tests", "launcher", "netns_run.py"),
+            "--bin",
+            args.bin,
+            "--scenario",
+            "faulty8",
+            "--out",
+            os.path.join(tmp, "netns-run"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     standalone = figure(r"probe time; wall ([0-9.]+) s", probe.stdout)
     launcher = figure(r"start -> verdict ([0-9.]+) s", run.stdout)
     why = None
     if standalone is None or launcher is None:
-        why = (f"a netns run failed (probe rc {probe.returncode}, run rc {run.returncode}):\n"
-               f"{probe.stdout[-1500:]}\n{run.stdout[-1500:]}")
+        why = (
+            f"a netns run failed (probe rc {probe.returncode}, run rc {run.returncode}):\n"
+            f"{probe.stdout[-1500:]}\n{run.stdout[-1500:]}"
+        )
     return standalone, launcher, why
 
 
@@ -298,21 +381,30 @@ def main():
     tmp = args.out or tempfile.mkdtemp(prefix="xtimer-elastic-bench-")
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
-    have_peers = os.access(args.peers_python, os.X_OK) and subprocess.run(
-        [args.peers_python, "-c", "import torch.distributed.run"], capture_output=True).returncode == 0
+    have_peers = (
+        os.access(args.peers_python, os.X_OK)
+        and subprocess.run([args.peers_python, "-c", "import torch.distributed.run"], capture_output=True).returncode
+        == 0
+    )
     python = args.peers_python if have_peers else "/usr/bin/python3"
-    torch_version = subprocess.run([python, "-c", "import torch; print(torch.__version__)"], capture_output=True,
-                                   text=True).stdout.strip()
-    print(f"elastic_recovery_bench: every setting at its default (lease_ttl 10 s, last_call_timeout 30 s, "
-          f"XTIMER_NETCHECK_TIMEOUT 4 s, xtimer_netprobe --timeout 30 s --connect-timeout 4 s --size 64M); "
-          f"workers on {python} (torch {torch_version}); logs in {tmp}", flush=True)
+    torch_version = subprocess.run(
+        [python, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True
+    ).stdout.strip()
+    print(
+        f"elastic_recovery_bench: every setting at its default (lease_ttl 10 s, last_call_timeout 30 s, "
+        f"XTIMER_NETCHECK_TIMEOUT 4 s, xtimer_netprobe --timeout 30 s --connect-timeout 4 s --size 64M); "
+        f"workers on {python} (torch {torch_version}); logs in {tmp}",
+        flush=True,
+    )
     x_lost, x_added = run_xtimer(args, python, tmp)
     t_lost = t_added = None
     if have_peers:
         t_lost, t_added = run_torchrun(python, tmp)
     else:
-        print(f"torchrun rows skipped: no peers environment at {args.peers_python} "
-              f"(create it with scripts/setup_peers.sh, or pass --peers-python)")
+        print(
+            f"torchrun rows skipped: no peers environment at {args.peers_python} "
+            f"(create it with scripts/setup_peers.sh, or pass --peers-python)"
+        )
     standalone = launcher = None
     if not args.no_netns:
         standalone, launcher, why = run_netns(args, tmp)
@@ -320,10 +412,14 @@ def main():
             print(f"black-holed node row skipped: {why}")
     print(f"{'row':34} {'xtimer':>10} {'baseline':>10}  ratio")
     print(f"{'node lost -> training again':34} {fmt(x_lost)} {fmt(t_lost)}  {ratio(x_lost, t_lost)}  (torchrun c10d)")
-    print(f"{'node added -> training again':34} {fmt(x_added)} {fmt(t_added)}  {ratio(x_added, t_added)}  "
-          f"(torchrun c10d)")
-    print(f"{'black-holed node -> verdict':34} {fmt(standalone)} {fmt(launcher)}  {ratio(standalone, launcher)}  "
-          f"(xtimer_netprobe alone vs xtimer_run --network-check)")
+    print(
+        f"{'node added -> training again':34} {fmt(x_added)} {fmt(t_added)}  {ratio(x_added, t_added)}  "
+        f"(torchrun c10d)"
+    )
+    print(
+        f"{'black-holed node -> verdict':34} {fmt(standalone)} {fmt(launcher)}  {ratio(standalone, launcher)}  "
+        f"(xtimer_netprobe alone vs xtimer_run --network-check)"
+    )
     return 0
 
 

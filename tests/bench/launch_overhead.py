@@ -40,8 +40,11 @@ def run(bench, launch, simgpu, mode, step=False):
         mode = mode[:2]
     with tempfile.TemporaryDirectory() as out:
         env["XTIMER_TIMELINE_PATH"] = out
-        cmd = [bench, "--benchmark_format=json",
-               "--benchmark_filter=" + ("BM_Step" if step else "BM_Launch|BM_EventRecordPair")]
+        cmd = [
+            bench,
+            "--benchmark_format=json",
+            "--benchmark_filter=" + ("BM_Step" if step else "BM_Launch|BM_EventRecordPair"),
+        ]
         if mode is not None:
             env["XTIMER_CUPTI"], env["XTIMER_KERNEL_SAMPLE"] = mode
             cmd = [launch] + cmd
@@ -95,45 +98,66 @@ def main():
                 pair.append(r["BM_EventRecordPair"])
             if m in shares:
                 shares[m].append(share)
-        print(f"round {i + 1}/{rounds}: launch ns bare {launch_ns['bare'][-1]:.0f}, event pairs "
-              f"{launch_ns['pairs'][-1]:.0f}, cupti {launch_ns['cupti'][-1]:.0f}, hooked untimed "
-              f"{launch_ns['hooked'][-1]:.0f}; step us bare {step_ns['bare'][-1] / 1e3:.0f}, event pairs "
-              f"{step_ns['pairs'][-1] / 1e3:.0f}, cupti {step_ns['cupti'][-1] / 1e3:.0f}", flush=True)
+        print(
+            f"round {i + 1}/{rounds}: launch ns bare {launch_ns['bare'][-1]:.0f}, event pairs "
+            f"{launch_ns['pairs'][-1]:.0f}, cupti {launch_ns['cupti'][-1]:.0f}, hooked untimed "
+            f"{launch_ns['hooked'][-1]:.0f}; step us bare {step_ns['bare'][-1] / 1e3:.0f}, event pairs "
+            f"{step_ns['pairs'][-1] / 1e3:.0f}, cupti {step_ns['cupti'][-1] / 1e3:.0f}",
+            flush=True,
+        )
     if min(shares["cupti"]) < 0.9:
-        sys.exit(f"cupti: only {min(shares['cupti']):.0%} of the launches were timed; the figures would not be about "
-                 f"timed launches")
+        sys.exit(
+            f"cupti: only {min(shares['cupti']):.0%} of the launches were timed; the figures would not be about "
+            f"timed launches"
+        )
     if min(shares["pairs"]) < 0.9:
         # A launch that found no free pair skips the two event records, so the event-pair figure is
         # then too low: the comparison below still holds against CUPTI mode, the < 300 ns one does not.
-        print(f"WARNING: event pairs timed only {min(shares['pairs']):.0%} of the launches (the poller did not give "
-              f"pairs back fast enough on this machine); the event-pair figures are an underestimate")
+        print(
+            f"WARNING: event pairs timed only {min(shares['pairs']):.0%} of the launches (the poller did not give "
+            f"pairs back fast enough on this machine); the event-pair figures are an underestimate"
+        )
     med = {m: statistics.median(v) for m, v in launch_ns.items()}
     step = {m: statistics.median(v) for m, v in step_ns.items()}
     bare, events = med["bare"], statistics.median(pair)
     print(f"simulated runtime, median of {rounds} rounds, ns per call:")
     print(f"  cudaLaunchKernel without xtimer (baseline)  {bare:8.1f}")
-    print(f"  cudaLaunchKernel timed, event pairs         {med['pairs']:8.1f}   ({med['pairs'] / bare:.2f}x baseline; "
-          f"{min(shares['pairs']):.1%} of its launches timed)")
-    print(f"  cudaLaunchKernel timed, CUPTI records       {med['cupti']:8.1f}   ({med['cupti'] / bare:.2f}x baseline; "
-          f"{min(shares['cupti']):.1%} of its launches timed)")
+    print(
+        f"  cudaLaunchKernel timed, event pairs         {med['pairs']:8.1f}   ({med['pairs'] / bare:.2f}x baseline; "
+        f"{min(shares['pairs']):.1%} of its launches timed)"
+    )
+    print(
+        f"  cudaLaunchKernel timed, CUPTI records       {med['cupti']:8.1f}   ({med['cupti'] / bare:.2f}x baseline; "
+        f"{min(shares['cupti']):.1%} of its launches timed)"
+    )
     print(f"  one start/end event-record pair             {events:8.1f}")
     print(f"  added per timed launch, event pairs         {med['pairs'] - bare:8.1f}")
     print(f"  added per timed launch, without the events  {med['pairs'] - bare - events:8.1f}   (target < 300)")
     print(f"  added per timed launch, CUPTI mode          {med['cupti'] - bare:8.1f}")
-    print(f"  added per launch with XTIMER_CUPTI=0 XTIMER_KERNEL_SAMPLE=0 (no events) {med['hooked'] - bare:8.1f}   "
-          f"({med['hooked'] / bare:.2f}x baseline)")
-    print(f"  step of 256 launches + sync, us: baseline {step['bare'] / 1e3:.1f}, event pairs "
-          f"{step['pairs'] / 1e3:.1f}, CUPTI {step['cupti'] / 1e3:.1f}")
-    print(f"  share of the step launches timed: event pairs {min(step_shares['pairs']):.0%} (no free pair while "
-          f"the pool grows counts as untimed), CUPTI {min(step_shares['cupti']):.0%}")
-    print(f"  ratio CUPTI / event pairs: per launch {med['cupti'] / med['pairs']:.2f}, per step "
-          f"{step['cupti'] / step['pairs']:.2f}")
+    print(
+        f"  added per launch with XTIMER_CUPTI=0 XTIMER_KERNEL_SAMPLE=0 (no events) {med['hooked'] - bare:8.1f}   "
+        f"({med['hooked'] / bare:.2f}x baseline)"
+    )
+    print(
+        f"  step of 256 launches + sync, us: baseline {step['bare'] / 1e3:.1f}, event pairs "
+        f"{step['pairs'] / 1e3:.1f}, CUPTI {step['cupti'] / 1e3:.1f}"
+    )
+    print(
+        f"  share of the step launches timed: event pairs {min(step_shares['pairs']):.0%} (no free pair while "
+        f"the pool grows counts as untimed), CUPTI {min(step_shares['cupti']):.0%}"
+    )
+    print(
+        f"  ratio CUPTI / event pairs: per launch {med['cupti'] / med['pairs']:.2f}, per step "
+        f"{step['cupti'] / step['pairs']:.2f}"
+    )
     if compare:
-        print(f"  before ({compare}) -> now, added per timed launch: event pairs without the events "
-              f"{med['pairs_before'] - bare - events:.1f} -> {med['pairs'] - bare - events:.1f}, CUPTI mode "
-              f"{med['cupti_before'] - bare:.1f} -> {med['cupti'] - bare:.1f}; step us: event pairs "
-              f"{step['pairs_before'] / 1e3:.1f} -> {step['pairs'] / 1e3:.1f}, CUPTI "
-              f"{step['cupti_before'] / 1e3:.1f} -> {step['cupti'] / 1e3:.1f}")
+        print(
+            f"  before ({compare}) -> now, added per timed launch: event pairs without the events "
+            f"{med['pairs_before'] - bare - events:.1f} -> {med['pairs'] - bare - events:.1f}, CUPTI mode "
+            f"{med['cupti_before'] - bare:.1f} -> {med['cupti'] - bare:.1f}; step us: event pairs "
+            f"{step['pairs_before'] / 1e3:.1f} -> {step['pairs'] / 1e3:.1f}, CUPTI "
+            f"{step['cupti_before'] / 1e3:.1f} -> {step['cupti'] / 1e3:.1f}"
+        )
 
 
 if __name__ == "__main__":

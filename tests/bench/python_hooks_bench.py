@@ -104,12 +104,19 @@ def main():
     ap.add_argument("--rounds", type=int, default=7)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as out:
-        env = dict(os.environ, LD_PRELOAD=args.preload, PYTHONPATH=args.site, LD_LIBRARY_PATH=args.simgpu,
-                   XTIMER_TIMELINE_PATH=out, XTIMER_REPORT_INTERVAL="0")
+        env = dict(
+            os.environ,
+            LD_PRELOAD=args.preload,
+            PYTHONPATH=args.site,
+            LD_LIBRARY_PATH=args.simgpu,
+            XTIMER_TIMELINE_PATH=out,
+            XTIMER_REPORT_INTERVAL="0",
+        )
         for k in ("XTIMER_AGENT_SOCKET", "RANK", "WORLD_SIZE", "LOCAL_RANK"):
             env.pop(k, None)
-        p = subprocess.run([args.python, "-c", CHILD, str(args.rounds)], env=env, capture_output=True, text=True,
-                           timeout=900)
+        p = subprocess.run(
+            [args.python, "-c", CHILD, str(args.rounds)], env=env, capture_output=True, text=True, timeout=900
+        )
         if p.returncode != 0:
             sys.exit(f"the measuring process failed: {p.stderr.strip()[-800:]}")
         r = json.loads(p.stdout.strip().splitlines()[-1])
@@ -124,20 +131,28 @@ def main():
     gc_cost = med["gc_on"] - med["gc_off"]
     next_cost = med["next_on"] - med["next_off"]
     print(f"Python hooks, {args.python}, median of {args.rounds} rounds:")
-    print(f"  gc.collect(0): {med['gc_off']:.0f} ns without the hook, {med['gc_on']:.0f} ns with it: "
-          f"{gc_cost:.0f} ns per collection")
-    print(f"  DataLoader __next__ (a trivial dataset): {med['next_off']:.0f} ns without, {med['next_on']:.0f} ns "
-          f"with: {next_cost:.0f} ns per batch")
+    print(
+        f"  gc.collect(0): {med['gc_off']:.0f} ns without the hook, {med['gc_on']:.0f} ns with it: "
+        f"{gc_cost:.0f} ns per collection"
+    )
+    print(
+        f"  DataLoader __next__ (a trivial dataset): {med['next_off']:.0f} ns without, {med['next_on']:.0f} ns "
+        f"with: {next_cost:.0f} ns per batch"
+    )
     print(f"  one xtimer_python_span ctypes call: {med['span']:.0f} ns")
     # A whole step's difference drowns in a shared machine's noise (a step is ~1 ms); its cost is
     # its spans': one DataLoader batch and the collections that happened in it.
     per_step_ns = gc_cost * r["gcs_per_step"] + next_cost
-    print(f"  a small torch training step (DataLoader batch, forward, backward, SGD): {med['step'] / 1e3:.1f} us, "
-          f"{r['gcs_per_step']:.2f} collections per step: the hooks add {per_step_ns:.0f} ns "
-          f"({per_step_ns / med['step']:.3%}); a step with 10 collections: "
-          f"{(10 * gc_cost + next_cost) / 1e3:.1f} us")
-    print(f"  interpreter start-up with the hook folder: {statistics.median(start['on']):.1f} ms, without: "
-          f"{statistics.median(start['off']):.1f} ms")
+    print(
+        f"  a small torch training step (DataLoader batch, forward, backward, SGD): {med['step'] / 1e3:.1f} us, "
+        f"{r['gcs_per_step']:.2f} collections per step: the hooks add {per_step_ns:.0f} ns "
+        f"({per_step_ns / med['step']:.3%}); a step with 10 collections: "
+        f"{(10 * gc_cost + next_cost) / 1e3:.1f} us"
+    )
+    print(
+        f"  interpreter start-up with the hook folder: {statistics.median(start['on']):.1f} ms, without: "
+        f"{statistics.median(start['off']):.1f} ms"
+    )
 
 
 if __name__ == "__main__":

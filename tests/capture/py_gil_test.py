@@ -31,8 +31,9 @@ def fail(msg):
     sys.exit(1)
 
 
-proc = subprocess.Popen([interp, os.path.join(here, "py_target.py"), lib, out_dir], stdin=subprocess.PIPE,
-                        stdout=subprocess.PIPE, env=env)
+proc = subprocess.Popen(
+    [interp, os.path.join(here, "py_target.py"), lib, out_dir], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+)
 try:
     if proc.stdout.readline().strip() != b"ready":
         fail("target did not start")

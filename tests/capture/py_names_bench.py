@@ -25,9 +25,15 @@ for total in (8, 99):
         threading.Thread(target=release.wait, name=f"worker-{started}", daemon=True).start()
         started += 1
     frames, names, named = ctypes.c_double(), ctypes.c_double(), ctypes.c_int()
-    if lib.xtc_time_python_reads(sys.version_info.minor, reps, ctypes.byref(frames), ctypes.byref(names),
-                                 ctypes.byref(named)) != 0:
+    if (
+        lib.xtc_time_python_reads(
+            sys.version_info.minor, reps, ctypes.byref(frames), ctypes.byref(names), ctypes.byref(named)
+        )
+        != 0
+    ):
         sys.exit("FAIL: Python frames or thread names cannot be read here")
-    print(f"{total + 1} threads ({named.value} named): frames and names {frames.value:.0f} us, names alone "
-          f"{names.value:.0f} us: names are {100 * names.value / frames.value:.0f}% of the Python read")
+    print(
+        f"{total + 1} threads ({named.value} named): frames and names {frames.value:.0f} us, names alone "
+        f"{names.value:.0f} us: names are {100 * names.value / frames.value:.0f}% of the Python read"
+    )
 release.set()

@@ -40,12 +40,25 @@ def skip(why):
 
 
 def start_target(args, out):
-    env = dict(os.environ, XTIMER_TIMELINE_PATH=out, LD_PRELOAD=args.preload, RANK="0", WORLD_SIZE="1",
-               LOCAL_RANK="0", XTIMER_LOG_LEVEL="warn", XTIMER_METRICS_PORT="0")
+    env = dict(
+        os.environ,
+        XTIMER_TIMELINE_PATH=out,
+        LD_PRELOAD=args.preload,
+        RANK="0",
+        WORLD_SIZE="1",
+        LOCAL_RANK="0",
+        XTIMER_LOG_LEVEL="warn",
+        XTIMER_METRICS_PORT="0",
+    )
     for k in ("XTIMER_AGENT_SOCKET", "XTIMER_DISABLE", "XTIMER_DUMP_SIGNAL"):
         env.pop(k, None)
-    proc = subprocess.Popen([args.python, os.path.join(HERE, "py_spy_target.py")], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, env=env, text=True)
+    proc = subprocess.Popen(
+        [args.python, os.path.join(HERE, "py_spy_target.py")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
     line = proc.stdout.readline().split()
     if not line or line[0] != "ready":
         proc.kill()
@@ -134,8 +147,10 @@ def compare(spy, ours, have_torch):
             if j < len(our_frames):
                 if same_frame(fr, our_frames[j])[1]:
                     plain += 1
-                    print(f"DIFF thread {tid} {name!r}: py-spy's {fr[0]} ({fr[1]}:{fr[2]}) "
-                          f"is {our_frames[j][1]} in ours")
+                    print(
+                        f"DIFF thread {tid} {name!r}: py-spy's {fr[0]} ({fr[1]}:{fr[2]}) "
+                        f"is {our_frames[j][1]} in ours"
+                    )
                     diffs += 1
                 qualified += "." in fr[0]
                 at = j + 1
@@ -150,11 +165,15 @@ def compare(spy, ours, have_torch):
             print(f"DIFF {label}: our python_name is {t.get('python_name')!r}")
             diffs += 1
         for fr, near in missing:
-            print(f"DIFF {label}: py-spy's {fr[0]} ({fr[1]}:{fr[2]}) not in ours" +
-                  (f" (ours has line {near[3]})" if near else ""))
+            print(
+                f"DIFF {label}: py-spy's {fr[0]} ({fr[1]}:{fr[2]}) not in ours"
+                + (f" (ours has line {near[3]})" if near else "")
+            )
             diffs += 1
-        print(f"{'ok  ' if not missing else 'DIFF'} {label}: {len(spy_frames)} py-spy frames, "
-              f"{len(spy_frames) - len(missing)} found in ours in order, ours has {extra} more")
+        print(
+            f"{'ok  ' if not missing else 'DIFF'} {label}: {len(spy_frames)} py-spy frames, "
+            f"{len(spy_frames) - len(missing)} found in ours in order, ours has {extra} more"
+        )
     named = {st.get("thread_name") for st in spy}
     want = {"MainThread", "sleeper", "c-ext", "generator", "asyncio"} | ({"autograd"} if have_torch else set())
     if not want <= named:
@@ -199,8 +218,10 @@ def main():
                 capture_ms.append(d["capture"]["duration_ms"])
                 wait_symbolised(out)
             ps, us, cm = statistics.median(spy_s) * 1e3, statistics.median(our_s) * 1e3, statistics.median(capture_ms)
-            print(f"py-spy dump (whole run): median {ps:.1f} ms; ours, signal to stack file: median {us:.1f} ms "
-                  f"(in-process capture {cm:.2f} ms); {len(ours['threads'])} threads, {args.repeat} runs each")
+            print(
+                f"py-spy dump (whole run): median {ps:.1f} ms; ours, signal to stack file: median {us:.1f} ms "
+                f"(in-process capture {cm:.2f} ms); {len(ours['threads'])} threads, {args.repeat} runs each"
+            )
             print(f"ratio py-spy / ours: {ps / us:.1f}x (to the file), {ps / cm:.1f}x (in-process capture)")
     finally:
         proc.kill()

@@ -45,7 +45,9 @@ def make_state(total):
         n = min(sizes[i % len(sizes)], left)
         dtype = torch.bfloat16 if i % 3 == 0 else torch.float32
         t = torch.empty(max(1, n // (2 if dtype == torch.bfloat16 else 4)), dtype=dtype)
-        t.view(torch.uint8 if t.element_size() == 1 else torch.int16 if t.element_size() == 2 else torch.int32).random_()
+        t.view(
+            torch.uint8 if t.element_size() == 1 else torch.int16 if t.element_size() == 2 else torch.int32
+        ).random_()
         (state["model"] if i % 2 == 0 else state["optimizer"]["state"])[f"p{i}"] = t
         left -= t.numel() * t.element_size()
         i += 1
@@ -100,8 +102,11 @@ def dd_throughput(disk_dir, nbytes):
     bs = 16 << 20
     count = max(1, nbytes // bs)
     t0 = time.perf_counter()
-    subprocess.run(["dd", "if=/dev/zero", f"of={path}", f"bs={bs}", f"count={count}", "conv=fsync"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["dd", "if=/dev/zero", f"of={path}", f"bs={bs}", f"count={count}", "conv=fsync"],
+        check=True,
+        capture_output=True,
+    )
     dt = time.perf_counter() - t0
     os.unlink(path)
     return count * bs / dt
@@ -126,8 +131,9 @@ def main():
 
         memcpy_s, _ = memcpy_baseline(state, shm, args.repeats)
 
-        c = Checkpointer(os.path.join(disk_root, "ckpt"), shm_dir=shm, copy_threads=args.threads,
-                         saver_idle_exit=30, keep=1)
+        c = Checkpointer(
+            os.path.join(disk_root, "ckpt"), shm_dir=shm, copy_threads=args.threads, saver_idle_exit=30, keep=1
+        )
         for step in (1, 2):  # fills both slots: steady state from here
             c.save_checkpoint(step, state, storage_type=StorageType.MEMORY)
         blocking = []
@@ -164,8 +170,10 @@ def main():
 
         gb = total / 1e9
         print(f"plain memcpy into mapped /dev/shm : {memcpy_s * 1e3:9.1f} ms  ({gb / memcpy_s:6.2f} GB/s)")
-        print(f"save_checkpoint(MEMORY) blocking  : {save_s * 1e3:9.1f} ms  ({gb / save_s:6.2f} GB/s; "
-              f"runs {', '.join(f'{b * 1e3:.1f}' for b in blocking)} ms)")
+        print(
+            f"save_checkpoint(MEMORY) blocking  : {save_s * 1e3:9.1f} ms  ({gb / save_s:6.2f} GB/s; "
+            f"runs {', '.join(f'{b * 1e3:.1f}' for b in blocking)} ms)"
+        )
         print(f"torch.save + fsync                : {torch_s * 1e3:9.1f} ms  ({gb / torch_s:6.2f} GB/s)")
         print(f"background persist (to durable)   : {persist_s * 1e3:9.1f} ms  ({persist_bps / 1e9:6.2f} GB/s median)")
         print(f"dd bs=16M conv=fsync              : {total / dd_bps * 1e3:9.1f} ms  ({dd_bps / 1e9:6.2f} GB/s median)")
@@ -175,6 +183,7 @@ def main():
         print(f"RATIO persist / dd throughput        = {statistics.median(ratios):6.2f}   (goal >= 0.8; median)")
     finally:
         from ckpt_testlib import stop_saver
+
         stop_saver(shm)
         shutil.rmtree(shm, ignore_errors=True)
         shutil.rmtree(disk_root, ignore_errors=True)

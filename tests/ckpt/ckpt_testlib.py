@@ -9,7 +9,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import unittest
 
 import numpy as np
 import torch
@@ -63,12 +62,15 @@ def stop_saver(shm_dir, timeout=10):
 def make_model(seed=0):
     torch.manual_seed(seed)
     m = torch.nn.Sequential(
-        collections.OrderedDict([
-            ("fc1", torch.nn.Linear(32, 64)),
-            ("act", torch.nn.GELU()),
-            ("norm", torch.nn.LayerNorm(64)),
-            ("fc2", torch.nn.Linear(64, 8)),
-        ]))
+        collections.OrderedDict(
+            [
+                ("fc1", torch.nn.Linear(32, 64)),
+                ("act", torch.nn.GELU()),
+                ("norm", torch.nn.LayerNorm(64)),
+                ("fc2", torch.nn.Linear(64, 8)),
+            ]
+        )
+    )
     m.fc2.to(torch.bfloat16)  # part of the model in bfloat16
 
     class Mixed(torch.nn.Module):
@@ -121,7 +123,7 @@ def realistic_state(step=7):
         "lr": 1e-3,
         "nan": float("nan"),
         "inf": float("-inf"),
-        "huge": 2 ** 80,
+        "huge": 2**80,
         "name": "run-äöü",
         "bytes": b"\x00\xff",
         "nothing": None,
@@ -182,4 +184,5 @@ def run_python(code, env=None, timeout=120, check=True):
 def build_dir():
     """<build> from PYTHONPATH=<build>/lib/python."""
     import xtimer
+
     return os.path.normpath(os.path.join(os.path.dirname(xtimer.__file__), "..", "..", ".."))

@@ -31,8 +31,10 @@ try:
         c.save_checkpoint(step, state, storage_type=StorageType.DISK)
         t1 = time.perf_counter()
         c.wait()
-        print(f"step {step}: blocking save {t1 - t0:.2f} s, background persist {time.perf_counter() - t1:.2f} s",
-              flush=True)
+        print(
+            f"step {step}: blocking save {t1 - t0:.2f} s, background persist {time.perf_counter() - t1:.2f} s",
+            flush=True,
+        )
     c.close()
 finally:
     shutil.rmtree(root, ignore_errors=True)

@@ -132,7 +132,10 @@ print("ok")
             b = f.read(1)
             f.seek(4096 + 200000)
             f.write(bytes([b[0] ^ 0x01]))
-        fresh = lambda: Checkpointer(self.dirs.ckpt, shm_dir=self.dirs.other_shm(), saver=False)
+
+        def fresh():
+            return Checkpointer(self.dirs.ckpt, shm_dir=self.dirs.other_shm(), saver=False)
+
         # An older valid step remains: it is loaded, the corrupt file is named in the log.
         with self.assertLogs("xtimer.ckpt", level="ERROR") as logs:
             step, got = fresh().load_checkpoint()

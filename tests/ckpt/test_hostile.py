@@ -12,7 +12,7 @@ import unittest
 import torch
 
 import ckpt_testlib as lib
-from xtimer.ckpt import Checkpointer, CheckpointError, StorageType, xtc
+from xtimer.ckpt import Checkpointer, StorageType, xtc
 
 LOAD = r"""
 import logging, sys

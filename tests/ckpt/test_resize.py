@@ -5,7 +5,6 @@ state saved at another world size raises CheckpointError naming both sizes on ev
 rank hangs, no silent start from step 0)."""
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -77,10 +76,19 @@ class Resize(unittest.TestCase):
         args = json.dumps({"ckpt": self.dirs.ckpt, "shm": shm, "kind": kind, "phase": phase, "steps": list(steps)})
         procs = []
         for r in range(world):
-            env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
-                       RESIZE_ARGS=args)
-            procs.append(subprocess.Popen([sys.executable, "-c", WORKER], env=env, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True))
+            env = dict(
+                os.environ,
+                RANK=str(r),
+                WORLD_SIZE=str(world),
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=port,
+                RESIZE_ARGS=args,
+            )
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", WORKER], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                )
+            )
         results = []
         for p in procs:
             out, err = p.communicate(timeout=120)

@@ -71,8 +71,9 @@ class RoundTrip(unittest.TestCase):
         opt = torch.optim.Adam(model.parameters(), lr=1e-2)
         lib.train_steps(model, opt, 5, seed=10)
         c = self.ckpt()
-        c.save_checkpoint(5, {"model": model.state_dict(), "optimizer": opt.state_dict()},
-                          storage_type=StorageType.DISK)
+        c.save_checkpoint(
+            5, {"model": model.state_dict(), "optimizer": opt.state_dict()}, storage_type=StorageType.DISK
+        )
         c.wait()
         reference = lib.train_steps(model, opt, 6, seed=11)  # steps 6..11 without a restart
         for shm in (self.dirs.shm, self.dirs.other_shm()):  # from memory, then from disk
@@ -103,8 +104,11 @@ class RoundTrip(unittest.TestCase):
         self.assertTrue(torch.equal(w, saved + 1.0))
         os.unlink(path)
         self.assertTrue(torch.equal(again["model"]["inner.fc1.weight"], saved))
-        lib.assert_same(self, {k: v for k, v in state["model"].items() if k != "inner.fc1.weight"},
-                        {k: v for k, v in again["model"].items() if k != "inner.fc1.weight"})
+        lib.assert_same(
+            self,
+            {k: v for k, v in state["model"].items() if k != "inner.fc1.weight"},
+            {k: v for k, v in again["model"].items() if k != "inner.fc1.weight"},
+        )
 
     def test_unsupported_values_are_named(self):
         c = self.ckpt()

@@ -68,8 +68,11 @@ class TwoRanks(unittest.TestCase):
         for r in (0, 1):
             env = dict(os.environ, RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
             code = WORKER.format(testdir=lib.HERE, ckpt=self.dirs.ckpt, shm=self.dirs.shm, phase=phase)
-            procs.append(subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True))
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                )
+            )
         results = []
         for p in procs:
             out, err = p.communicate(timeout=120)

@@ -20,8 +20,10 @@ class Collector:
         self.grpc_port = self.http_port = None
         deadline = time.time() + 30
         while time.time() < deadline and self.grpc_port is None:
-            m = re.search(r"listening on 127\.0\.0\.1:(\d+) \(gRPC[^)]*\)(?:, http://127\.0\.0\.1:(\d+)/)?",
-                          open(self.log_path).read())
+            m = re.search(
+                r"listening on 127\.0\.0\.1:(\d+) \(gRPC[^)]*\)(?:, http://127\.0\.0\.1:(\d+)/)?",
+                open(self.log_path).read(),
+            )
             if m:
                 self.grpc_port = int(m.group(1))
                 self.http_port = int(m.group(2)) if m.group(2) else None

@@ -18,6 +18,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from collector_run import Collector  # noqa: E402
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from checks import check, failures  # noqa: E402
 from headless_chromium import run_chromium  # noqa: E402
@@ -63,15 +64,48 @@ for args, want in [
 ]:
     p = subprocess.run([COLLECTOR, *args], capture_output=True, text=True, timeout=30)
     lines = p.stderr.strip().splitlines()
-    check(p.returncode != 0 and len(lines) == 1 and lines[0].startswith("xtimer_collector: ") and want in lines[0],
-          f"{' '.join(args)} -> one line with '{want}' (got rc {p.returncode}: {p.stderr.strip()!r})")
+    check(
+        p.returncode != 0 and len(lines) == 1 and lines[0].startswith("xtimer_collector: ") and want in lines[0],
+        f"{' '.join(args)} -> one line with '{want}' (got rc {p.returncode}: {p.stderr.strip()!r})",
+    )
 
 # ---- a hang on 2 nodes x 4 ranks; rank 5 is elsewhere and never reports a hang itself ----
-p = subprocess.run([LOAD, "--target", c.target, "--token-file", token, "--agents", "2", "--ranks-per-agent", "4",
-                    "--processes", "2", "--period", "0.5", "--steady", "1.5", "--storm", "--own-dumps",
-                    "--culprit", "5", "--stack-kb", "20", "--out", c.out, "--metrics", f"127.0.0.1:{c.http_port}",
-                    "--collector-pid", str(c.proc.pid), "--wait", "30"],
-                   capture_output=True, text=True, timeout=120)
+p = subprocess.run(
+    [
+        LOAD,
+        "--target",
+        c.target,
+        "--token-file",
+        token,
+        "--agents",
+        "2",
+        "--ranks-per-agent",
+        "4",
+        "--processes",
+        "2",
+        "--period",
+        "0.5",
+        "--steady",
+        "1.5",
+        "--storm",
+        "--own-dumps",
+        "--culprit",
+        "5",
+        "--stack-kb",
+        "20",
+        "--out",
+        c.out,
+        "--metrics",
+        f"127.0.0.1:{c.http_port}",
+        "--collector-pid",
+        str(c.proc.pid),
+        "--wait",
+        "30",
+    ],
+    capture_output=True,
+    text=True,
+    timeout=120,
+)
 print(p.stdout, p.stderr)
 check(p.returncode == 0, "collector_load: nothing lost, the round is complete")
 check("own dumps: 0 sent, 7 not sent" in p.stdout, "the agents' own dumps were not sent: the round asked for them")
@@ -82,10 +116,15 @@ if verdicts:
     rname = os.path.basename(rdir)
     check(re.fullmatch(r"\d{8}T\d{6}Z", rname) is not None, f"round folder named by the hang time: {rname}")
     v = json.load(open(verdicts[0]))
-    check(v["world_size"] == 8 and v["ranks_reported"] == list(range(8)) and v["ranks_missing"] == [],
-          "verdict: all 8 ranks, none missing")
+    check(
+        v["world_size"] == 8 and v["ranks_reported"] == list(range(8)) and v["ranks_missing"] == [],
+        "verdict: all 8 ranks, none missing",
+    )
     s5 = [s for s in v["suspects"] if s["rank"] == 5]
-    check(len(s5) == 1 and any("load_batch" in f for f in s5[0]["frames"]), f"verdict names rank 5 in load_batch: {v['suspects']}")
+    check(
+        len(s5) == 1 and any("load_batch" in f for f in s5[0]["frames"]),
+        f"verdict names rank 5 in load_batch: {v['suspects']}",
+    )
     stacks = sorted(os.path.basename(x) for x in glob.glob(os.path.join(rdir, "*.stacktrace")))
     check(stacks == [f"{r:05d}-00008.stacktrace" for r in range(8)], f"stack files named by the collector: {stacks}")
     for f in ("py_stack.folded", "cpp_stack.folded", "py_stack.svg", "cpp_stack.svg"):
@@ -94,7 +133,9 @@ if verdicts:
 
 # ---- /metrics ----
 status, ctype, body = get(c.http_port, "/metrics")
-check(status == 200 and ctype.startswith("text/plain; version=0.0.4"), f"/metrics 200 text/plain 0.0.4 ({status} {ctype})")
+check(
+    status == 200 and ctype.startswith("text/plain; version=0.0.4"), f"/metrics 200 text/plain 0.0.4 ({status} {ctype})"
+)
 metrics = body.decode()
 open(os.path.join(WORK, "metrics.txt"), "w").write(metrics)
 promtool = shutil.which("promtool")
@@ -114,30 +155,40 @@ for series in [
     r'^xtimer_rank_hung\{rank="5",host="node-1"\} 0$',
     r'^xtimer_rank_dumps_total\{rank="4",',
     r'^xtimer_rank_report_age_seconds\{rank="2",',
-    r'^xtimer_collector_agents_connected 0$',
-    r'^xtimer_collector_ranks_known 8$',
-    r'^xtimer_collector_world_size 8$',
+    r"^xtimer_collector_agents_connected 0$",
+    r"^xtimer_collector_ranks_known 8$",
+    r"^xtimer_collector_world_size 8$",
     r'^xtimer_collector_rank_reports_total\{result="ok"\} \d+$',
     r'^xtimer_collector_uploads_total\{result="accepted"\} 8$',
     r'^xtimer_collector_uploads_total\{result="duplicate"\} 0$',  # own dumps not sent: a DUMP came
-    r'^xtimer_collector_dump_commands_held_total 0$',  # 2 agents, window 16: nobody waited
-    r'^xtimer_collector_upload_commands_total 0$',
+    r"^xtimer_collector_dump_commands_held_total 0$",  # 2 agents, window 16: nobody waited
+    r"^xtimer_collector_upload_commands_total 0$",
     r'^xtimer_collector_uploads_refused_total\{reason="parse"\} 0$',
-    r'^xtimer_collector_dump_rounds_total 1$',
-    r'^xtimer_collector_hang_episodes_total 1$',
-    r'^xtimer_collector_unauthenticated_calls_total 0$',
-    r'^xtimer_collector_command_streams_open 0$',
+    r"^xtimer_collector_dump_rounds_total 1$",
+    r"^xtimer_collector_hang_episodes_total 1$",
+    r"^xtimer_collector_unauthenticated_calls_total 0$",
+    r"^xtimer_collector_command_streams_open 0$",
 ]:
     check(re.search(series, metrics, re.M) is not None, f"/metrics has {series}")
 
 # ---- the rounds' files, and nothing else ----
 if verdicts:
     status, ctype, body = get(c.http_port, f"/rounds/{rname}/py_stack.svg")
-    check(status == 200 and ctype.startswith("image/svg+xml") and b"load_batch" in body, f"flame graph served ({status} {ctype})")
+    check(
+        status == 200 and ctype.startswith("image/svg+xml") and b"load_batch" in body,
+        f"flame graph served ({status} {ctype})",
+    )
     status, ctype, body = get(c.http_port, f"/rounds/{rname}/verdict.json")
     check(status == 200 and json.loads(body)["world_size"] == 8, "verdict.json served")
-    for path in [f"/rounds/{rname}/00005-00008.stacktrace", f"/rounds/{rname}/../../token", "/rounds/../token",
-                 f"/rounds/{rname}/..%2f..%2ftoken", "/rounds/20000101T000000Z/verdict.json", "/token", "/etc/passwd"]:
+    for path in [
+        f"/rounds/{rname}/00005-00008.stacktrace",
+        f"/rounds/{rname}/../../token",
+        "/rounds/../token",
+        f"/rounds/{rname}/..%2f..%2ftoken",
+        "/rounds/20000101T000000Z/verdict.json",
+        "/token",
+        "/etc/passwd",
+    ]:
         status, _, body = get(c.http_port, path)
         check(status == 404 and b"test-token" not in body, f"{path} -> 404 ({status})")
 status, ctype, body = get(c.http_port, "/status.json")
@@ -158,8 +209,13 @@ if BROWSER and CHROMIUM:
     check(re.search(r'<tr class="hung" data-rank="0">', dom) is not None, "rendered: rank 0 is hung")
     check(re.search(r'<tr class="running" data-rank="5">', dom) is not None, "rendered: rank 5 runs (never timed out)")
     m = re.search(r'<div id="verdict"[^>]*>(.*?)</div>\s*(?:<h2|<p)', dom, re.S)
-    check(m is not None and "rank 5" in m.group(1) and "load_batch" in m.group(1), "rendered: the verdict names rank 5 and load_batch")
-    check(re.search(r'<a href="rounds/\d{8}T\d{6}Z/py_stack.svg">', dom) is not None, "rendered: link to the flame graph")
+    check(
+        m is not None and "rank 5" in m.group(1) and "load_batch" in m.group(1),
+        "rendered: the verdict names rank 5 and load_batch",
+    )
+    check(
+        re.search(r'<a href="rounds/\d{8}T\d{6}Z/py_stack.svg">', dom) is not None, "rendered: link to the flame graph"
+    )
     shot = os.path.join(WORK, "page.png")
     code, _ = run_chromium(CHROMIUM, url, f"--screenshot={shot}", "--window-size=1400,900")
     png = open(shot, "rb").read() if os.path.exists(shot) else b""
@@ -168,8 +224,12 @@ if BROWSER and CHROMIUM:
         # The flame graph's own script runs under the collector's Content-Security-Policy.
         code, dom = run_chromium(CHROMIUM, f"http://127.0.0.1:{c.http_port}/rounds/{rname}/py_stack.svg", "--dump-dom")
         check('data-ready="1"' in dom, "flame graph served by the collector: its script ran")
-        run_chromium(CHROMIUM, f"http://127.0.0.1:{c.http_port}/rounds/{rname}/py_stack.svg",
-                     f"--screenshot={os.path.join(WORK, 'py_stack.png')}", "--window-size=1200,500")
+        run_chromium(
+            CHROMIUM,
+            f"http://127.0.0.1:{c.http_port}/rounds/{rname}/py_stack.svg",
+            f"--screenshot={os.path.join(WORK, 'py_stack.png')}",
+            "--window-size=1200,500",
+        )
 elif BROWSER:
     check(False, "chromium is installed")
 

@@ -25,12 +25,46 @@ from collector_run import Collector  # noqa: E402
 
 COLLECTOR, LOAD, WORK = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
 NULL = sys.argv[4] if len(sys.argv) > 4 and not sys.argv[4].startswith("-") else None
-OPTIONS = sys.argv[5 if NULL else 4:]
-DEFAULT = ["--agents", "1250", "--ranks-per-agent", "8", "--processes", "8", "--period", "10",
-           "--steady", "30", "--storm", "--own-dumps", "--stack-kb", "75", "--culprit", "4321", "--wait", "240"]
+OPTIONS = sys.argv[5 if NULL else 4 :]
+DEFAULT = [
+    "--agents",
+    "1250",
+    "--ranks-per-agent",
+    "8",
+    "--processes",
+    "8",
+    "--period",
+    "10",
+    "--steady",
+    "30",
+    "--storm",
+    "--own-dumps",
+    "--stack-kb",
+    "75",
+    "--culprit",
+    "4321",
+    "--wait",
+    "240",
+]
 # The hang reports alone: every agent reports at once, nothing is uploaded, the run ends 2 s later.
-BURST = ["--agents", "1250", "--ranks-per-agent", "8", "--processes", "8", "--period", "10",
-         "--steady", "3", "--storm", "--no-uploads", "--culprit", "4321", "--wait", "2"]
+BURST = [
+    "--agents",
+    "1250",
+    "--ranks-per-agent",
+    "8",
+    "--processes",
+    "8",
+    "--period",
+    "10",
+    "--steady",
+    "3",
+    "--storm",
+    "--no-uploads",
+    "--culprit",
+    "4321",
+    "--wait",
+    "2",
+]
 
 
 def run(name, options, collector_flags=(), judge_round=True):
@@ -41,8 +75,12 @@ def run(name, options, collector_flags=(), judge_round=True):
     c = Collector(COLLECTOR, work, *collector_flags, env={"XTIMER_DUMP_WAIT": "180", "XTIMER_LOG_LEVEL": "warn"})
     try:
         judged = ["--out", c.out, "--metrics", f"127.0.0.1:{c.http_port}"] if judge_round else []
-        p = subprocess.run([LOAD, "--target", c.target, *judged, "--collector-pid", str(c.proc.pid), *options],
-                           timeout=1800, capture_output=True, text=True)
+        p = subprocess.run(
+            [LOAD, "--target", c.target, *judged, "--collector-pid", str(c.proc.pid), *options],
+            timeout=1800,
+            capture_output=True,
+            text=True,
+        )
     finally:
         rc = c.stop(timeout=120)
     print(f"== {name}: collector_load {' '.join(options)}; xtimer_collector {' '.join(collector_flags)}")
@@ -115,7 +153,10 @@ if not OPTIONS and NULL:
     coll_status, coll_out = run("burst", BURST, judge_round=False)
     status = status or null_status or coll_status
     label = "hang reports sent at once (the burst):"
-    print("the burst of hang reports alone, xtimer_collector vs a gRPC server that does nothing (null_collector), same run:")
+    print(
+        "the burst of hang reports alone, xtimer_collector vs a gRPC server that does nothing "
+        "(null_collector), same run:"
+    )
     for what in ("p50", "p99"):
         a, b = quantile(coll_out, label, what), quantile(null_out, label, what)
         ratio = f"{a / b:.2f}x the floor" if a and b else "n/a"

@@ -7,8 +7,10 @@ import subprocess
 import sys
 
 dump, root = sys.argv[1], pathlib.Path(sys.argv[2])
-table = dict(line.split("\t", 1) for line in subprocess.run(
-    [dump], check=True, capture_output=True, text=True).stdout.splitlines())
+table = dict(
+    line.split("\t", 1)
+    for line in subprocess.run([dump], check=True, capture_output=True, text=True).stdout.splitlines()
+)
 
 doc_rows = {}
 for line in (root / "docs/config.md").read_text().splitlines():
@@ -33,9 +35,11 @@ for name in doc_rows:
 # ENVIRONMENT) or a shell expansion ($XTIMER_X). Macros and CMake options do not match.
 # Only the product's code is scanned (tests may have harness variables of their own); CMake files
 # are not, their ${XTIMER_...} are CMake variables.
-patterns = [r"[\"']((?:XTIMER)_[A-Z][A-Z0-9_]*[A-Z0-9])[\"']",
-            r"(?<![\w-])((?:XTIMER)_[A-Z][A-Z0-9_]*[A-Z0-9])=",
-            r"\$\{?((?:XTIMER)_[A-Z][A-Z0-9_]*[A-Z0-9])"]
+patterns = [
+    r"[\"']((?:XTIMER)_[A-Z][A-Z0-9_]*[A-Z0-9])[\"']",
+    r"(?<![\w-])((?:XTIMER)_[A-Z][A-Z0-9_]*[A-Z0-9])=",
+    r"\$\{?((?:XTIMER)_[A-Z][A-Z0-9_]*[A-Z0-9])",
+]
 product = ["common", "preload", "launcher", "collector", "viewer", "netprobe", "ckpt", "scripts"]
 used = set()
 for folder in product:

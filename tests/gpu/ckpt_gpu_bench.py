@@ -62,14 +62,19 @@ def main():
     dev = torch.device("cuda", torch.cuda.current_device())
     free = shutil.disk_usage(args.shm_dir).free
     if free < 2.3 * args.size:
-        print(f"ckpt_gpu_bench: {args.shm_dir} has {free / 2**30:.1f} GiB free, needs about "
-              f"{2.3 * args.size / 2**30:.1f} GiB (use --shm-dir or a smaller --size)", file=sys.stderr)
+        print(
+            f"ckpt_gpu_bench: {args.shm_dir} has {free / 2**30:.1f} GiB free, needs about "
+            f"{2.3 * args.size / 2**30:.1f} GiB (use --shm-dir or a smaller --size)",
+            file=sys.stderr,
+        )
         return 1
     state = make_state(args.size, dev)
     ts = leaves(state)
     total = sum(t.numel() * t.element_size() for t in ts)
-    print(f"{torch.cuda.get_device_name(dev)}; {len(ts)} CUDA tensors, {total / 2**30:.2f} GiB; "
-          f"{os.cpu_count()} cores")
+    print(
+        f"{torch.cuda.get_device_name(dev)}; {len(ts)} CUDA tensors, {total / 2**30:.2f} GiB; "
+        f"{os.cpu_count()} cores"
+    )
 
     # Baselines: device -> one pinned buffer (async copies, one sync), and pageable .cpu().
     pinned = torch.empty(total, dtype=torch.uint8, pin_memory=True)
@@ -80,7 +85,7 @@ def main():
         off = 0
         for t in ts:
             n = t.numel() * t.element_size()
-            pinned[off:off + n].copy_(t.reshape(-1).view(torch.uint8), non_blocking=True)
+            pinned[off : off + n].copy_(t.reshape(-1).view(torch.uint8), non_blocking=True)
             off += n
         torch.cuda.synchronize()
         d2h.append(time.perf_counter() - t0)
@@ -107,8 +112,12 @@ def main():
         save_s = statistics.median(blocking)
         step, got = c.load_checkpoint()
         ok = step == 2 + args.repeats and all(
-            torch.equal(a.view(torch.uint8) if a.element_size() == 1 else a.reshape(-1).view(torch.int16),
-                        b.reshape(-1).view(torch.int16)) for a, b in zip(ts, leaves(got)))
+            torch.equal(
+                a.view(torch.uint8) if a.element_size() == 1 else a.reshape(-1).view(torch.int16),
+                b.reshape(-1).view(torch.int16),
+            )
+            for a, b in zip(ts, leaves(got))
+        )
         c.close()
     finally:
         shutil.rmtree(shm, ignore_errors=True)
@@ -117,8 +126,10 @@ def main():
     gb = total / 1e9
     print(f"device->pinned copy (one buffer)  : {d2h_s * 1e3:9.1f} ms  ({gb / d2h_s:6.2f} GB/s)")
     print(f"device->pageable .cpu()           : {pageable_s * 1e3:9.1f} ms  ({gb / pageable_s:6.2f} GB/s)")
-    print(f"save_checkpoint(MEMORY) blocking  : {save_s * 1e3:9.1f} ms  ({gb / save_s:6.2f} GB/s; "
-          f"runs {', '.join(f'{b * 1e3:.1f}' for b in blocking)} ms)")
+    print(
+        f"save_checkpoint(MEMORY) blocking  : {save_s * 1e3:9.1f} ms  ({gb / save_s:6.2f} GB/s; "
+        f"runs {', '.join(f'{b * 1e3:.1f}' for b in blocking)} ms)"
+    )
     print(f"RATIO memory save / device->pinned copy = {save_s / d2h_s:6.2f}")
     print(f"RATIO pageable .cpu() / memory save     = {pageable_s / save_s:6.2f}")
     print(f"loaded back bit-identical: {ok}")

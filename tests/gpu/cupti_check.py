@@ -71,12 +71,16 @@ def main():
     ops = s["ops"]
     check(s.get("timing_mode") == "cupti", f"CUPTI mode ran ({s.get('timing_mode')}, {s.get('timing_note')})")
     triton = [o for o in ops if o["kind"] == "kernel" and o["name"].startswith("triton")]
-    check(bool(triton) and all(o["count"] >= args.steps for o in triton),
-          f"Triton kernels counted at least once per step: {[(o['name'], o['count']) for o in triton][:6]}")
+    check(
+        bool(triton) and all(o["count"] >= args.steps for o in triton),
+        f"Triton kernels counted at least once per step: {[(o['name'], o['count']) for o in triton][:6]}",
+    )
     check(all(o["p50_us"] > 0 for o in triton), "... and timed")
     matmuls = [o for o in ops if o["kind"] == "matmul" and o.get("tflops")]
-    check(bool(matmuls) and all(o["name"].startswith("cublas") for o in matmuls),
-          f"matmuls keep their cuBLAS names and TFLOPS: {[(o['name'], round(o['tflops'])) for o in matmuls][:4]}")
+    check(
+        bool(matmuls) and all(o["name"].startswith("cublas") for o in matmuls),
+        f"matmuls keep their cuBLAS names and TFLOPS: {[(o['name'], round(o['tflops'])) for o in matmuls][:4]}",
+    )
     nccl = [o for o in ops if o["name"] == "ncclAllReduce"]
     check(bool(nccl) and nccl[0].get("busbw_gbps") is not None, "ncclAllReduce keeps its name and bandwidth")
     twice = [o["name"] for o in ops if o["kind"] == "kernel" and gemm_like(o["name"])]
@@ -85,20 +89,26 @@ def main():
     cupti_triton = {o["name"]: o for o in triton}
 
     s, err = run(args, {"XTIMER_CUPTI": "0"})
-    check(s.get("timing_mode") == "event_pairs" and s.get("timing_note") == "XTIMER_CUPTI=0",
-          "XTIMER_CUPTI=0: event pairs, the summary says why")
+    check(
+        s.get("timing_mode") == "event_pairs" and s.get("timing_note") == "XTIMER_CUPTI=0",
+        "XTIMER_CUPTI=0: event pairs, the summary says why",
+    )
     check(err.count("CUPTI not used") == 1, "... and the log says so once")
     seen = {o["name"]: o for o in s["ops"] if o["name"] in cupti_triton}
     print(f"     event pairs see {len(seen)} of {len(cupti_triton)} Triton kernel classes")
     for name, o in seen.items():
         ratio = cupti_triton[name]["p50_us"] / o["p50_us"]
-        print(f"     {name}: p50 CUPTI {cupti_triton[name]['p50_us']:.1f} us / event pair {o['p50_us']:.1f} us "
-              f"= {ratio:.2f}")
+        print(
+            f"     {name}: p50 CUPTI {cupti_triton[name]['p50_us']:.1f} us / event pair {o['p50_us']:.1f} us "
+            f"= {ratio:.2f}"
+        )
 
     s, err = run(args, {"XTIMER_CUPTI": "1"}, pre=PROFILED)
     note = s.get("timing_note", "")
-    check(s.get("timing_mode") == "event_pairs" and "subscriber" in note,
-          f"torch.profiler holds the slot: event pairs, the note says why ({note!r})")
+    check(
+        s.get("timing_mode") == "event_pairs" and "subscriber" in note,
+        f"torch.profiler holds the slot: event pairs, the note says why ({note!r})",
+    )
 
     if failures:
         print(f"{len(failures)} check(s) failed")

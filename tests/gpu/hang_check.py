@@ -8,7 +8,6 @@ PyTorch process.
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -23,9 +22,13 @@ def main():
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as out:
         env = dict(os.environ, XTIMER_TIMELINE_PATH=out, XTIMER_HANG_TIMEOUT="2", XTIMER_LOG_LEVEL="info")
-        p = subprocess.Popen([os.path.join(args.bin, "xtimer_launch"), sys.executable,
-                              os.path.join(HERE, "hang_sleep.py")], env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+        p = subprocess.Popen(
+            [os.path.join(args.bin, "xtimer_launch"), sys.executable, os.path.join(HERE, "hang_sleep.py")],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         launched = json.loads(p.stdout.readline())["launched_at"]
         detected = None
         for line in p.stderr:

@@ -61,16 +61,35 @@ class Job:
         for node in range(nodes):
             port = free_port()
             self.ports.append(port)
-            env = dict(os.environ, LD_LIBRARY_PATH=args.simgpu, XTIMER_TIMELINE_PATH=os.path.join(out, f"node{node}"),
-                       XTIMER_METRICS_PORT=str(port), **extra_env)
+            env = dict(
+                os.environ,
+                LD_LIBRARY_PATH=args.simgpu,
+                XTIMER_TIMELINE_PATH=os.path.join(out, f"node{node}"),
+                XTIMER_METRICS_PORT=str(port),
+                **extra_env,
+            )
             for k in ("LD_PRELOAD", "XTIMER_AGENT_SOCKET", "RANK", "WORLD_SIZE"):
                 env.pop(k, None)
-            cmd = [os.path.join(args.bin, "xtimer_launch"), sys.executable, os.path.join(HERE, "node_ranks.py"),
-                   "--nproc", str(nproc), "--node-rank", str(node), "--world", str(world), "--lib", args.lib,
-                   "--idfile", os.path.join(out, f"{name}.nccl.id"), "--"] + rank_args
+            cmd = [
+                os.path.join(args.bin, "xtimer_launch"),
+                sys.executable,
+                os.path.join(HERE, "node_ranks.py"),
+                "--nproc",
+                str(nproc),
+                "--node-rank",
+                str(node),
+                "--world",
+                str(world),
+                "--lib",
+                args.lib,
+                "--idfile",
+                os.path.join(out, f"{name}.nccl.id"),
+                "--",
+            ] + rank_args
             log = open(os.path.join(out, f"{name}{node}.log"), "w")
-            self.procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                               start_new_session=True))
+            self.procs.append(
+                subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            )
 
     def wait(self, timeout):
         return [p.wait(timeout=timeout) for p in self.procs]
@@ -95,10 +114,20 @@ class Collector:
 
     def start(self):
         self.log = open(os.path.join(self.out, "collector.log"), "a")
-        self.proc = subprocess.Popen([os.path.join(self.args.bin, "xtimer_collector"), "--listen",
-                                      f"127.0.0.1:{self.port}", "--out", os.path.join(self.out, "collected"),
-                                      "--http", f"127.0.0.1:{self.http}", *self.extra],
-                                     stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [
+                os.path.join(self.args.bin, "xtimer_collector"),
+                "--listen",
+                f"127.0.0.1:{self.port}",
+                "--out",
+                os.path.join(self.out, "collected"),
+                "--http",
+                f"127.0.0.1:{self.http}",
+                *self.extra,
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         wait_for(lambda: http_get(f"http://127.0.0.1:{self.http}/metrics") is not None, 10)
 
     def kill(self):
@@ -144,11 +173,17 @@ def check_passthrough(args):
     time.sleep(1)
     p.send_signal(signal.SIGTERM)
     check(p.wait(timeout=10) == 42, "SIGTERM sent to xtimer_launch reaches the command")
-    p = subprocess.run([launch, launch, "sh", "-c", "echo $XTIMER_AGENT_SOCKET; ls -d /tmp/xtimer-agent-*"], env=env,
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [launch, launch, "sh", "-c", "echo $XTIMER_AGENT_SOCKET; ls -d /tmp/xtimer-agent-*"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     lines = p.stdout.split()
-    check(p.returncode == 0 and lines and lines[0].startswith("/tmp/xtimer-agent-"),
-          "the command finds its agent through XTIMER_AGENT_SOCKET")
+    check(
+        p.returncode == 0 and lines and lines[0].startswith("/tmp/xtimer-agent-"),
+        "the command finds its agent through XTIMER_AGENT_SOCKET",
+    )
     check(len(set(lines[1:]) - before) == 1, "a nested xtimer_launch starts no second agent")
     p = subprocess.run([launch, "no-such-command"], env=env, capture_output=True, text=True)
     check(p.returncode == 127 and "cannot run no-such-command" in p.stderr, "a missing command: 127 and one line")
@@ -157,8 +192,14 @@ def check_passthrough(args):
 
 def check_embedded(args):
     out = tempfile.mkdtemp(prefix="xtimer-agent-embedded-")
-    job = Job(args, out, 1, 4, {"XTIMER_HANG_TIMEOUT": "2", "XTIMER_DUMP_WAIT": "20"},
-              ["--stuck-rank", "2", "--stuck-step", "3", "--sleep", "60"])
+    job = Job(
+        args,
+        out,
+        1,
+        4,
+        {"XTIMER_HANG_TIMEOUT": "2", "XTIMER_DUMP_WAIT": "20"},
+        ["--stuck-rank", "2", "--stuck-step", "3", "--sleep", "60"],
+    )
     try:
         timeline = os.path.join(out, "node0")
         t0 = time.time()
@@ -174,8 +215,10 @@ def check_embedded(args):
         check(metrics is not None, "the agent serves /metrics")
         if metrics:
             promtool_ok(metrics, "agent /metrics")
-            check('xtimer_rank_hung{rank="0"' in metrics and 'xtimer_op_latency_seconds' in metrics,
-                  "agent /metrics has the ranks' hang state and op latencies")
+            check(
+                'xtimer_rank_hung{rank="0"' in metrics and "xtimer_op_latency_seconds" in metrics,
+                "agent /metrics has the ranks' hang state and op latencies",
+            )
     finally:
         job.kill()
     if not failures:
@@ -189,8 +232,14 @@ def check_setup_hang(args):
     job is in communicator set-up and names rank 3 in load_dataset."""
     out = tempfile.mkdtemp(prefix="xtimer-agent-setup-")
     timeout = 2
-    job = Job(args, out, 1, 4, {"XTIMER_HANG_TIMEOUT": str(timeout), "XTIMER_DUMP_WAIT": "20"},
-              ["--stuck-rank", "3", "--stuck-before-init", "--sleep", "60"])
+    job = Job(
+        args,
+        out,
+        1,
+        4,
+        {"XTIMER_HANG_TIMEOUT": str(timeout), "XTIMER_DUMP_WAIT": "20"},
+        ["--stuck-rank", "3", "--stuck-before-init", "--sleep", "60"],
+    )
     try:
         timeline = os.path.join(out, "node0")
         t0 = time.time()
@@ -202,8 +251,11 @@ def check_setup_hang(args):
             v = load_json(verdicts[0])
             rdir = os.path.dirname(verdicts[0])
             check(v.get("phase") == "setup", f"the verdict's phase is set-up ({v.get('phase')})")
-            check((v.get("setup") or {}).get("call") == "ncclCommInitRank" and
-                  (v.get("setup") or {}).get("waiting") == [0, 1, 2], f"ranks 0-2 wait in ncclCommInitRank: {v.get('setup')}")
+            check(
+                (v.get("setup") or {}).get("call") == "ncclCommInitRank"
+                and (v.get("setup") or {}).get("waiting") == [0, 1, 2],
+                f"ranks 0-2 wait in ncclCommInitRank: {v.get('setup')}",
+            )
             check([s.get("rank") for s in v.get("suspects", [])] == [3], f"rank 3 is the suspect: {v.get('suspects')}")
             check(verdict_names(v, 3, "load_dataset"), f"the verdict names rank 3 in load_dataset: {v.get('suspects')}")
             check(not v.get("ranks_missing"), f"no rank is missing: {v.get('ranks_missing')}")
@@ -211,11 +263,15 @@ def check_setup_hang(args):
             check(stacks == [f"{r:05d}-00004.stacktrace" for r in range(4)], f"stacks of all 4 ranks: {stacks}")
             check(any("communicator set-up" in line for line in v.get("summary", [])), "the summary says set-up")
             began = hang_setup_began(out, 3)
-            check(began is not None and written - began <= timeout + 5,
-                  f"verdict within timeout + 5 s of ranks 0-2 entering set-up: "
-                  f"{written - began if began else float('nan'):.1f} s")
-            print(f"figure: set-up hang (timeout {timeout} s): verdict {took:.1f} s after the job started, "
-                  f"{written - began if began else float('nan'):.1f} s after the last waiting rank entered set-up")
+            check(
+                began is not None and written - began <= timeout + 5,
+                f"verdict within timeout + 5 s of ranks 0-2 entering set-up: "
+                f"{written - began if began else float('nan'):.1f} s",
+            )
+            print(
+                f"figure: set-up hang (timeout {timeout} s): verdict {took:.1f} s after the job started, "
+                f"{written - began if began else float('nan'):.1f} s after the last waiting rank entered set-up"
+            )
     finally:
         job.kill()
     if not failures:
@@ -240,11 +296,15 @@ def check_two_agents(args):
     # One agent uploads at a time: the other holds its stacks until the collector's UPLOAD.
     col = Collector(args, out, extra=["--upload-window", "1"])
     timeout = 2
-    job = Job(args, out, 2, 4, {"XTIMER_HANG_TIMEOUT": str(timeout), "XTIMER_DUMP_WAIT": "20",
-                                "XTIMER_COLLECTOR": f"127.0.0.1:{col.port}"},
-              ["--stuck-rank", "5", "--stuck-step", "3", "--sleep", "60"])
+    job = Job(
+        args,
+        out,
+        2,
+        4,
+        {"XTIMER_HANG_TIMEOUT": str(timeout), "XTIMER_DUMP_WAIT": "20", "XTIMER_COLLECTOR": f"127.0.0.1:{col.port}"},
+        ["--stuck-rank", "5", "--stuck-step", "3", "--sleep", "60"],
+    )
     try:
-        stuck_at = None
         rounds = wait_for(col.rounds, 40)
         check(bool(rounds), "the collector merged a round")
         if rounds:
@@ -259,8 +319,10 @@ def check_two_agents(args):
             # rank prints when it does); the merged round must exist within timeout + 5 s.
             entered = hang_began(out, 2, step=3, stuck=5)
             done = os.path.getmtime(rounds[0])
-            check(entered is not None and done - entered <= timeout + 5,
-                  f"merged {done - (entered or 0):.1f} s after the hang began (limit {timeout + 5} s)")
+            check(
+                entered is not None and done - entered <= timeout + 5,
+                f"merged {done - (entered or 0):.1f} s after the hang began (limit {timeout + 5} s)",
+            )
         for port, who in ((job.ports[0], "agent 0"), (job.ports[1], "agent 1"), (col.http, "collector")):
             m = http_get(f"http://127.0.0.1:{port}/metrics")
             check(m is not None, f"{who} serves /metrics")
@@ -271,19 +333,27 @@ def check_two_agents(args):
         m = http_get(f"http://127.0.0.1:{col.http}/metrics") or ""
         check(all(f'xtimer_rank_up{{rank="{r}"' in m for r in range(8)), "collector /metrics covers all 8 ranks")
         # Hang reports carry state only; the op statistics of the full reports before stay.
-        check(all(f'xtimer_op_latency_seconds_count{{rank="{r}"' in m for r in range(8)),
-              "collector /metrics keeps every rank's op statistics after the hang")
+        check(
+            all(f'xtimer_op_latency_seconds_count{{rank="{r}"' in m for r in range(8)),
+            "collector /metrics keeps every rank's op statistics after the hang",
+        )
         # Window 1: an agent asked while the other uploads holds its stacks until UPLOAD. Whether
         # that happens depends on timing: an agent is asked with its own hang report, and the
         # first agent may be done by then (its ranks' own dumps are ready at once).
-        held, granted = metric(m, "xtimer_collector_dump_commands_held_total"), metric(m, "xtimer_collector_upload_commands_total")
-        check(held in (0, 1) and granted == held,
-              f"window 1: every agent told to hold its stacks was told UPLOAD ({held} held, {granted} UPLOAD)")
+        held, granted = metric(m, "xtimer_collector_dump_commands_held_total"), metric(
+            m, "xtimer_collector_upload_commands_total"
+        )
+        check(
+            held in (0, 1) and granted == held,
+            f"window 1: every agent told to hold its stacks was told UPLOAD ({held} held, {granted} UPLOAD)",
+        )
         # The ranks' own hang dumps are not sent besides the round's copies: 8 uploads, no duplicate.
-        check('\nxtimer_collector_uploads_total{result="accepted"} 8\n' in m and
-              '\nxtimer_collector_uploads_total{result="duplicate"} 0\n' in m,
-              "each rank's stacks were uploaded once: "
-              + " ".join(l for l in m.splitlines() if l.startswith("xtimer_collector_uploads_total")))
+        check(
+            '\nxtimer_collector_uploads_total{result="accepted"} 8\n' in m
+            and '\nxtimer_collector_uploads_total{result="duplicate"} 0\n' in m,
+            "each rank's stacks were uploaded once: "
+            + " ".join(l for l in m.splitlines() if l.startswith("xtimer_collector_uploads_total")),
+        )
     finally:
         job.kill()
         col.kill()
@@ -307,15 +377,24 @@ def check_collector_restart(args):
         logs = "".join(open(os.path.join(out, f"agent{n}.log")).read() for n in range(2))
         check(logs.count("connected to the collector") >= 4, "both agents connected, and reconnected after the restart")
         # A later hang is still merged by the restarted collector.
-        job2 = Job(args, out, 2, 2, dict(env), ["--stuck-rank", "3", "--stuck-step", "8", "--steps", "12",
-                                                 "--step-time", "0.25", "--sleep", "60"], name="second")
+        job2 = Job(
+            args,
+            out,
+            2,
+            2,
+            dict(env),
+            ["--stuck-rank", "3", "--stuck-step", "8", "--steps", "12", "--step-time", "0.25", "--sleep", "60"],
+            name="second",
+        )
         try:
             time.sleep(1)
             col.kill()
             col.start()
             rounds = wait_for(col.rounds, 40)
-            check(bool(rounds) and verdict_names(load_json(rounds[-1]), 3, "load_batch"),
-                  "a hang after the restart is merged and names rank 3")
+            check(
+                bool(rounds) and verdict_names(load_json(rounds[-1]), 3, "load_batch"),
+                "a hang after the restart is merged and names rank 3",
+            )
         finally:
             job2.kill()
     finally:
@@ -355,16 +434,28 @@ state = {{"w": torch.arange(1000, dtype=torch.float32), "step": 7}}
 ck.save_checkpoint(7, state, storage_type=StorageType.MEMORY)
 os.kill(os.getpid(), signal.SIGKILL)  # dies before any persist
 """
-    env = dict(os.environ, XTIMER_CKPT_SHM_DIR=shm, XTIMER_METRICS_PORT="0", RANK="0", WORLD_SIZE="1",
-               PYTHONPATH=os.path.join(os.path.dirname(args.bin), "lib", "python"))
+    env = dict(
+        os.environ,
+        XTIMER_CKPT_SHM_DIR=shm,
+        XTIMER_METRICS_PORT="0",
+        RANK="0",
+        WORLD_SIZE="1",
+        PYTHONPATH=os.path.join(os.path.dirname(args.bin), "lib", "python"),
+    )
     env.pop("XTIMER_AGENT_SOCKET", None)
-    p = subprocess.run([os.path.join(args.bin, "xtimer_launch"), "/usr/bin/python3", "-c", script], env=env,
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [os.path.join(args.bin, "xtimer_launch"), "/usr/bin/python3", "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     check(p.returncode == -signal.SIGKILL, f"the rank died of SIGKILL and xtimer_launch says so ({p.returncode})")
     xtc = os.path.join(out, "ckpt", "7", "rank_0.xtc")
     check(os.path.exists(xtc), "the agent persisted the dead rank's in-memory snapshot before exiting")
-    inspect = subprocess.run([os.path.join(args.bin, "xtimer_ckpt"), "inspect", os.path.join(out, "ckpt")],
-                             capture_output=True, text=True)
+    inspect = subprocess.run(
+        [os.path.join(args.bin, "xtimer_ckpt"), "inspect", os.path.join(out, "ckpt")], capture_output=True, text=True
+    )
     check(inspect.returncode == 0, f"xtimer_ckpt inspect verifies it: {inspect.stdout.strip()[-200:]}")
     check(not os.path.exists(os.path.join(shm, "xtimer-ckpt-saver.log")), "no standalone saver was started")
     if not failures:
@@ -399,8 +490,12 @@ time.sleep(600)
     env.pop("XTIMER_AGENT_SOCKET", None)
     log_path = os.path.join(out, "agent.log")
     with open(log_path, "w") as log:
-        p = subprocess.Popen([os.path.join(args.bin, "xtimer_launch"), sys.executable, "-c", script], env=env,
-                             stdout=log, stderr=subprocess.STDOUT)
+        p = subprocess.Popen(
+            [os.path.join(args.bin, "xtimer_launch"), sys.executable, "-c", script],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         check(wait_for(lambda: os.path.exists(ready), 30), "the rank sent its three messages")
         refused = lambda: open(log_path).read().count("not sent to the collector") >= 3  # noqa: E731
@@ -435,10 +530,16 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--simgpu", required=True)
     args = ap.parse_args()
-    {"passthrough": check_passthrough, "embedded": check_embedded, "setup-hang": check_setup_hang,
-     "two-agents": check_two_agents,
-     "collector-restart": check_collector_restart, "no-collector": check_no_collector,
-     "ckpt-saver": check_ckpt_saver, "hostile-paths": check_hostile_paths}[args.check](args)
+    {
+        "passthrough": check_passthrough,
+        "embedded": check_embedded,
+        "setup-hang": check_setup_hang,
+        "two-agents": check_two_agents,
+        "collector-restart": check_collector_restart,
+        "no-collector": check_no_collector,
+        "ckpt-saver": check_ckpt_saver,
+        "hostile-paths": check_hostile_paths,
+    }[args.check](args)
     if failures:
         print(f"{len(failures)} check(s) failed")
         sys.exit(1)

@@ -42,8 +42,11 @@ def launch(binary, command, env):
 def slow_metrics(args, work):
     port = free_port()
     t0 = time.monotonic()
-    p = launch(os.path.join(args.bin, "xtimer_launch"), ["sleep", "3"],
-               {"XTIMER_METRICS_PORT": str(port), "XTIMER_TIMELINE_PATH": work})
+    p = launch(
+        os.path.join(args.bin, "xtimer_launch"),
+        ["sleep", "3"],
+        {"XTIMER_METRICS_PORT": str(port), "XTIMER_TIMELINE_PATH": work},
+    )
     up = wait_for(lambda: timed_get(f"http://127.0.0.1:{port}/metrics", timeout=2)[0] == 200, 10)
     check(up, "the agent serves /metrics")
     slow = SlowClients(port, 10, duration=90)
@@ -68,8 +71,11 @@ def collector(args, work):
         f.write("wrong-token\n")
     # A collector that wants `token`.
     log = open(os.path.join(work, "collector.log"), "w")
-    coll = subprocess.Popen([args.collector, "--listen", "127.0.0.1:0", "--out", os.path.join(work, "out"),
-                             "--token-file", token], stdout=log, stderr=log)
+    coll = subprocess.Popen(
+        [args.collector, "--listen", "127.0.0.1:0", "--out", os.path.join(work, "out"), "--token-file", token],
+        stdout=log,
+        stderr=log,
+    )
     grpc_port = None
 
     def started():
@@ -77,34 +83,47 @@ def collector(args, work):
         m = re.search(r"listening on 127\.0\.0\.1:(\d+)", open(os.path.join(work, "collector.log")).read())
         grpc_port = int(m.group(1)) if m else None
         return grpc_port is not None
+
     check(wait_for(started, 30), "the collector started")
     # A port that accepts (the kernel completes the handshake) and never answers.
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
     silent.listen(64)
-    cases = [("closed port", {"XTIMER_COLLECTOR": f"127.0.0.1:{free_port()}"}),
-             ("wrong token", {"XTIMER_COLLECTOR": f"127.0.0.1:{grpc_port}", "XTIMER_COLLECTOR_TOKEN_FILE": wrong}),
-             ("silent port", {"XTIMER_COLLECTOR": f"127.0.0.1:{silent.getsockname()[1]}"})]
+    cases = [
+        ("closed port", {"XTIMER_COLLECTOR": f"127.0.0.1:{free_port()}"}),
+        ("wrong token", {"XTIMER_COLLECTOR": f"127.0.0.1:{grpc_port}", "XTIMER_COLLECTOR_TOKEN_FILE": wrong}),
+        ("silent port", {"XTIMER_COLLECTOR": f"127.0.0.1:{silent.getsockname()[1]}"}),
+    ]
     # The same short command with no collector at all: the baseline of this machine, this run.
     base = []
     for _ in range(2):
         t0 = time.monotonic()
-        p = launch(os.path.join(args.bin, "xtimer_launch"), ["sleep", "0.5"],
-                   {"XTIMER_METRICS_PORT": "0", "XTIMER_TIMELINE_PATH": work})
+        p = launch(
+            os.path.join(args.bin, "xtimer_launch"),
+            ["sleep", "0.5"],
+            {"XTIMER_METRICS_PORT": "0", "XTIMER_TIMELINE_PATH": work},
+        )
         p.communicate(timeout=60)
         base.append(time.monotonic() - t0)
     baseline = min(base)
     print(f"baseline (embedded collector): {baseline:.2f} s")
     for name, env in cases:
         t0 = time.monotonic()
-        p = launch(os.path.join(args.bin, "xtimer_launch"), ["sleep", "0.5"],
-                   {"XTIMER_METRICS_PORT": "0", "XTIMER_TIMELINE_PATH": work, **env})
+        p = launch(
+            os.path.join(args.bin, "xtimer_launch"),
+            ["sleep", "0.5"],
+            {"XTIMER_METRICS_PORT": "0", "XTIMER_TIMELINE_PATH": work, **env},
+        )
         out, _ = p.communicate(timeout=120)
         wall = time.monotonic() - t0
         print(f"--- {name}: {wall:.2f} s\n{out}")
         check(p.returncode == 0, f"{name}: the command's exit status ({p.returncode})")
         # One second is what a link that never reached its collector may wait (kFirstContactWait).
-        check(wall < baseline + 2, f"{name}: exit {wall - baseline:.2f} s after the baseline ({wall:.2f} vs {baseline:.2f} s; 3-4 s more before)")
+        check(
+            wall < baseline + 2,
+            f"{name}: exit {wall - baseline:.2f} s after the baseline "
+            f"({wall:.2f} vs {baseline:.2f} s; 3-4 s more before)",
+        )
     silent.close()
     coll.terminate()
     coll.wait(30)

@@ -30,7 +30,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from checks import check, failures, load_json, wait_for  # noqa: E402
+from checks import check, failures, wait_for  # noqa: E402
 
 import heartbeats  # noqa: E402  (tests/launcher: the re-rendezvous checks' shell workers)
 
@@ -78,11 +78,24 @@ class Etcd:
         if exe is None:
             sys.exit("etcd is not installed (Debian package etcd-server; scripts/setup.sh installs it)")
         self.proc = subprocess.Popen(
-            [exe, "--data-dir", os.path.join(tmp, "etcd"), "--listen-client-urls", f"http://127.0.0.1:{self.port}",
-             "--advertise-client-urls", f"http://127.0.0.1:{self.port}", "--listen-peer-urls",
-             f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-             "--initial-cluster", f"default=http://127.0.0.1:{peer}"],
-            stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "etcd.log"), "w"))
+            [
+                exe,
+                "--data-dir",
+                os.path.join(tmp, "etcd"),
+                "--listen-client-urls",
+                f"http://127.0.0.1:{self.port}",
+                "--advertise-client-urls",
+                f"http://127.0.0.1:{self.port}",
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{peer}",
+                "--initial-advertise-peer-urls",
+                f"http://127.0.0.1:{peer}",
+                "--initial-cluster",
+                f"default=http://127.0.0.1:{peer}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=open(os.path.join(tmp, "etcd.log"), "w"),
+        )
         ok = wait_for(lambda: self._up(), 20, 0.1)
         if not ok:
             sys.exit("etcd did not start (see etcd.log)")
@@ -104,14 +117,25 @@ class Run:
 
     def __init__(self, args, out, run_args, script_args, env=None, name="node", cmd=None):
         self.log_path = os.path.join(out, f"{name}.log")
-        e = dict(os.environ, OUT=out, PYTHONPATH=args.pypath, XTIMER_PYTHON=PYTHON, XTIMER_METRICS_PORT="0",
-                 XTIMER_TIMELINE_PATH=os.path.join(out, "timeline"), XTIMER_CKPT_SHM_DIR=os.path.join(out, "shm"))
+        e = dict(
+            os.environ,
+            OUT=out,
+            PYTHONPATH=args.pypath,
+            XTIMER_PYTHON=PYTHON,
+            XTIMER_METRICS_PORT="0",
+            XTIMER_TIMELINE_PATH=os.path.join(out, "timeline"),
+            XTIMER_CKPT_SHM_DIR=os.path.join(out, "shm"),
+        )
         os.makedirs(e["XTIMER_CKPT_SHM_DIR"], exist_ok=True)
         e.update(env or {})
         cmd = cmd or [os.path.join(args.bin, "xtimer_run")] + run_args + script_args
-        self.proc = subprocess.Popen(cmd, env=e,
-                                     stdout=open(os.path.join(out, f"{name}.out"), "w"),
-                                     stderr=subprocess.PIPE, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd,
+            env=e,
+            stdout=open(os.path.join(out, f"{name}.out"), "w"),
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
         self.stamped = []  # (wall time the line arrived, line)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -144,8 +168,10 @@ class Run:
 
 
 def train(steps_n=30, step_s=0.1):
-    return ["--max-restarts", "3", os.path.join(HERE, "elastic_train.py")], {"STEPS": str(steps_n),
-                                                                            "STEP_S": str(step_s)}
+    return ["--max-restarts", "3", os.path.join(HERE, "elastic_train.py")], {
+        "STEPS": str(steps_n),
+        "STEP_S": str(step_s),
+    }
 
 
 def check_resumed(rows, world_of_restart, what):
@@ -160,8 +186,10 @@ def check_resumed(rows, world_of_restart, what):
     for restart, start in rounds[1:]:
         before = [r["step"] for r in rows if (r["restart"], r["start"]) < (restart, start)]
         last = max(before) if before else -1
-        check(start > 0 and last - start < 5,
-              f"{what}: round (restart {restart}) resumed at step {start}, the last step done before was {last}")
+        check(
+            start > 0 and last - start < 5,
+            f"{what}: round (restart {restart}) resumed at step {start}, the last step done before was {last}",
+        )
 
 
 def events(out):
@@ -190,12 +218,15 @@ def print_phases(what, out, nodes, t_fault, detected_by, round_of, restart_pred)
     t_init = max(e["initialized"] for e in evs)
     load = max(e["loaded"] - e["initialized"] for e in evs)
     t_first = max(firsts.values())
-    print(f"figure: {what}: {t_first - t_fault:.2f} s = detection {t_detect - t_fault:.2f} s + rendezvous "
-          f"{t_round - t_detect:.2f} s + worker start {t_init - t_round:.2f} s + checkpoint load {load:.2f} s "
-          f"+ first step {t_first - t_init - load:.2f} s")
+    print(
+        f"figure: {what}: {t_first - t_fault:.2f} s = detection {t_detect - t_fault:.2f} s + rendezvous "
+        f"{t_round - t_detect:.2f} s + worker start {t_init - t_round:.2f} s + checkpoint load {load:.2f} s "
+        f"+ first step {t_first - t_init - load:.2f} s"
+    )
 
 
 # ---------------------------------------------------------------- single node (static)
+
 
 def c_crash(args, out):
     run_args, env = train()
@@ -210,17 +241,38 @@ def c_crash(args, out):
     check(any(x["restart"] == 1 for x in rows), "the second round has TORCHELASTIC_RESTART_COUNT=1")
     check_resumed(rows, None, "crash")
     crash_t = os.path.getmtime(os.path.join(out, "CRASH_AT.done"))
-    print_phases("crash -> training again (standalone, 2 workers)", out, [r], crash_t, ["failed"], 1,
-                 lambda x: x["restart"] == 1)
+    print_phases(
+        "crash -> training again (standalone, 2 workers)", out, [r], crash_t, ["failed"], 1, lambda x: x["restart"] == 1
+    )
 
 
 def c_exhausted(args, out):
     logs = os.path.join(out, "logs")
-    r = Run(args, out, ["--nproc-per-node", "2", "--max-restarts", "2", "--log-dir", logs, "--redirects", "1",
-                        "--tee", "2", "--rdzv-id", "bad", "--no-python", "/bin/sh", "-c",
-                        'echo "worker $RANK out"; '
-                        'echo "worker $RANK bad input at restart $TORCHELASTIC_RESTART_COUNT" >&2; '
-                        'test "$RANK" = 1 && exit 5; sleep 30'], [])
+    r = Run(
+        args,
+        out,
+        [
+            "--nproc-per-node",
+            "2",
+            "--max-restarts",
+            "2",
+            "--log-dir",
+            logs,
+            "--redirects",
+            "1",
+            "--tee",
+            "2",
+            "--rdzv-id",
+            "bad",
+            "--no-python",
+            "/bin/sh",
+            "-c",
+            'echo "worker $RANK out"; '
+            'echo "worker $RANK bad input at restart $TORCHELASTIC_RESTART_COUNT" >&2; '
+            'test "$RANK" = 1 && exit 5; sleep 30',
+        ],
+        [],
+    )
     rc = r.wait(120)
     log = r.log()
     check(rc == 1, f"exit 1 once --max-restarts 2 is used up (rc {rc})")
@@ -232,9 +284,14 @@ def c_exhausted(args, out):
     # --redirects 1 sends stdout to the file only, --tee 2 stderr to the file and the terminal.
     outs = sorted(glob.glob(os.path.join(logs, "bad_*", "attempt_2", "1", "stdout.log")))
     errs = sorted(glob.glob(os.path.join(logs, "bad_*", "attempt_2", "1", "stderr.log")))
-    check(len(outs) == 1 and open(outs[0]).read() == "worker 1 out\n", f"--redirects 1: rank 1's stdout in its file ({outs})")
-    check(len(errs) == 1 and "worker 1 bad input at restart 2" in open(errs[0]).read(),
-          f"--tee 2: rank 1's stderr in its file ({errs})")
+    check(
+        len(outs) == 1 and open(outs[0]).read() == "worker 1 out\n",
+        f"--redirects 1: rank 1's stdout in its file ({outs})",
+    )
+    check(
+        len(errs) == 1 and "worker 1 bad input at restart 2" in open(errs[0]).read(),
+        f"--tee 2: rank 1's stderr in its file ({errs})",
+    )
     with open(os.path.join(out, "node.out")) as f:
         check("worker 1 out" not in f.read(), "--redirects 1: stdout not on the terminal")
 
@@ -275,12 +332,35 @@ def c_static(args, out):
     run_args, env = train(steps_n=30)
     env["CRASH_AT"] = "8:1"
     port = str(free_port())
-    nodes = [Run(args, out, ["--nnodes", "2", "--node-rank", str(i), "--master-addr", "127.0.0.1", "--master-port",
-                             port, "--nproc-per-node", "1"] + run_args, [], env, name=f"node{i}") for i in range(2)]
+    nodes = [
+        Run(
+            args,
+            out,
+            [
+                "--nnodes",
+                "2",
+                "--node-rank",
+                str(i),
+                "--master-addr",
+                "127.0.0.1",
+                "--master-port",
+                port,
+                "--nproc-per-node",
+                "1",
+            ]
+            + run_args,
+            [],
+            env,
+            name=f"node{i}",
+        )
+        for i in range(2)
+    ]
     rcs = [n.wait(300) for n in nodes]
     check(rcs == [0, 0], f"both static nodes finish with exit 0 after one crash (rc {rcs})")
-    check("rank 1 (local rank 0)" in nodes[1].log() and "exit code 7" in nodes[1].log(),
-          "node 1 names its failed worker: rank 1, exit code 7")
+    check(
+        "rank 1 (local rank 0)" in nodes[1].log() and "exit code 7" in nodes[1].log(),
+        "node 1 names its failed worker: rank 1, exit code 7",
+    )
     rows = steps(out)
     check({r["rank"] for r in rows if r["step"] == 29} == {0, 1}, "both ranks reach the last step")
     check({r["world"] for r in rows} == {2}, "the world stays 2")
@@ -290,10 +370,22 @@ def c_static(args, out):
 
 # ---------------------------------------------------------------- several nodes (etcd)
 
+
 def etcd_args(etcd, nnodes, rid, extra=""):
-    return ["--nnodes", nnodes, "--rdzv-backend", "etcd", "--rdzv-endpoint", f"127.0.0.1:{etcd.port}",
-            "--rdzv-id", rid, "--local-addr", "127.0.0.1",
-            "--rdzv-conf", "last_call_timeout=2,join_timeout=60,lease_ttl=3" + extra]
+    return [
+        "--nnodes",
+        nnodes,
+        "--rdzv-backend",
+        "etcd",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{etcd.port}",
+        "--rdzv-id",
+        rid,
+        "--local-addr",
+        "127.0.0.1",
+        "--rdzv-conf",
+        "last_call_timeout=2,join_timeout=60,lease_ttl=3" + extra,
+    ]
 
 
 def c_etcd_crash(args, out):
@@ -301,8 +393,17 @@ def c_etcd_crash(args, out):
     try:
         run_args, env = train(steps_n=40)
         env["CRASH_AT"] = "10:3"
-        nodes = [Run(args, out, etcd_args(etcd, "3", "crash") + ["--nproc-per-node", "2"] + run_args, [], env,
-                     name=f"node{i}") for i in range(3)]
+        nodes = [
+            Run(
+                args,
+                out,
+                etcd_args(etcd, "3", "crash") + ["--nproc-per-node", "2"] + run_args,
+                [],
+                env,
+                name=f"node{i}",
+            )
+            for i in range(3)
+        ]
         rcs = [n.wait(300) for n in nodes]
         check(rcs == [0, 0, 0], f"all three nodes finish with exit 0 (rc {rcs})")
         rows = steps(out)
@@ -310,8 +411,15 @@ def c_etcd_crash(args, out):
         check({r["world"] for r in rows} == {6}, "the world stays 6")
         check_resumed(rows, None, "etcd crash")
         crash_t = os.path.getmtime(os.path.join(out, "CRASH_AT.done"))
-        print_phases("crash -> all 6 workers (3 nodes x 2) training again", out, nodes, crash_t,
-                     ["failed", "stopping the workers"], 1, lambda x: x["restart"] == 1)
+        print_phases(
+            "crash -> all 6 workers (3 nodes x 2) training again",
+            out,
+            nodes,
+            crash_t,
+            ["failed", "stopping the workers"],
+            1,
+            lambda x: x["restart"] == 1,
+        )
     finally:
         etcd.stop()
 
@@ -320,10 +428,21 @@ def c_etcd_node_lost(args, out):
     etcd = Etcd(out)
     try:
         run_args, env = train(steps_n=100000)
-        nodes = [Run(args, out, etcd_args(etcd, "2:3", "lost") + ["--nproc-per-node", "1"] + run_args, [], env,
-                     name=f"node{i}") for i in range(3)]
-        check(wait_for(lambda: len({r["rank"] for r in steps(out) if r["world"] == 3}) == 3, 180),
-              "three nodes train with world size 3")
+        nodes = [
+            Run(
+                args,
+                out,
+                etcd_args(etcd, "2:3", "lost") + ["--nproc-per-node", "1"] + run_args,
+                [],
+                env,
+                name=f"node{i}",
+            )
+            for i in range(3)
+        ]
+        check(
+            wait_for(lambda: len({r["rank"] for r in steps(out) if r["world"] == 3}) == 3, 180),
+            "three nodes train with world size 3",
+        )
         wait_for(lambda: max(r["step"] for r in steps(out)) >= 12, 60)
         victim = nodes[2]
         os.killpg(victim.proc.pid, signal.SIGKILL)  # the whole node: agent and its worker
@@ -335,11 +454,20 @@ def c_etcd_node_lost(args, out):
         after = [r for r in rows if r["world"] == 2 and r["t"] > t_kill]
         before = [r["step"] for r in rows if r["world"] == 3]
         if after:
-            check(min(r["start"] for r in after) >= max(before) - 5,
-                  f"the smaller world resumed from the newest checkpoint (step {min(r['start'] for r in after)}, "
-                  f"last done {max(before)})")
-            print_phases("node SIGKILLed -> training again with 2 nodes (lease TTL 3 s)", out, nodes[:2], t_kill,
-                         ["lost", "failed", "stopping the workers"], 1, lambda x: x["world"] == 2)
+            check(
+                min(r["start"] for r in after) >= max(before) - 5,
+                f"the smaller world resumed from the newest checkpoint (step {min(r['start'] for r in after)}, "
+                f"last done {max(before)})",
+            )
+            print_phases(
+                "node SIGKILLed -> training again with 2 nodes (lease TTL 3 s)",
+                out,
+                nodes[:2],
+                t_kill,
+                ["lost", "failed", "stopping the workers"],
+                1,
+                lambda x: x["world"] == 2,
+            )
         for n in nodes[:2]:
             os.killpg(n.proc.pid, signal.SIGTERM)
             n.wait(30)
@@ -353,8 +481,10 @@ def c_etcd_scale_out(args, out):
         run_args, env = train(steps_n=100000)
         common = etcd_args(etcd, "2:3", "grow") + ["--nproc-per-node", "1"] + run_args
         nodes = [Run(args, out, common, [], env, name=f"node{i}") for i in range(2)]
-        check(wait_for(lambda: len({r["rank"] for r in steps(out) if r["world"] == 2}) == 2, 180),
-              "two nodes train with world size 2")
+        check(
+            wait_for(lambda: len({r["rank"] for r in steps(out) if r["world"] == 2}) == 2, 180),
+            "two nodes train with world size 2",
+        )
         wait_for(lambda: max(r["step"] for r in steps(out)) >= 8, 60)
         t_add = time.time()
         nodes.append(Run(args, out, common, [], env, name="node2"))
@@ -364,8 +494,15 @@ def c_etcd_scale_out(args, out):
         grown = [r for r in rows if r["world"] == 3]
         if grown:
             check(min(r["start"] for r in grown) > 0, "the grown world resumed from a checkpoint, not step 0")
-            print_phases("node added -> training with 3 nodes", out, nodes, t_add, ["waiting to join"], 1,
-                         lambda x: x["world"] == 3)
+            print_phases(
+                "node added -> training with 3 nodes",
+                out,
+                nodes,
+                t_add,
+                ["waiting to join"],
+                1,
+                lambda x: x["world"] == 3,
+            )
         for n in nodes:
             os.killpg(n.proc.pid, signal.SIGTERM)
             n.wait(30)
@@ -376,16 +513,49 @@ def c_etcd_scale_out(args, out):
 def c_etcd_below_min(args, out):
     etcd = Etcd(out)
     try:
-        r = Run(args, out, ["--nnodes", "2:3", "--rdzv-backend", "etcd", "--rdzv-endpoint", f"127.0.0.1:{etcd.port}",
-                            "--rdzv-id", "few", "--rdzv-conf", "join_timeout=3", "--no-python", "/bin/true"], [])
+        r = Run(
+            args,
+            out,
+            [
+                "--nnodes",
+                "2:3",
+                "--rdzv-backend",
+                "etcd",
+                "--rdzv-endpoint",
+                f"127.0.0.1:{etcd.port}",
+                "--rdzv-id",
+                "few",
+                "--rdzv-conf",
+                "join_timeout=3",
+                "--no-python",
+                "/bin/true",
+            ],
+            [],
+        )
         rc = r.wait(60)
         log = r.log()
         check(rc == 1, f"exit 1 when too few nodes come (rc {rc})")
         check("only 1 of at least 2 node(s) joined" in log, "the message says how many nodes came")
     finally:
         etcd.stop()
-    r = Run(args, out, ["--nnodes", "2:3", "--rdzv-backend", "etcd", "--rdzv-endpoint", "127.0.0.1:1",
-                        "--rdzv-id", "x", "--no-python", "/bin/true"], [], name="noetcd")
+    r = Run(
+        args,
+        out,
+        [
+            "--nnodes",
+            "2:3",
+            "--rdzv-backend",
+            "etcd",
+            "--rdzv-endpoint",
+            "127.0.0.1:1",
+            "--rdzv-id",
+            "x",
+            "--no-python",
+            "/bin/true",
+        ],
+        [],
+        name="noetcd",
+    )
     rc = r.wait(60)
     check(rc == 1 and "cannot be reached" in r.log(), f"no etcd: exit 1 and a line naming the endpoint (rc {rc})")
 
@@ -396,10 +566,15 @@ def c_etcd_netcheck(args, out):
     all passed) is not probed again."""
     etcd = Etcd(out)
     try:
-        worker = ['echo "$RANK $WORLD_SIZE $TORCHELASTIC_RESTART_COUNT" >> "$OUT/ranks.txt"; '
-                  'test "$TORCHELASTIC_RESTART_COUNT" = 0 || exit 0; test "$RANK" = 1 && exit 3; exec sleep 60']
-        common = etcd_args(etcd, "3", "netcheck") + ["--network-check", "--nproc-per-node", "1", "--max-restarts", "1",
-                                                     "--no-python", "/bin/sh", "-c"] + worker
+        worker = [
+            'echo "$RANK $WORLD_SIZE $TORCHELASTIC_RESTART_COUNT" >> "$OUT/ranks.txt"; '
+            'test "$TORCHELASTIC_RESTART_COUNT" = 0 || exit 0; test "$RANK" = 1 && exit 3; exec sleep 60'
+        ]
+        common = (
+            etcd_args(etcd, "3", "netcheck")
+            + ["--network-check", "--nproc-per-node", "1", "--max-restarts", "1", "--no-python", "/bin/sh", "-c"]
+            + worker
+        )
         nodes = [Run(args, out, common, [], name=f"node{i}") for i in range(3)]
         rcs = [n.wait(120) for n in nodes]
         check(rcs == [0, 0, 0], f"all three nodes finish with exit 0 (rc {rcs})")
@@ -412,17 +587,22 @@ def c_etcd_netcheck(args, out):
             check(0 <= verdict < log.find("run: round 0 "), f"node {i}: the probe ran before the workers started")
             # One round, or two when a loopback test of a busy machine came out slow.
             check("xtimer_netprobe: 3 nodes, tcp backend, " in table, f"node {i} prints the probe's table")
-            check("the 3 nodes of round 1 all passed it before; not probed again" in log,
-                  f"node {i}: the round after the failure is not probed again")
+            check(
+                "the 3 nodes of round 1 all passed it before; not probed again" in log,
+                f"node {i}: the round after the failure is not probed again",
+            )
         with open(os.path.join(out, "ranks.txt")) as f:
             seen = sorted(tuple(map(int, line.split())) for line in f if line.strip())
-        check(seen == sorted((r, 3, k) for r in range(3) for k in (0, 1)),
-              f"three workers ran with WORLD_SIZE 3 in both rounds ({seen})")
+        check(
+            seen == sorted((r, 3, k) for r in range(3) for k in (0, 1)),
+            f"three workers ran with WORLD_SIZE 3 in both rounds ({seen})",
+        )
     finally:
         etcd.stop()
 
 
 # ---------------------------------------------------------------- re-rendezvous (shell workers)
+
 
 def check_groups_whole(out, what):
     for port, whole, desc in heartbeats.groups(out):
@@ -430,7 +610,9 @@ def check_groups_whole(out, what):
 
 
 def close_lines(nodes, round_no):
-    return [line for n in nodes for _, line in list(n.stamped) if f"run: rendezvous: round {round_no} closed with" in line]
+    return [
+        line for n in nodes for _, line in list(n.stamped) if f"run: rendezvous: round {round_no} closed with" in line
+    ]
 
 
 def stop_all(nodes):
@@ -448,9 +630,24 @@ def c_etcd_lost_defaults(args, out):
     etcd = Etcd(out)
     nodes = []
     try:
-        common = ["--nnodes", "2:3", "--rdzv-backend", "etcd", "--rdzv-endpoint", f"127.0.0.1:{etcd.port}",
-                  "--rdzv-id", "defaults", "--local-addr", "127.0.0.1", "--nproc-per-node", "1",
-                  "--no-python", "/bin/sh", "-c", heartbeats.WORKER]
+        common = [
+            "--nnodes",
+            "2:3",
+            "--rdzv-backend",
+            "etcd",
+            "--rdzv-endpoint",
+            f"127.0.0.1:{etcd.port}",
+            "--rdzv-id",
+            "defaults",
+            "--local-addr",
+            "127.0.0.1",
+            "--nproc-per-node",
+            "1",
+            "--no-python",
+            "/bin/sh",
+            "-c",
+            heartbeats.WORKER,
+        ]
         nodes = [Run(args, out, common, [], {"NODE": str(i)}, name=f"node{i}") for i in range(3)]
         check(wait_for(lambda: heartbeats.in_world(out, 3, 0) == {0, 1, 2}, 60), "three nodes run with world size 3")
         os.killpg(nodes[2].proc.pid, signal.SIGKILL)
@@ -459,14 +656,20 @@ def c_etcd_lost_defaults(args, out):
         ok = wait_for(lambda: heartbeats.in_world(out, 2, t_kill) == {0, 1}, 60)
         check(ok, "the two other nodes run again with world size 2")
         lines = close_lines(nodes[:2], 1)
-        check(len(lines) == 1 and "every node of the last round still alive joined" in lines[0],
-              f"round 1 closed once, when every node still alive had joined ({lines})")
+        check(
+            len(lines) == 1 and "every node of the last round still alive joined" in lines[0],
+            f"round 1 closed once, when every node still alive had joined ({lines})",
+        )
         if ok:
-            again = max(min(r["t"] for r in heartbeats.read(out) if r["world"] == 2 and r["node"] == n and r["t"] > t_kill)
-                        for n in (0, 1))
+            again = max(
+                min(r["t"] for r in heartbeats.read(out) if r["world"] == 2 and r["node"] == n and r["t"] > t_kill)
+                for n in (0, 1)
+            )
             check(again - t_kill < 20, f"training again within lease_ttl + 10 s of the kill ({again - t_kill:.1f} s)")
-            print(f"figure: node SIGKILLed -> workers running again, defaults (lease_ttl 10 s, last_call_timeout "
-                  f"30 s): {again - t_kill:.2f} s")
+            print(
+                f"figure: node SIGKILLed -> workers running again, defaults (lease_ttl 10 s, last_call_timeout "
+                f"30 s): {again - t_kill:.2f} s"
+            )
         stop_all(nodes)
         check_groups_whole(out, "lost at the defaults")
     finally:
@@ -482,9 +685,26 @@ def c_etcd_lost_while_joining(args, out):
     etcd = Etcd(out)
     nodes = []
     try:
-        common = ["--nnodes", "2:4", "--rdzv-backend", "etcd", "--rdzv-endpoint", f"127.0.0.1:{etcd.port}",
-                  "--rdzv-id", "joining", "--local-addr", "127.0.0.1", "--rdzv-conf", "last_call_timeout=10,lease_ttl=3",
-                  "--nproc-per-node", "1", "--no-python", "/bin/sh", "-c", heartbeats.WORKER]
+        common = [
+            "--nnodes",
+            "2:4",
+            "--rdzv-backend",
+            "etcd",
+            "--rdzv-endpoint",
+            f"127.0.0.1:{etcd.port}",
+            "--rdzv-id",
+            "joining",
+            "--local-addr",
+            "127.0.0.1",
+            "--rdzv-conf",
+            "last_call_timeout=10,lease_ttl=3",
+            "--nproc-per-node",
+            "1",
+            "--no-python",
+            "/bin/sh",
+            "-c",
+            heartbeats.WORKER,
+        ]
         nodes = [Run(args, out, common, [], {"NODE": str(i)}, name=f"node{i}") for i in range(3)]
         check(wait_for(lambda: heartbeats.in_world(out, 3, 0) == {0, 1, 2}, 60), "three nodes run with world size 3")
         # Node 2 is frozen as the newcomer starts: the survivors may notice the newcomer and
@@ -501,12 +721,17 @@ def c_etcd_lost_while_joining(args, out):
         time.sleep(3)  # a round that closed without the newcomer would restart for it by now
         after = [r for r in heartbeats.read(out) if r["t"] > t_kill]
         ports = {r["port"] for r in after if r["node"] == 3}
-        check(len(ports) == 1 and {r["node"] for r in after if r["port"] in ports} == {0, 1, 3} and
-              not any(r["world"] == 2 for r in after),
-              f"one new round after the kill, with the newcomer in it ({sorted(ports)})")
+        check(
+            len(ports) == 1
+            and {r["node"] for r in after if r["port"] in ports} == {0, 1, 3}
+            and not any(r["world"] == 2 for r in after),
+            f"one new round after the kill, with the newcomer in it ({sorted(ports)})",
+        )
         lines = close_lines(nodes[:2] + nodes[3:], 1)
-        check(len(lines) == 1 and "every node of the last round still alive joined" in lines[0],
-              f"round 1 closed once, when the newcomer and every node still alive had joined ({lines})")
+        check(
+            len(lines) == 1 and "every node of the last round still alive joined" in lines[0],
+            f"round 1 closed once, when the newcomer and every node still alive had joined ({lines})",
+        )
         stop_all(nodes)
         check_groups_whole(out, "lost while joining")
     finally:
@@ -520,21 +745,46 @@ def c_etcd_node_unit(args, out):
     etcd = Etcd(out)
     nodes = []
     try:
-        worker = ('echo "$NODE $GROUP_RANK $WORLD_SIZE $MASTER_PORT $(date +%s.%N)" >> "$OUT/hb.txt"; sleep 4')
-        base = ["--nnodes", "2:3", "--rdzv-backend", "etcd", "--rdzv-endpoint", f"127.0.0.1:{etcd.port}",
-                "--rdzv-id", "unit", "--local-addr", "127.0.0.1", "--nproc-per-node", "1"]
+        worker = 'echo "$NODE $GROUP_RANK $WORLD_SIZE $MASTER_PORT $(date +%s.%N)" >> "$OUT/hb.txt"; sleep 4'
+        base = [
+            "--nnodes",
+            "2:3",
+            "--rdzv-backend",
+            "etcd",
+            "--rdzv-endpoint",
+            f"127.0.0.1:{etcd.port}",
+            "--rdzv-id",
+            "unit",
+            "--local-addr",
+            "127.0.0.1",
+            "--nproc-per-node",
+            "1",
+        ]
         spellings = [["--node_unit", "2"], ["--node_unit=2"], ["--node-unit", "2"]]
-        nodes = [Run(args, out, base + spellings[i] + ["--no-python", "/bin/sh", "-c", worker], [], {"NODE": str(i)},
-                     name=f"node{i}") for i in range(3)]
+        nodes = [
+            Run(
+                args,
+                out,
+                base + spellings[i] + ["--no-python", "/bin/sh", "-c", worker],
+                [],
+                {"NODE": str(i)},
+                name=f"node{i}",
+            )
+            for i in range(3)
+        ]
         done = wait_for(lambda: sum(n.proc.poll() is not None for n in nodes) >= 2, 60)
         rcs = [n.proc.poll() for n in nodes]
         rows = heartbeats.read(out)
         check(done and sorted(rc for rc in rcs if rc is not None) == [0, 0], f"two nodes finish with exit 0 ({rcs})")
-        check(len(rows) == 2 and {r["world"] for r in rows} == {2} and {r["rank"] for r in rows} == {0, 1},
-              f"two workers ran, with WORLD_SIZE 2 ({rows})")
+        check(
+            len(rows) == 2 and {r["world"] for r in rows} == {2} and {r["rank"] for r in rows} == {0, 1},
+            f"two workers ran, with WORLD_SIZE 2 ({rows})",
+        )
         spare = [n for n, rc in zip(nodes, rcs) if rc is None]
-        check(len(spare) == 1 and spare[0].first_line("waiting to be taken", 0) is not None,
-              "the third node waits, outside the round")
+        check(
+            len(spare) == 1 and spare[0].first_line("waiting to be taken", 0) is not None,
+            "the third node waits, outside the round",
+        )
         check(not any("for a new round" in n.log() for n in nodes), "the waiting node restarted nobody")
         if len(spare) == 1:
             os.killpg(spare[0].proc.pid, signal.SIGTERM)
@@ -547,10 +797,28 @@ def c_etcd_node_unit(args, out):
 
 # ---------------------------------------------------------------- hang (simulated NCCL)
 
+
 def c_hang(args, out):
     env = {"LD_LIBRARY_PATH": args.simgpu, "XTIMER_HANG_TIMEOUT": "2", "XTIMER_DUMP_WAIT": "10"}
-    r = Run(args, out, ["--nproc-per-node", "4", "--max-restarts", "1", "--no-python", PYTHON,
-                        os.path.join(HERE, "elastic_hang.py"), args.lib, out, "--stuck-rank", "2"], [], env)
+    r = Run(
+        args,
+        out,
+        [
+            "--nproc-per-node",
+            "4",
+            "--max-restarts",
+            "1",
+            "--no-python",
+            PYTHON,
+            os.path.join(HERE, "elastic_hang.py"),
+            args.lib,
+            out,
+            "--stuck-rank",
+            "2",
+        ],
+        [],
+        env,
+    )
     rc = r.wait(180)
     log = r.log()
     check(rc == 0, f"the job finishes after the hang and one restart (rc {rc})")
@@ -574,15 +842,35 @@ def c_hang(args, out):
     # (after XTIMER_HANG_TIMEOUT); its new round (stacks merged and written, workers stopped); every
     # rank's first allreduce of the new round (Python start, simulated NCCL set-up, one step).
     t_round = r.first_line("run: round 1 ", 0)
-    t_hang = max((x["allreduce_at"] for x in rows if x.get("rank") == 2 and x.get("step") == 2 and
-                  "allreduce_at" in x and (t_round is None or x["allreduce_at"] < t_round)), default=None)
+    t_hang = max(
+        (
+            x["allreduce_at"]
+            for x in rows
+            if x.get("rank") == 2
+            and x.get("step") == 2
+            and "allreduce_at" in x
+            and (t_round is None or x["allreduce_at"] < t_round)
+        ),
+        default=None,
+    )
     t_detect = r.first_line("hangs", t_hang or 0)
-    again = [min((x["allreduce_at"] for x in rows if x.get("rank") == k and "allreduce_at" in x and
-                  t_round and x["allreduce_at"] > t_round), default=None) for k in range(4)]
+    again = [
+        min(
+            (
+                x["allreduce_at"]
+                for x in rows
+                if x.get("rank") == k and "allreduce_at" in x and t_round and x["allreduce_at"] > t_round
+            ),
+            default=None,
+        )
+        for k in range(4)
+    ]
     if t_hang and t_detect and t_round and all(again):
-        print(f"figure: hang -> training again (1 node x 4 workers, XTIMER_HANG_TIMEOUT=2): {max(again) - t_hang:.2f} s "
-              f"= detection {t_detect - t_hang:.2f} s + stacks merged, workers stopped, new round "
-              f"{t_round - t_detect:.2f} s + worker start and first step {max(again) - t_round:.2f} s")
+        print(
+            f"figure: hang -> training again (1 node x 4 workers, XTIMER_HANG_TIMEOUT=2): {max(again) - t_hang:.2f} s "
+            f"= detection {t_detect - t_hang:.2f} s + stacks merged, workers stopped, new round "
+            f"{t_round - t_detect:.2f} s + worker start and first step {max(again) - t_round:.2f} s"
+        )
 
 
 # ---------------------------------------------------------------- dlrover-run's command lines and flags
@@ -591,17 +879,17 @@ def c_hang(args, out):
 # name changed. $SCRIPT stands for the training script's path; the rest is the seed's text.
 SEED_LINES = {
     "seed-sft": "xtimer_run --nnodes 1:$NODE_NUM --nproc_per_node=1  $SCRIPT --model $model --model_type qwen3 "
-                "--train_type lora  --torch_dtype bfloat16 --dataset $dataset --num_train_epochs 4 "
-                "--per_device_train_batch_size 1 --per_device_eval_batch_size 1 --learning_rate 5e-7 "
-                "--gradient_accumulation_steps 8 --eval_steps 500 --save_steps 10 --save_total_limit 20 "
-                "--logging_steps 1 --output_dir $output --warmup_ratio 0.01 --dataloader_num_workers 4 "
-                "--temperature 1.0 --system You\\ are\\ a\\ helpful\\ assistant. --lora_rank 8 --lora_alpha 32 "
-                "--target_modules all-linear --dataset_num_proc 1 --use_flash_ckpt true "
-                "--callbacks deepspeed_elastic graceful_exit --deepspeed $deepspeed_config_or_type",
+    "--train_type lora  --torch_dtype bfloat16 --dataset $dataset --num_train_epochs 4 "
+    "--per_device_train_batch_size 1 --per_device_eval_batch_size 1 --learning_rate 5e-7 "
+    "--gradient_accumulation_steps 8 --eval_steps 500 --save_steps 10 --save_total_limit 20 "
+    "--logging_steps 1 --output_dir $output --warmup_ratio 0.01 --dataloader_num_workers 4 "
+    "--temperature 1.0 --system You\\ are\\ a\\ helpful\\ assistant. --lora_rank 8 --lora_alpha 32 "
+    "--target_modules all-linear --dataset_num_proc 1 --use_flash_ckpt true "
+    "--callbacks deepspeed_elastic graceful_exit --deepspeed $deepspeed_config_or_type",
     "seed-switchbox": "xtimer_run --network-check --switchbox-check --nnodes=$NODE_NUM --nproc_per_node=1 "
-                      "--max_restarts=3 $SCRIPT",
+    "--max_restarts=3 $SCRIPT",
     "seed-straggler": "xtimer_run --exclude-straggler --network-check --nnodes=$NODE_NUM --nproc_per_node=1 "
-                      "--max_restarts=3 $SCRIPT",
+    "--max_restarts=3 $SCRIPT",
 }
 
 
@@ -613,11 +901,21 @@ def c_seed(args, out, which):
     etcd = Etcd(out)
     try:
         line = SEED_LINES[which]
-        env = {"PATH": args.bin + os.pathsep + os.environ["PATH"], "NODE_NUM": "2", "LD_LIBRARY_PATH": args.simgpu or "",
-               "SCRIPT": os.path.join(HERE, "dlrover_seed_train.py"), "model": "/model/qwen3", "dataset": "/data/d.json",
-               "output": os.path.join(out, "output"), "deepspeed_config_or_type": "zero1",
-               "PET_RDZV_BACKEND": "etcd", "PET_RDZV_ENDPOINT": f"127.0.0.1:{etcd.port}", "PET_RDZV_ID": which,
-               "PET_LOCAL_ADDR": "127.0.0.1", "PET_RDZV_CONF": "last_call_timeout=5,join_timeout=60,lease_ttl=3"}
+        env = {
+            "PATH": args.bin + os.pathsep + os.environ["PATH"],
+            "NODE_NUM": "2",
+            "LD_LIBRARY_PATH": args.simgpu or "",
+            "SCRIPT": os.path.join(HERE, "dlrover_seed_train.py"),
+            "model": "/model/qwen3",
+            "dataset": "/data/d.json",
+            "output": os.path.join(out, "output"),
+            "deepspeed_config_or_type": "zero1",
+            "PET_RDZV_BACKEND": "etcd",
+            "PET_RDZV_ENDPOINT": f"127.0.0.1:{etcd.port}",
+            "PET_RDZV_ID": which,
+            "PET_LOCAL_ADDR": "127.0.0.1",
+            "PET_RDZV_CONF": "last_call_timeout=5,join_timeout=60,lease_ttl=3",
+        }
         nodes = [Run(args, out, [], [], env, name=f"node{i}", cmd=["/bin/sh", "-c", "exec " + line]) for i in range(2)]
         rcs = [n.wait(180) for n in nodes]
         check(rcs == [0, 0], f"{which}: both nodes finish with exit 0 (rc {rcs})")
@@ -630,11 +928,15 @@ def c_seed(args, out, which):
                 rows = [json.loads(x) for x in f if x.strip()]
         except OSError:
             pass
-        check(sorted(r["rank"] for r in rows) == [0, 1] and all(r["world"] == 2 for r in rows),
-              f"{which}: two workers ran with WORLD_SIZE 2 ({[(r['rank'], r['world']) for r in rows]})")
+        check(
+            sorted(r["rank"] for r in rows) == [0, 1] and all(r["world"] == 2 for r in rows),
+            f"{which}: two workers ran with WORLD_SIZE 2 ({[(r['rank'], r['world']) for r in rows]})",
+        )
         check(all(r["sum"] == 12.0 for r in rows), f"{which}: their gloo allreduces met ({[r['sum'] for r in rows]})")
-        check(all(r["argv"] == expected for r in rows),
-              f"{which}: the script got its arguments untouched ({len(expected)} of them)")
+        check(
+            all(r["argv"] == expected for r in rows),
+            f"{which}: the script got its arguments untouched ({len(expected)} of them)",
+        )
         if which == "seed-sft":
             check(all("You are a helpful assistant." in r["argv"] for r in rows), "the escaped spaces are one argument")
         for i, n in enumerate(nodes):
@@ -644,8 +946,10 @@ def c_seed(args, out, which):
                 check("2 passed, 0 left out" in log, f"{which}: node {i}: the network check ran and both passed")
             if which == "seed-switchbox":
                 warns = [x for x in log.splitlines() if "warning: run: --switchbox-check:" in x]
-                check(len(warns) == 1, f"{which}: node {i}: one warning line says why --switchbox-check does nothing "
-                                       f"({warns})")
+                check(
+                    len(warns) == 1,
+                    f"{which}: node {i}: one warning line says why --switchbox-check does nothing " f"({warns})",
+                )
     finally:
         etcd.stop()
 
@@ -655,15 +959,24 @@ def c_min_bandwidth(args, out):
     (which pass without it: seed-switchbox) are both faulty under a floor of 10^9 MB/s and leave."""
     etcd = Etcd(out)
     try:
-        common = etcd_args(etcd, "2", "floor") + ["--network-check", "--min-bandwidth", "1e9", "--nproc-per-node", "1",
-                                                  "--no-python", "/bin/true"]
+        common = etcd_args(etcd, "2", "floor") + [
+            "--network-check",
+            "--min-bandwidth",
+            "1e9",
+            "--nproc-per-node",
+            "1",
+            "--no-python",
+            "/bin/true",
+        ]
         nodes = [Run(args, out, common, [], name=f"node{i}") for i in range(2)]
         rcs = [n.wait(60) for n in nodes]
         check(rcs == [1, 1], f"both nodes are left out and exit 1 (rc {rcs})")
         for i, n in enumerate(nodes):
             log = n.log()
-            check("left out by the network check" in log and "is under --min-bandwidth 1000000000 MB/s" in log,
-                  f"node {i} says it is under the floor")
+            check(
+                "left out by the network check" in log and "is under --min-bandwidth 1000000000 MB/s" in log,
+                f"node {i} says it is under the floor",
+            )
     finally:
         etcd.stop()
 
@@ -673,10 +986,12 @@ def c_torchrun_flags(args, out):
     with Python; --local-ranks-filter shows only the listed local ranks' output."""
     script = os.path.join(out, "hello.py")
     with open(script, "w") as f:
-        f.write("import os, sys\n"
-                "r = os.environ['LOCAL_RANK']\n"
-                "print(f'local {r} out {sys.argv[1:]}', flush=True)\n"
-                "print(f'local {r} err', file=sys.stderr, flush=True)\n")
+        f.write(
+            "import os, sys\n"
+            "r = os.environ['LOCAL_RANK']\n"
+            "print(f'local {r} out {sys.argv[1:]}', flush=True)\n"
+            "print(f'local {r} err', file=sys.stderr, flush=True)\n"
+        )
     r = Run(args, out, ["--run-path", "--nproc-per-node", "2", "--local-ranks-filter", "1", script, "a", "b"], [])
     rc = r.wait(60)
     log = r.log()
@@ -714,20 +1029,32 @@ def c_numa(args, out):
             return f.read().split(":")[1].strip()
 
     for tag, flags in (("bound", ["--numa-affinity"]), ("free", [])):
-        r = Run(args, out, ["--standalone", "--nproc-per-node", "2"] + flags + worker, [],
-                {"XTIMER_SYSFS_ROOT": fs, "TAG": tag}, name=tag)
+        r = Run(
+            args,
+            out,
+            ["--standalone", "--nproc-per-node", "2"] + flags + worker,
+            [],
+            {"XTIMER_SYSFS_ROOT": fs, "TAG": tag},
+            name=tag,
+        )
         rc = r.wait(60)
         check(rc == 0, f"{tag}: exit 0 (rc {rc})")
         if tag == "bound":
-            check(cpus(tag, 0) == str(cpu0) and cpus(tag, 1) == str(cpu1),
-                  f"each worker runs on its GPU's NUMA node's CPUs ({cpus(tag, 0)}, {cpus(tag, 1)}; "
-                  f"expected {cpu0}, {cpu1})")
-            check(f"--numa-affinity: local rank 1 (GPU 0000:b1:00.0) on NUMA node 1: CPUs {cpu1}" in r.log(),
-                  "xtimer_run says where each worker is bound")
+            check(
+                cpus(tag, 0) == str(cpu0) and cpus(tag, 1) == str(cpu1),
+                f"each worker runs on its GPU's NUMA node's CPUs ({cpus(tag, 0)}, {cpus(tag, 1)}; "
+                f"expected {cpu0}, {cpu1})",
+            )
+            check(
+                f"--numa-affinity: local rank 1 (GPU 0000:b1:00.0) on NUMA node 1: CPUs {cpu1}" in r.log(),
+                "xtimer_run says where each worker is bound",
+            )
         else:
             want = os.popen("grep Cpus_allowed_list /proc/self/status").read().split(":")[1].strip()
-            check(cpus(tag, 0) == want and cpus(tag, 1) == want,
-                  f"without --numa-affinity the workers keep every CPU ({cpus(tag, 0)}; {want})")
+            check(
+                cpus(tag, 0) == want and cpus(tag, 1) == want,
+                f"without --numa-affinity the workers keep every CPU ({cpus(tag, 0)}; {want})",
+            )
     if cpu0 == cpu1:
         print("note: this machine lets the test use one CPU only: both nodes have the same CPU")
 
@@ -739,20 +1066,32 @@ def c_precheck(args, out):
     etcd = Etcd(out)
     try:
         common = etcd_args(etcd, "1:2", "precheck") + [
-            "--precheck", "1", "--nproc-per-node", "1", "--no-python", "/bin/sh", "-c",
-            'echo "$RANK $WORLD_SIZE" >> "$OUT/ranks.txt"']
+            "--precheck",
+            "1",
+            "--nproc-per-node",
+            "1",
+            "--no-python",
+            "/bin/sh",
+            "-c",
+            'echo "$RANK $WORLD_SIZE" >> "$OUT/ranks.txt"',
+        ]
         sim = {"LD_LIBRARY_PATH": args.simgpu, "SIMGPU_TFLOPS": "50"}
         good = Run(args, out, common, [], dict(sim, SIMGPU_DEVICES="2"), name="good")
         bad = Run(args, out, common, [], dict(sim, SIMGPU_DEVICES="0"), name="bad")
         rcs = [good.wait(120), bad.wait(120)]
         check(rcs == [0, 1], f"the node with GPUs finishes with exit 0, the one without exits 1 (rc {rcs})")
         blog, glog = bad.log(), good.log()
-        check("--precheck: this node failed its GPU check, so it does not join the job: cudaGetDeviceCount: no "
-              "CUDA-capable device is detected" in blog, "the failed node says why it does not join")
+        check(
+            "--precheck: this node failed its GPU check, so it does not join the job: cudaGetDeviceCount: no "
+            "CUDA-capable device is detected" in blog,
+            "the failed node says why it does not join",
+        )
         check("run: round" not in blog, "the failed node never joined a round")
         tflops = [float(x) for x in re.findall(r"GPU \d: 2048x2048 fp32 matmul at ([\d.]+) TFLOPS", glog)]
-        check(len(tflops) == 2 and all(35 <= t <= 65 for t in tflops),
-              f"each of the good node's 2 GPUs ran a timed matmul near SIMGPU_TFLOPS=50 ({tflops})")
+        check(
+            len(tflops) == 2 and all(35 <= t <= 65 for t in tflops),
+            f"each of the good node's 2 GPUs ran a timed matmul near SIMGPU_TFLOPS=50 ({tflops})",
+        )
         check("allreduce of 16 MiB over 2 GPUs" in glog, "the good node's GPUs ran an allreduce together")
         check(glog.find("this node's GPUs passed") < glog.find("run: round 0 "), "the check ran before it joined")
         with open(os.path.join(out, "ranks.txt")) as f:
@@ -770,9 +1109,30 @@ def c_comm_perf(args, out):
     port = str(free_port())
     worker = ["--no-python", "/bin/sh", "-c", 'echo "$RANK" >> "$OUT/ranks.txt"; echo "worker $RANK starts" >&2']
     sim = {"LD_LIBRARY_PATH": args.simgpu, "SIMGPU_DEVICES": "2", "SIMGPU_NET_GBPS": "0.2"}
-    nodes = [Run(args, out, ["--nnodes", "2", "--node-rank", str(i), "--master-addr", "127.0.0.1", "--master-port",
-                             port, "--nproc-per-node", "2", "--comm-perf-test"] + worker, [], sim, name=f"node{i}")
-             for i in range(2)]
+    nodes = [
+        Run(
+            args,
+            out,
+            [
+                "--nnodes",
+                "2",
+                "--node-rank",
+                str(i),
+                "--master-addr",
+                "127.0.0.1",
+                "--master-port",
+                port,
+                "--nproc-per-node",
+                "2",
+                "--comm-perf-test",
+            ]
+            + worker,
+            [],
+            sim,
+            name=f"node{i}",
+        )
+        for i in range(2)
+    ]
     rcs = [n.wait(120) for n in nodes]
     check(rcs == [0, 0], f"both nodes finish with exit 0 (rc {rcs})")
     with open(os.path.join(out, "ranks.txt")) as f:
@@ -780,29 +1140,50 @@ def c_comm_perf(args, out):
     for i, n in enumerate(nodes):
         with open(os.path.join(out, f"node{i}.out")) as f:
             table = f.read()
-        check(f"allreduce (float32, sum) over 4 rank(s) on 2 node(s), timed on rank {2 * i}" in table,
-              f"node {i} prints the table of its local rank 0")
+        check(
+            f"allreduce (float32, sum) over 4 rank(s) on 2 node(s), timed on rank {2 * i}" in table,
+            f"node {i} prints the table of its local rank 0",
+        )
         rows = re.findall(r"(\d+) MiB +([\d.]+) ms +([\d.]+) GB/s +([\d.]+) GB/s", table)
         check([r[0] for r in rows] == ["1", "8", "64"], f"node {i}: rows for 1, 8 and 64 MiB ({rows})")
         busbw = [float(r[3]) for r in rows]
         print(f"figure: node {i}: allreduce busbw over 4 ranks at SIMGPU_NET_GBPS=0.2 (1, 8, 64 MiB): {busbw} GB/s")
-        check(busbw and max(busbw) <= 0.22 and max(busbw) >= 0.1,
-              f"node {i}: no row beats the simulated link's 0.2 GB/s and one comes near it ({busbw})")
+        check(
+            busbw and max(busbw) <= 0.22 and max(busbw) >= 0.1,
+            f"node {i}: no row beats the simulated link's 0.2 GB/s and one comes near it ({busbw})",
+        )
         # The agent says so before it starts the workers, whose stderr passes through it.
         log = n.log()
-        check(0 <= log.find("--comm-perf-test done") < log.find(f"worker {2 * i} starts"),
-              f"node {i}: the test was done before its workers started")
+        check(
+            0 <= log.find("--comm-perf-test done") < log.find(f"worker {2 * i} starts"),
+            f"node {i}: the test was done before its workers started",
+        )
 
 
-CHECKS = {"crash": c_crash, "exhausted": c_exhausted, "agent-killed": c_agent_killed, "sigterm": c_sigterm, "static": c_static,
-          "etcd-crash": c_etcd_crash, "etcd-node-lost": c_etcd_node_lost, "etcd-scale-out": c_etcd_scale_out,
-          "etcd-below-min": c_etcd_below_min, "etcd-netcheck": c_etcd_netcheck,
-          "etcd-lost-defaults": c_etcd_lost_defaults, "etcd-lost-while-joining": c_etcd_lost_while_joining,
-          "etcd-node-unit": c_etcd_node_unit, "hang": c_hang,
-          "seed-sft": lambda a, o: c_seed(a, o, "seed-sft"), "seed-switchbox": lambda a, o: c_seed(a, o, "seed-switchbox"),
-          "seed-straggler": lambda a, o: c_seed(a, o, "seed-straggler"), "torchrun-flags": c_torchrun_flags,
-          "min-bandwidth": c_min_bandwidth,
-          "numa": c_numa, "precheck": c_precheck, "comm-perf": c_comm_perf}
+CHECKS = {
+    "crash": c_crash,
+    "exhausted": c_exhausted,
+    "agent-killed": c_agent_killed,
+    "sigterm": c_sigterm,
+    "static": c_static,
+    "etcd-crash": c_etcd_crash,
+    "etcd-node-lost": c_etcd_node_lost,
+    "etcd-scale-out": c_etcd_scale_out,
+    "etcd-below-min": c_etcd_below_min,
+    "etcd-netcheck": c_etcd_netcheck,
+    "etcd-lost-defaults": c_etcd_lost_defaults,
+    "etcd-lost-while-joining": c_etcd_lost_while_joining,
+    "etcd-node-unit": c_etcd_node_unit,
+    "hang": c_hang,
+    "seed-sft": lambda a, o: c_seed(a, o, "seed-sft"),
+    "seed-switchbox": lambda a, o: c_seed(a, o, "seed-switchbox"),
+    "seed-straggler": lambda a, o: c_seed(a, o, "seed-straggler"),
+    "torchrun-flags": c_torchrun_flags,
+    "min-bandwidth": c_min_bandwidth,
+    "numa": c_numa,
+    "precheck": c_precheck,
+    "comm-perf": c_comm_perf,
+}
 
 
 def main():

@@ -78,21 +78,42 @@ class Watch:
         return None
 
     def others(self, pred):
-        return sorted({f"{os.path.basename(os.path.dirname(p))}: {f.get('scope')} {f.get('rank')} {f.get('node')} "
-                       f"{f.get('cause')} ({f.get('detail')})" for t, p, f in self.seen if not pred(f)})
+        return sorted(
+            {
+                f"{os.path.basename(os.path.dirname(p))}: {f.get('scope')} {f.get('rank')} {f.get('node')} "
+                f"{f.get('cause')} ({f.get('detail')})"
+                for t, p, f in self.seen
+                if not pred(f)
+            }
+        )
 
 
 def launch(args, out, name, ranks, world, per_node, t0, seconds, extra_env, rank_args):
     timeline = os.path.join(out, name)
     port = free_port()
-    env = dict(os.environ, XTIMER_TIMELINE_PATH=timeline, XTIMER_METRICS_PORT=str(port), XTIMER_NODE_NAME=name,
-               **extra_env)
+    env = dict(
+        os.environ, XTIMER_TIMELINE_PATH=timeline, XTIMER_METRICS_PORT=str(port), XTIMER_NODE_NAME=name, **extra_env
+    )
     for k in ("LD_PRELOAD", "XTIMER_AGENT_SOCKET", "XTIMER_COLLECTOR"):
         env.pop(k, None)
     env.update(extra_env)
-    cmd = [os.path.join(args.bin, "xtimer_launch"), sys.executable, os.path.join(HERE, "fake_steps_ranks.py"),
-           "--ranks", ranks, "--world", str(world), "--per-node", str(per_node), "--t0", str(t0),
-           "--seconds", str(seconds), "--speed", str(SPEED)] + rank_args
+    cmd = [
+        os.path.join(args.bin, "xtimer_launch"),
+        sys.executable,
+        os.path.join(HERE, "fake_steps_ranks.py"),
+        "--ranks",
+        ranks,
+        "--world",
+        str(world),
+        "--per-node",
+        str(per_node),
+        "--t0",
+        str(t0),
+        "--seconds",
+        str(seconds),
+        "--speed",
+        str(SPEED),
+    ] + rank_args
     log = open(os.path.join(out, f"{name}.log"), "w")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     return proc, timeline, port
@@ -120,8 +141,9 @@ def check_agent(args):
     out = args.out
     t0 = time.time() + 3  # simulated time starts about now (records near the wall clock)
     seconds = 80
-    proc, timeline, port = launch(args, out, "node-a", "0-3", 4, 4, t0, seconds, {},
-                                  ["--slow-gpu", "2:10:36", "--host", "1:44", "--bad-message"])
+    proc, timeline, port = launch(
+        args, out, "node-a", "0-3", 4, 4, t0, seconds, {}, ["--slow-gpu", "2:10:36", "--host", "1:44", "--bad-message"]
+    )
     path = os.path.join(timeline, "slowdown.json")
     watch = Watch([path], t0, time.time())
     metrics_slow = []
@@ -143,33 +165,54 @@ def check_agent(args):
     check(th is not None and 44 <= th <= 44 + 15, f"rank 1 host named with slow_fn within 15 s of its onset (at {th})")
     others = watch.others(lambda f: gpu(f) or host(f))
     check(not others, f"no other rank, node or cause named at any time: {others[:5]}")
-    check(re.search(r"slowdown: rank 2 \(node node-a\) is slow since .*gpu_compute", log) is not None,
-          "log: the slowdown's start, with its cause")
+    check(
+        re.search(r"slowdown: rank 2 \(node node-a\) is slow since .*gpu_compute", log) is not None,
+        "log: the slowdown's start, with its cause",
+    )
     m = re.search(r"slowdown over: rank 2 \(node node-a\), gpu_compute, after (\d+) s; it cost about ([\d.]+) s", log)
-    check(m is not None and 20 <= int(m.group(1)) <= 34,
-          f"log: its end, with how long it lasted (26 s of the job's time: {m and m.group(1)}) and what it cost")
+    check(
+        m is not None and 20 <= int(m.group(1)) <= 34,
+        f"log: its end, with how long it lasted (26 s of the job's time: {m and m.group(1)}) and what it cost",
+    )
     check(re.search(r"asked rank 1 for 10 s of Python stack samples", log) is not None, "log: rank 1 asked for samples")
-    check(re.search(r"rank 0 sent 1 step record\(s\) that cannot be used \(\"t_begin\" is not a number\)", log)
-          is not None, "a broken record: one line naming the field")
+    check(
+        re.search(r"rank 0 sent 1 step record\(s\) that cannot be used \(\"t_begin\" is not a number\)", log)
+        is not None,
+        "a broken record: one line naming the field",
+    )
     samples = [json.loads(l) for l in log.splitlines() if l.startswith('{"sample"')]
-    check({s["sample"] for s in samples} <= {0, 1, 2, 3} and any(s["sample"] == 1 for s in samples),
-          f"rank 1 (and at most a peer) got the sample request: {samples}")
+    check(
+        {s["sample"] for s in samples} <= {0, 1, 2, 3} and any(s["sample"] == 1 for s in samples),
+        f"rank 1 (and at most a peer) got the sample request: {samples}",
+    )
     check(bool(metrics_slow), "/metrics: xtimer_rank_slow{rank=2,cause=gpu_compute} 1 while it was slow")
     if metrics_slow:
         promtool_ok(metrics_slow[0], "the agent's /metrics")
         check('xtimer_rank_step_seconds{rank="3",host="node-a"}' in metrics_slow[0], "/metrics: step seconds per rank")
     j = load_json(path)
-    check(j is not None and isinstance(j.get("step_time_s"), (int, float)) and "updated" in j,
-          "slowdown.json has updated and step_time_s")
+    check(
+        j is not None and isinstance(j.get("step_time_s"), (int, float)) and "updated" in j,
+        "slowdown.json has updated and step_time_s",
+    )
 
 
 def check_collector(args):
     out = args.out
     cport, hport = free_port(), free_port()
     clog = open(os.path.join(out, "collector.log"), "w")
-    collector = subprocess.Popen([os.path.join(args.bin, "xtimer_collector"), "--listen", f"127.0.0.1:{cport}",
-                                  "--out", os.path.join(out, "collected"), "--http", f"127.0.0.1:{hport}"],
-                                 stdout=clog, stderr=subprocess.STDOUT)
+    collector = subprocess.Popen(
+        [
+            os.path.join(args.bin, "xtimer_collector"),
+            "--listen",
+            f"127.0.0.1:{cport}",
+            "--out",
+            os.path.join(out, "collected"),
+            "--http",
+            f"127.0.0.1:{hport}",
+        ],
+        stdout=clog,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.time() + 15
     while http_get(f"http://127.0.0.1:{hport}/metrics") is None and time.time() < deadline:
         time.sleep(0.1)
@@ -177,10 +220,12 @@ def check_collector(args):
     seconds = 44
     env = {"XTIMER_COLLECTOR": f"127.0.0.1:{cport}"}
     a = launch(args, out, "node-a", "0-3", 8, 4, t0, seconds, env, ["--slow-gpu", "5:12:1000"])
-    b = launch(args, out, "node-b", "4-7", 8, 4, t0, seconds, env,
-               ["--slow-gpu", "5:12:1000", "--clock-offset", "2.5"])
-    paths = [os.path.join(out, "collected", "slowdown.json"), os.path.join(a[1], "slowdown.json"),
-             os.path.join(b[1], "slowdown.json")]
+    b = launch(args, out, "node-b", "4-7", 8, 4, t0, seconds, env, ["--slow-gpu", "5:12:1000", "--clock-offset", "2.5"])
+    paths = [
+        os.path.join(out, "collected", "slowdown.json"),
+        os.path.join(a[1], "slowdown.json"),
+        os.path.join(b[1], "slowdown.json"),
+    ]
     watch = Watch(paths, t0, time.time())
     status, page, metrics = [], [], []
 
@@ -198,23 +243,33 @@ def check_collector(args):
     gpu5 = lambda f: f.get("rank") == 5 and f.get("node") == "node-b" and f.get("cause") == "gpu_compute"  # noqa: E731
     for p in paths:
         t = watch.first(gpu5, p)
-        check(t is not None and 12 <= t <= 12 + 15,
-              f"{os.path.relpath(p, out)}: rank 5 on node-b gpu_compute within 15 s of the onset (at {t})")
+        check(
+            t is not None and 12 <= t <= 12 + 15,
+            f"{os.path.relpath(p, out)}: rank 5 on node-b gpu_compute within 15 s of the onset (at {t})",
+        )
     others = watch.others(gpu5)
     check(not others, f"no other rank, node or cause named, with node-b's clock 2.5 s ahead: {others[:5]}")
     check(bool(status), "/status.json shows the slowdown")
     if status:
         st = status[0]
         check(st["slowdown"]["slow"][0]["rank"] == 5, "/status.json: slowdown.slow names rank 5")
-        check(all("step_time_s" in r for r in st["ranks"]) and len(st["ranks"]) == 8,
-              "/status.json: every rank has its step time")
-        check('<div id="slowdown">' in page[0] and "rank 5 (node-b)" in page[0], "the page's Slowdown table names rank 5")
+        check(
+            all("step_time_s" in r for r in st["ranks"]) and len(st["ranks"]) == 8,
+            "/status.json: every rank has its step time",
+        )
+        check(
+            '<div id="slowdown">' in page[0] and "rank 5 (node-b)" in page[0], "the page's Slowdown table names rank 5"
+        )
         promtool_ok(metrics[0], "the collector's /metrics")
-        check('xtimer_rank_slow{rank="5",host="node-b",cause="gpu_compute"} 1' in metrics[0],
-              "the collector's /metrics: rank 5 slow for gpu_compute")
+        check(
+            'xtimer_rank_slow{rank="5",host="node-b",cause="gpu_compute"} 1' in metrics[0],
+            "the collector's /metrics: rank 5 slow for gpu_compute",
+        )
     agent_b = load_json(paths[2])
-    check(agent_b is not None and sorted(r["rank"] for r in agent_b.get("ranks", [])) == [4, 5, 6, 7],
-          "node-b's slowdown.json has its own 4 ranks' step times")
+    check(
+        agent_b is not None and sorted(r["rank"] for r in agent_b.get("ranks", [])) == [4, 5, 6, 7],
+        "node-b's slowdown.json has its own 4 ranks' step times",
+    )
     clog_text = open(os.path.join(out, "collector.log")).read()
     check("slowdown: rank 5 (node node-b) is slow since" in clog_text, "the collector logs the start")
 

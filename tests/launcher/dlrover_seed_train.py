@@ -17,8 +17,18 @@ def main():
     for _ in range(3):
         dist.all_reduce(t)
     with open(os.path.join(os.environ["OUT"], "seed.jsonl"), "a") as f:
-        f.write(json.dumps({"rank": rank, "world": world, "sum": float(t[0]), "argv": sys.argv[1:],
-                            "restart": int(os.environ["TORCHELASTIC_RESTART_COUNT"])}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "rank": rank,
+                    "world": world,
+                    "sum": float(t[0]),
+                    "argv": sys.argv[1:],
+                    "restart": int(os.environ["TORCHELASTIC_RESTART_COUNT"]),
+                }
+            )
+            + "\n"
+        )
     dist.barrier()
     dist.destroy_process_group()
 

@@ -14,7 +14,21 @@ import hang_rank  # noqa: E402
 lib, out, _, stuck = sys.argv[1:5]
 restart = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
 idfile = os.path.join(out, f"nccl-id-{restart}")
-sys.argv = ["hang_rank.py", lib, os.environ["RANK"], os.environ["WORLD_SIZE"], idfile,
-            "--stuck-rank", stuck if restart == 0 else "-1", "--stuck-step", "3", "--steps", "8",
-            "--sleep", "600", "--step-time", "0.05"]
+sys.argv = [
+    "hang_rank.py",
+    lib,
+    os.environ["RANK"],
+    os.environ["WORLD_SIZE"],
+    idfile,
+    "--stuck-rank",
+    stuck if restart == 0 else "-1",
+    "--stuck-step",
+    "3",
+    "--steps",
+    "8",
+    "--sleep",
+    "600",
+    "--step-time",
+    "0.05",
+]
 hang_rank.main()

@@ -17,15 +17,15 @@ import time
 
 STARTED = time.time()  # before the imports: starting Python and torch is part of a restart
 
-import hashlib
-import json
-import os
-import sys
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
 
-import torch
-import torch.distributed as dist
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
 
-from xtimer.ckpt import CheckpointError, StorageType
+from xtimer.ckpt import CheckpointError, StorageType  # noqa: E402
 
 try:
     from xtimer.ckpt import DdpCheckpointer as Ckpt
@@ -84,8 +84,20 @@ def main():
         start = int(state["step"]) + 1
     restart = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
     with open(os.path.join(OUT, "events.jsonl"), "a") as ev:
-        ev.write(json.dumps({"rank": rank, "world": world, "restart": restart, "started": STARTED,
-                             "initialized": initialized, "loaded": loaded_t, "step": start}) + "\n")
+        ev.write(
+            json.dumps(
+                {
+                    "rank": rank,
+                    "world": world,
+                    "restart": restart,
+                    "started": STARTED,
+                    "initialized": initialized,
+                    "loaded": loaded_t,
+                    "step": start,
+                }
+            )
+            + "\n"
+        )
     log = open(os.path.join(OUT, "steps.jsonl"), "a")
     for step in range(start, STEPS):
         if fault("CRASH_AT", step, rank):
@@ -100,10 +112,26 @@ def main():
         loss.backward()
         opt.step()
         time.sleep(STEP_S)
-        ckpt.save_checkpoint(step, {"model": model.state_dict(), "opt": opt.state_dict(), "step": step},
-                             storage_type=StorageType.DISK if step % 5 == 4 else StorageType.MEMORY)
-        log.write(json.dumps({"rank": rank, "world": world, "step": step, "restart": restart, "start": start,
-                              "digest": digest(model), "t": time.time(), "pid": os.getpid()}) + "\n")
+        ckpt.save_checkpoint(
+            step,
+            {"model": model.state_dict(), "opt": opt.state_dict(), "step": step},
+            storage_type=StorageType.DISK if step % 5 == 4 else StorageType.MEMORY,
+        )
+        log.write(
+            json.dumps(
+                {
+                    "rank": rank,
+                    "world": world,
+                    "step": step,
+                    "restart": restart,
+                    "start": start,
+                    "digest": digest(model),
+                    "t": time.time(),
+                    "pid": os.getpid(),
+                }
+            )
+            + "\n"
+        )
         log.flush()
     dist.barrier()
     dist.destroy_process_group()

@@ -49,12 +49,30 @@ def main():
         s.connect(os.environ["XTIMER_AGENT_SOCKET"])
         s.setblocking(False)
         conns[r] = s
-        s.send(json.dumps({"type": "hello", "link": True, "rank": r, "world_size": a.world,
-                           "local_rank": r % a.per_node, "host": "fake", "pid": 500000 + r}).encode())
+        s.send(
+            json.dumps(
+                {
+                    "type": "hello",
+                    "link": True,
+                    "rank": r,
+                    "world_size": a.world,
+                    "local_rank": r % a.per_node,
+                    "host": "fake",
+                    "pid": 500000 + r,
+                }
+            ).encode()
+        )
     if a.bad_message:
-        conns[mine[0]].send(json.dumps({"type": "steps", "rank": mine[0], "pid": 500000 + mine[0],
-                                        "records": [{"v": 1, "rank": mine[0], "world": a.world,
-                                                     "t_begin": "soon", "t_end": 1}]}).encode())
+        conns[mine[0]].send(
+            json.dumps(
+                {
+                    "type": "steps",
+                    "rank": mine[0],
+                    "pid": 500000 + mine[0],
+                    "records": [{"v": 1, "rank": mine[0], "world": a.world, "t_begin": "soon", "t_end": 1}],
+                }
+            ).encode()
+        )
 
     world = list(range(a.world))
     nodes = a.world // a.per_node
@@ -71,9 +89,18 @@ def main():
         end = last + transfer
         for m in members:
             off = a.clock_offset if m // a.per_node == 1 else 0.0
-            recs[m]["colls"].append({"comm": comm, "seq": n, "op": "AllReduce", "bytes": 1 << 24,
-                                     "ranks": len(members), "call": ready[m] - 1e-4 + off,
-                                     "start": ready[m] + off, "end": end + 1e-5 * (m % 3) + off})
+            recs[m]["colls"].append(
+                {
+                    "comm": comm,
+                    "seq": n,
+                    "op": "AllReduce",
+                    "bytes": 1 << 24,
+                    "ranks": len(members),
+                    "call": ready[m] - 1e-4 + off,
+                    "start": ready[m] + off,
+                    "end": end + 1e-5 * (m % 3) + off,
+                }
+            )
             ready[m] = end + 1e-5 * (m % 3)
 
     while True:
@@ -90,11 +117,25 @@ def main():
                 extra = 0.08 if host and r == host[0] and t >= host[1] else 0.0
                 pre = 0.01 + extra
                 ready[r] = begin[r] + pre + gemm + 0.01
-                recs[r] = {"v": 1, "rank": r, "world": a.world, "node": "fake", "pid": 500000 + r, "step": step,
-                           "t_begin": begin[r], "gpu_idle_s": pre, "issue_latency_s": 2e-5,
-                           "kernels": [{"sig": "GEMM bf16 4096x4096x4096", "n": 4, "s": gemm, "tflops": 0},
-                                       {"sig": "elementwise_kernel", "n": 20, "s": 0.01, "tflops": 0}],
-                           "colls": [], "gc_s": 0.0, "data_s": 0.002, "_host": extra}
+                recs[r] = {
+                    "v": 1,
+                    "rank": r,
+                    "world": a.world,
+                    "node": "fake",
+                    "pid": 500000 + r,
+                    "step": step,
+                    "t_begin": begin[r],
+                    "gpu_idle_s": pre,
+                    "issue_latency_s": 2e-5,
+                    "kernels": [
+                        {"sig": "GEMM bf16 4096x4096x4096", "n": 4, "s": gemm, "tflops": 0},
+                        {"sig": "elementwise_kernel", "n": 20, "s": 0.01, "tflops": 0},
+                    ],
+                    "colls": [],
+                    "gc_s": 0.0,
+                    "data_s": 0.002,
+                    "_host": extra,
+                }
             collective("world", world, 0.015, ready, recs)
             for n in range(nodes):
                 collective(f"node{n}", list(range(n * a.per_node, (n + 1) * a.per_node)), 0.004, ready, recs)
@@ -109,9 +150,9 @@ def main():
                 if r in pending and sampling.get(r, 0) > now:
                     n_slow = round(host_s * 20)
                     n_rest = max(1, round((end - begin[r] - host_s) * 20))
-                    rec["samples"] = ([{"frames": "slow_fn (train.py:40);main (train.py:88)", "n": n_slow}]
-                                      if n_slow else []) + [{"frames": "train_step (train.py:61);main (train.py:90)",
-                                                              "n": n_rest}]
+                    rec["samples"] = (
+                        [{"frames": "slow_fn (train.py:40);main (train.py:88)", "n": n_slow}] if n_slow else []
+                    ) + [{"frames": "train_step (train.py:61);main (train.py:90)", "n": n_rest}]
                 if r in pending:
                     pending[r].append(rec)
                 begin[r] = end
@@ -130,8 +171,9 @@ def main():
             next_send += 1
             for r in mine:
                 if pending[r]:
-                    conns[r].send(json.dumps({"type": "steps", "rank": r, "pid": 500000 + r,
-                                              "records": pending[r]}).encode())
+                    conns[r].send(
+                        json.dumps({"type": "steps", "rank": r, "pid": 500000 + r, "records": pending[r]}).encode()
+                    )
                     pending[r] = []
         time.sleep(0.02)
     return 0

@@ -7,8 +7,9 @@ import os
 
 # Every 0.2 s: node ($NODE, set by the test), GROUP_RANK, WORLD_SIZE, MASTER_PORT (one per
 # round), wall time. Lines are short, so the appends of several workers do not mix.
-WORKER = ('while :; do echo "$NODE $GROUP_RANK $WORLD_SIZE $MASTER_PORT $(date +%s.%N)" >> "$OUT/hb.txt"; '
-          'sleep 0.2; done')
+WORKER = (
+    'while :; do echo "$NODE $GROUP_RANK $WORLD_SIZE $MASTER_PORT $(date +%s.%N)" >> "$OUT/hb.txt"; ' "sleep 0.2; done"
+)
 
 
 def read(out):
@@ -18,8 +19,9 @@ def read(out):
             for line in f:
                 p = line.split()
                 if len(p) == 5:
-                    rows.append({"node": int(p[0]), "rank": int(p[1]), "world": int(p[2]), "port": int(p[3]),
-                                 "t": float(p[4])})
+                    rows.append(
+                        {"node": int(p[0]), "rank": int(p[1]), "world": int(p[2]), "port": int(p[3]), "t": float(p[4])}
+                    )
     except OSError:
         pass
     return rows
@@ -41,7 +43,10 @@ def groups(out):
     out_rows = []
     for port, g in sorted(seen.items()):
         world = next(iter(g["world"]))
-        whole = (len(g["world"]) == 1 and set(g["ranks"]) == set(range(world)) and
-                 all(len(n) == 1 for n in g["ranks"].values()))
+        whole = (
+            len(g["world"]) == 1
+            and set(g["ranks"]) == set(range(world))
+            and all(len(n) == 1 for n in g["ranks"].values())
+        )
         out_rows.append((port, whole, f"world {sorted(g['world'])}, ranks -> nodes {g['ranks']}"))
     return out_rows

@@ -45,7 +45,7 @@ ETCD_PORT = 2379
 N = 8
 FAULT = 5  # the faulty or slow node; started after the first, so it is not group rank 0
 
-WORKER = ('echo "$RANK $WORLD_SIZE $GROUP_RANK $(date +%s.%N)" > "$OUT/worker$NODE.txt"')
+WORKER = 'echo "$RANK $WORLD_SIZE $GROUP_RANK $(date +%s.%N)" > "$OUT/worker$NODE.txt"'
 
 
 class Failure(Exception):
@@ -64,19 +64,46 @@ class Node:
         """job: xtimer_run's flags after the rendezvous ones (default: the network-check job)."""
         name = name or f"node{i}"
         self.i = i
-        env = dict(os.environ, OUT=out, NODE=str(i), XTIMER_METRICS_PORT="0",
-                   XTIMER_TIMELINE_PATH=os.path.join(out, f"timeline{i}"),
-                   XTIMER_CKPT_SHM_DIR=os.path.join(out, f"shm{i}"))
+        env = dict(
+            os.environ,
+            OUT=out,
+            NODE=str(i),
+            XTIMER_METRICS_PORT="0",
+            XTIMER_TIMELINE_PATH=os.path.join(out, f"timeline{i}"),
+            XTIMER_CKPT_SHM_DIR=os.path.join(out, f"shm{i}"),
+        )
         os.makedirs(env["XTIMER_CKPT_SHM_DIR"], exist_ok=True)
         if job is None:
-            job = ["--nnodes", "7:8", "--nproc-per-node", "1", "--network-check", *extra,
-                   "--no-python", "/bin/sh", "-c", WORKER]
-        cmd = ["ip", "netns", "exec", cluster.node[i], os.path.join(args.bin, "xtimer_run"),
-               "--rdzv-backend", "etcd", "--rdzv-endpoint", f"{ns.RDZV_IP}:{ETCD_PORT}", "--rdzv-id", "netns",
-               "--local-addr", cluster.ip(i), *job]
+            job = [
+                "--nnodes",
+                "7:8",
+                "--nproc-per-node",
+                "1",
+                "--network-check",
+                *extra,
+                "--no-python",
+                "/bin/sh",
+                "-c",
+                WORKER,
+            ]
+        cmd = [
+            "ip",
+            "netns",
+            "exec",
+            cluster.node[i],
+            os.path.join(args.bin, "xtimer_run"),
+            "--rdzv-backend",
+            "etcd",
+            "--rdzv-endpoint",
+            f"{ns.RDZV_IP}:{ETCD_PORT}",
+            "--rdzv-id",
+            "netns",
+            "--local-addr",
+            cluster.ip(i),
+            *job,
+        ]
         self.out_path = os.path.join(out, f"{name}.out")
-        self.proc = subprocess.Popen(cmd, env=env, stdout=open(self.out_path, "w"),
-                                     stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(cmd, env=env, stdout=open(self.out_path, "w"), stderr=subprocess.PIPE)
         ns.procs.append(self.proc)
         self.lines = []  # (time, line)
         self.log_path = os.path.join(out, f"{name}.log")
@@ -118,19 +145,33 @@ def start_etcd(cluster, out):
         raise Failure("etcd is not installed (Debian package etcd-server; scripts/setup.sh installs it)")
     url = f"http://{ns.RDZV_IP}:{ETCD_PORT}"
     p = subprocess.Popen(
-        ["ip", "netns", "exec", cluster.rz, exe, "--data-dir", os.path.join(out, "etcd"),
-         "--listen-client-urls", url, "--advertise-client-urls", url,
-         "--listen-peer-urls", "http://127.0.0.1:2380",
-         "--initial-advertise-peer-urls", "http://127.0.0.1:2380",
-         "--initial-cluster", "default=http://127.0.0.1:2380"],
-        stdout=subprocess.DEVNULL, stderr=open(os.path.join(out, "etcd.log"), "w"))
+        [
+            "ip",
+            "netns",
+            "exec",
+            cluster.rz,
+            exe,
+            "--data-dir",
+            os.path.join(out, "etcd"),
+            "--listen-client-urls",
+            url,
+            "--advertise-client-urls",
+            url,
+            "--listen-peer-urls",
+            "http://127.0.0.1:2380",
+            "--initial-advertise-peer-urls",
+            "http://127.0.0.1:2380",
+            "--initial-cluster",
+            "default=http://127.0.0.1:2380",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(os.path.join(out, "etcd.log"), "w"),
+    )
     ns.procs.append(p)
-    probe = ("import socket,sys\n"
-             f"socket.create_connection(('{ns.RDZV_IP}', {ETCD_PORT}), 0.5).close()")
+    probe = "import socket,sys\n" f"socket.create_connection(('{ns.RDZV_IP}', {ETCD_PORT}), 0.5).close()"
     until = time.monotonic() + 20
     while time.monotonic() < until:
-        r = subprocess.run(["ip", "netns", "exec", cluster.node[0], sys.executable, "-c", probe],
-                           capture_output=True)
+        r = subprocess.run(["ip", "netns", "exec", cluster.node[0], sys.executable, "-c", probe], capture_output=True)
         if r.returncode == 0:
             return p
         time.sleep(0.2)
@@ -168,33 +209,46 @@ def run_partition(args, out):
     nodes = [Node(args, cluster, out, i, [], job=job) for i in range(n)]
     try:
         check(wait_until(lambda: heartbeats.in_world(out, 3, 0) == {0, 1, 2}, 60), "three nodes run with WORLD_SIZE 3")
-        ns.nft(cluster.node[cut], """
+        ns.nft(
+            cluster.node[cut],
+            """
 table inet xpart {
   chain in { type filter hook input priority 0; policy drop; iif lo accept; }
   chain out { type filter hook output priority 0; policy drop; oif lo accept; }
-}""")
+}""",
+        )
         t_cut = time.time()
-        check(wait_until(lambda: heartbeats.in_world(out, 2, t_cut) == {0, 1}, 60),
-              "the two other nodes run again with WORLD_SIZE 2 while the third is cut off")
-        again = max(min(r["t"] for r in heartbeats.read(out) if r["node"] == i and r["world"] == 2 and r["t"] > t_cut)
-                    for i in (0, 1))
+        check(
+            wait_until(lambda: heartbeats.in_world(out, 2, t_cut) == {0, 1}, 60),
+            "the two other nodes run again with WORLD_SIZE 2 while the third is cut off",
+        )
+        again = max(
+            min(r["t"] for r in heartbeats.read(out) if r["node"] == i and r["world"] == 2 and r["t"] > t_cut)
+            for i in (0, 1)
+        )
         stopped = wait_until(lambda: nodes[cut].first("could not renew its etcd lease"), 40)
         check(stopped, "the cut-off node says it lost its lease and stops its worker")
         time.sleep(1)
         last = max((r["t"] for r in heartbeats.read(out) if r["node"] == cut), default=0)
         check(last - t_cut < 30, f"its worker stopped {last - t_cut:.1f} s after the cut (lease_ttl 10 s)")
         close = [line for nd in nodes for _, line in nd.lines if "run: rendezvous: round 1 closed with" in line]
-        check(len(close) == 1 and "every node of the last round still alive joined" in close[0],
-              f"round 1 closed once, without waiting for the last call ({close})")
-        print(f"figure: partition3: one node cut off -> the others running again {again - t_cut:.2f} s; "
-              f"its own worker stopped {last - t_cut:.2f} s (defaults: lease_ttl 10 s, last_call_timeout 30 s)")
+        check(
+            len(close) == 1 and "every node of the last round still alive joined" in close[0],
+            f"round 1 closed once, without waiting for the last call ({close})",
+        )
+        print(
+            f"figure: partition3: one node cut off -> the others running again {again - t_cut:.2f} s; "
+            f"its own worker stopped {last - t_cut:.2f} s (defaults: lease_ttl 10 s, last_call_timeout 30 s)"
+        )
         ns.sh("ip", "netns", "exec", cluster.node[cut], "nft", "delete", "table", "inet", "xpart")
         t_heal = time.time()
         back = wait_until(lambda: heartbeats.in_world(out, 3, t_heal) == {0, 1, 2}, 90)
         check(back, "the partition healed: the node is taken back, WORLD_SIZE 3")
         if back:
-            t_back = max(min(r["t"] for r in heartbeats.read(out) if r["node"] == i and r["world"] == 3 and r["t"] > t_heal)
-                         for i in range(n))
+            t_back = max(
+                min(r["t"] for r in heartbeats.read(out) if r["node"] == i and r["world"] == 3 and r["t"] > t_heal)
+                for i in range(n)
+            )
             print(f"figure: partition3: healed -> all three running again {t_back - t_heal:.2f} s")
         for nd in nodes:
             nd.proc.send_signal(signal.SIGTERM)
@@ -243,26 +297,36 @@ def run(args, out, scenario):
     if left_out:
         check(rcs[FAULT] not in (0, "hung"), f"node {FAULT} exits non-zero (rc {rcs[FAULT]})")
         lines = [l for l in victim.log().splitlines() if l.startswith("xtimer_run: ")]
-        check(len(lines) == 1 and "left out by the network check" in lines[0] and word in lines[0],
-              f"node {FAULT} says in one line that it was left out as {word}: {lines}")
+        check(
+            len(lines) == 1 and "left out by the network check" in lines[0] and word in lines[0],
+            f"node {FAULT} says in one line that it was left out as {word}: {lines}",
+        )
         check(FAULT not in rows, f"node {FAULT} ran no worker")
         check(all(rcs[i] == 0 for i in others), f"the other 7 nodes exit 0 (rc {rcs})")
-        check(sorted(rows) == others and all(rows[i][1] == 7 for i in others),
-              f"the 7 other nodes ran workers with WORLD_SIZE 7 ({rows})")
+        check(
+            sorted(rows) == others and all(rows[i][1] == 7 for i in others),
+            f"the 7 other nodes ran workers with WORLD_SIZE 7 ({rows})",
+        )
         check(sorted(r[0] for r in rows.values()) == list(range(7)), f"ranks 0..6 ({rows})")
         for i in others:
             log = nodes[i].log()
             check("left out by the network check of round 0" in log, f"node {i} says nodes were left out")
             # The nodes that passed are not probed again; when the node left out was group rank 0
             # (cut off: the others never reached its probe) they were not checked yet, and are.
-            check("all passed it before; not probed again" in log or "network check of round 1: verdict" in log,
-                  f"node {i}: the round without the left-out node starts (probed only if unchecked)")
+            check(
+                "all passed it before; not probed again" in log or "network check of round 1: verdict" in log,
+                f"node {i}: the round without the left-out node starts (probed only if unchecked)",
+            )
     else:
         check(all(rc == 0 for rc in rcs.values()), f"all 8 nodes exit 0 (rc {rcs})")
-        check(sorted(rows) == list(range(N)) and all(r[1] == 8 for r in rows.values()),
-              f"all 8 nodes ran workers with WORLD_SIZE 8 ({rows})")
-        check("is a straggler" in victim.log() and "it stays" in victim.log(),
-              f"node {FAULT} warns that it is a straggler and stays")
+        check(
+            sorted(rows) == list(range(N)) and all(r[1] == 8 for r in rows.values()),
+            f"all 8 nodes ran workers with WORLD_SIZE 8 ({rows})",
+        )
+        check(
+            "is a straggler" in victim.log() and "it stays" in victim.log(),
+            f"node {FAULT} warns that it is a straggler and stays",
+        )
     tables = [n.stdout() for n in nodes if "xtimer_netprobe: " in n.stdout()]
     check(len(tables) >= 7, f"the probe's table is printed on the nodes that took part ({len(tables)})")
     check(any(word in t for t in tables) or left_out and word == "faulty", f"the table names the {word}")
@@ -271,19 +335,25 @@ def run(args, out, scenario):
     t_verdict = min(verdicts) - t0
     t_workers = max(r[3] for r in rows.values()) - t0_wall
     summary = next((line for n in nodes for _, line in n.lines if "network check of round 0: verdict" in line), "")
-    rank = next((l.split("group rank ")[1].split(",")[0] for l in victim.log().splitlines()
-                 if "xtimer_run: left out" in l), None)
+    rank = next(
+        (l.split("group rank ")[1].split(",")[0] for l in victim.log().splitlines() if "xtimer_run: left out" in l),
+        None,
+    )
     if rank is not None:
         print(f"{scenario}: the node left out was group rank {rank} of round 0")
     print(f"{scenario}: passed: {summary.split('run: ', 1)[-1]}")
-    print(f"figure: {scenario}: start -> verdict {t_verdict:.2f} s, start -> all workers running "
-          f"{t_workers:.2f} s (8 xtimer_run, defaults XTIMER_NETCHECK_SIZE=3M, XTIMER_NETCHECK_TIMEOUT=4)")
+    print(
+        f"figure: {scenario}: start -> verdict {t_verdict:.2f} s, start -> all workers running "
+        f"{t_workers:.2f} s (8 xtimer_run, defaults XTIMER_NETCHECK_SIZE=3M, XTIMER_NETCHECK_TIMEOUT=4)"
+    )
     if left_out:
         # The node left out cannot come back into this run (P/netcheck/excluded/<its address>).
         again = Node(args, cluster, out, FAULT, extra, name="again")
         rc = again.wait(time.monotonic() + 30)
-        check(rc == 1 and "cannot join this run again" in again.log(),
-              f"node {FAULT} started again is refused (rc {rc}): {again.log()[-300:]}")
+        check(
+            rc == 1 and "cannot join this run again" in again.log(),
+            f"node {FAULT} started again is refused (rc {rc}): {again.log()[-300:]}",
+        )
     if scenario.startswith("faulty8"):
         check(t_verdict <= 15, f"a black-holed node is judged within 15 s (took {t_verdict:.1f} s)")
 

@@ -28,8 +28,20 @@ def main():
     for local in range(args.nproc):
         rank = args.node_rank * args.nproc + local
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(args.world), LOCAL_RANK=str(local))
-        procs.append(subprocess.Popen([sys.executable, os.path.join(HERE, "..", "preload", "hang_rank.py"), args.lib,
-                                       str(rank), str(args.world), args.idfile] + rest, env=env))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    os.path.join(HERE, "..", "preload", "hang_rank.py"),
+                    args.lib,
+                    str(rank),
+                    str(args.world),
+                    args.idfile,
+                ]
+                + rest,
+                env=env,
+            )
+        )
     # A terminated launcher terminates its ranks, as torchrun does.
     signal.signal(signal.SIGTERM, lambda *_: [p.terminate() for p in procs])
     codes = [p.wait() for p in procs]

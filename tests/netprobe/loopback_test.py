@@ -60,8 +60,10 @@ def case_healthy():
     """4 nodes, node 0 hosts the rendezvous: all ok, one round, exit 0, a full report each."""
     port = free_port()
     common = ["--rdzv", f"127.0.0.1:{port}", "--nnodes", "4", "--timeout", "10", "--size", "2M"]
-    procs = [start([*common, "--node-rank", str(i), "--json", os.path.join(OUT, f"healthy{i}.json")],
-                   f"healthy{i}") for i in range(4)]
+    procs = [
+        start([*common, "--node-rank", str(i), "--json", os.path.join(OUT, f"healthy{i}.json")], f"healthy{i}")
+        for i in range(4)
+    ]
     results = [finish(p, f"healthy{i}", 60) for i, p in enumerate(procs)]
     for i, (rc, log) in enumerate(results):
         check("healthy", rc == 0, f"node {i} exit {rc}, expected 0:\n{log}")
@@ -73,11 +75,26 @@ def case_healthy():
     check("healthy", [l["nodes"] for l in r["links"]] == [[0, 1], [2, 3]], f"links {r['links']}")
     check("healthy", len(r["rounds"]) == 1 and r["rounds"][0]["kind"] == "neighbours", "one round")
     for n in r["nodes"]:
-        check("healthy", n["bandwidth_mbps"] > 0 and n["latency_us"] > 0 and n["time_s"] > 0,
-              f"node {n['rank']} figures {n}")
-    for key in ("backend", "nnodes", "size", "streams", "straggler_factor", "min_bandwidth_mbps",
-                "timeout_s", "all_pairs", "max_rounds", "probe_time_s", "reference_time_s",
-                "summary", "time"):
+        check(
+            "healthy",
+            n["bandwidth_mbps"] > 0 and n["latency_us"] > 0 and n["time_s"] > 0,
+            f"node {n['rank']} figures {n}",
+        )
+    for key in (
+        "backend",
+        "nnodes",
+        "size",
+        "streams",
+        "straggler_factor",
+        "min_bandwidth_mbps",
+        "timeout_s",
+        "all_pairs",
+        "max_rounds",
+        "probe_time_s",
+        "reference_time_s",
+        "summary",
+        "time",
+    ):
         check("healthy", key in r, f"report lacks '{key}'")
     log = results[0][1]
     check("healthy", "round 1 (neighbours): 2 tests in 1 step" in log, f"progress line:\n{log}")
@@ -89,16 +106,21 @@ def case_missing():
     port = free_port()
     common = ["--rdzv", f"127.0.0.1:{port}", "--nnodes", "3", "--timeout", "2", "--size", "1M"]
     t0 = time.monotonic()
-    procs = [start([*common, "--node-rank", str(i), "--json", os.path.join(OUT, f"missing{i}.json")],
-                   f"missing{i}") for i in range(2)]
+    procs = [
+        start([*common, "--node-rank", str(i), "--json", os.path.join(OUT, f"missing{i}.json")], f"missing{i}")
+        for i in range(2)
+    ]
     results = [finish(p, f"missing{i}", 30) for i, p in enumerate(procs)]
     wall = time.monotonic() - t0
     for i, (rc, log) in enumerate(results):
         check("missing", rc == 1, f"node {i} exit {rc}, expected 1:\n{log}")
     with open(os.path.join(OUT, "missing0.json")) as f:
         r = json.load(f)
-    check("missing", [n["status"] for n in r["nodes"]] == ["ok", "ok", "missing"],
-          f"statuses {[n['status'] for n in r['nodes']]}")
+    check(
+        "missing",
+        [n["status"] for n in r["nodes"]] == ["ok", "ok", "missing"],
+        f"statuses {[n['status'] for n in r['nodes']]}",
+    )
     check("missing", wall < 2 + 5, f"took {wall:.1f} s with --timeout 2")
     check("missing", "missing" in results[0][1], "table names the missing node")
 
@@ -112,8 +134,7 @@ def case_hostile_rendezvous():
     --serve: each is dropped with one line, and the real nodes finish normally."""
     port = free_port()
     common = ["--rdzv", f"127.0.0.1:{port}", "--nnodes", "2", "--timeout", "5", "--size", "1M"]
-    serve = start(["--serve", *common, "--json", os.path.join(OUT, "hostile_serve.json")],
-                  "hostile_serve")
+    serve = start(["--serve", *common, "--json", os.path.join(OUT, "hostile_serve.json")], "hostile_serve")
     socks = []
 
     def connect():
@@ -127,13 +148,13 @@ def case_hostile_rendezvous():
                 time.sleep(0.05)
 
     payloads = [
-        b"GET / HTTP/1.0\r\n\r\n",                                   # not our protocol
-        b"XTNP" + struct.pack(">I", 0xFFFFFFFF),                      # oversized length
-        frame(b'{"type": "join", "version": 1')[:-3],                 # truncated, then closed
-        frame(b'{"type": "join", "version": 1, "rank": "x"}'),        # mistyped field
-        frame(b"[1, 2, 3]"),                                          # not an object
-        frame(b'{"type": "result", "id": 1, "ok": true}'),            # before joining
-        b"XTNP" + struct.pack(">I", 1 << 20) + b"x" * (100 << 10),    # big, never joining
+        b"GET / HTTP/1.0\r\n\r\n",  # not our protocol
+        b"XTNP" + struct.pack(">I", 0xFFFFFFFF),  # oversized length
+        frame(b'{"type": "join", "version": 1')[:-3],  # truncated, then closed
+        frame(b'{"type": "join", "version": 1, "rank": "x"}'),  # mistyped field
+        frame(b"[1, 2, 3]"),  # not an object
+        frame(b'{"type": "result", "id": 1, "ok": true}'),  # before joining
+        b"XTNP" + struct.pack(">I", 1 << 20) + b"x" * (100 << 10),  # big, never joining
     ]
     for p in payloads:
         s = connect()
@@ -155,9 +176,15 @@ def case_hostile_rendezvous():
     check("hostile", rc == 0, f"--serve exit {rc}, expected 0:\n{log}")
     dropped = [l for l in log.splitlines() if "dropped a connection" in l]
     check("hostile", len(dropped) >= 6, f"{len(dropped)} 'dropped' lines, expected one per bad client:\n{log}")
-    for needle in ("not an xtimer_netprobe peer", "exceeds the limit", "middle of a message",
-                   "field 'rank' is not an integer", "not a JSON object", "before joining",
-                   "without joining"):
+    for needle in (
+        "not an xtimer_netprobe peer",
+        "exceeds the limit",
+        "middle of a message",
+        "field 'rank' is not an integer",
+        "not a JSON object",
+        "before joining",
+        "without joining",
+    ):
         check("hostile", needle in log, f"no line saying '{needle}':\n{log}")
 
 
@@ -188,14 +215,16 @@ def fake_rendezvous(reply):
 def case_hostile_to_node():
     """A node whose rendezvous answers garbage or a huge length stops at once with exit 2."""
     for name, reply, needle in (
-            ("garbage", b"SSH-2.0-OpenSSH_9.2\r\n", "not an xtimer_netprobe peer"),
-            ("huge", b"XTNP\xff\xff\xff\xff", "exceeds the limit"),
-            ("unknown", frame(b'{"type": "reboot"}'), "unknown message 'reboot'"),
-            ("badtest", frame(b'{"type": "test", "id": 1, "role": "initiator"}'), "bad test")):
+        ("garbage", b"SSH-2.0-OpenSSH_9.2\r\n", "not an xtimer_netprobe peer"),
+        ("huge", b"XTNP\xff\xff\xff\xff", "exceeds the limit"),
+        ("unknown", frame(b'{"type": "reboot"}'), "unknown message 'reboot'"),
+        ("badtest", frame(b'{"type": "test", "id": 1, "role": "initiator"}'), "bad test"),
+    ):
         port = fake_rendezvous(reply)
         t0 = time.monotonic()
-        p = start(["--rdzv", f"127.0.0.1:{port}", "--nnodes", "2", "--node-rank", "1", "--timeout", "5"],
-                  f"node_{name}")
+        p = start(
+            ["--rdzv", f"127.0.0.1:{port}", "--nnodes", "2", "--node-rank", "1", "--timeout", "5"], f"node_{name}"
+        )
         rc, log = finish(p, f"node_{name}", 20)
         check("node", rc == 2, f"{name}: exit {rc}, expected 2:\n{log}")
         check("node", time.monotonic() - t0 < 3, f"{name}: took {time.monotonic() - t0:.1f} s")
@@ -211,8 +240,11 @@ def case_unreachable():
     report = os.path.join(OUT, "unreachable.json")
     if os.path.exists(report):
         os.remove(report)
-    p = start(["--rdzv", f"127.0.0.1:{port}", "--nnodes", "2", "--node-rank", "1", "--json", report], "unreachable",
-              env={"XTIMER_NETPROBE_TIMEOUT": "1"})
+    p = start(
+        ["--rdzv", f"127.0.0.1:{port}", "--nnodes", "2", "--node-rank", "1", "--json", report],
+        "unreachable",
+        env={"XTIMER_NETPROBE_TIMEOUT": "1"},
+    )
     rc, log = finish(p, "unreachable", 20)
     wall = time.monotonic() - t0
     check("unreachable", rc == 2, f"exit {rc}, expected 2:\n{log}")
@@ -223,22 +255,32 @@ def case_unreachable():
     if os.path.exists(report):
         with open(report) as f:
             r = json.load(f)
-        check("unreachable", r.get("format") == "xtimer-netprobe" and r.get("exit_code") == 2 and
-              r.get("healthy") is False and "cannot reach the rendezvous" in r.get("error", "") and r.get("self") == 1,
-              f"report of a failed probe: {r}")
+        check(
+            "unreachable",
+            r.get("format") == "xtimer-netprobe"
+            and r.get("exit_code") == 2
+            and r.get("healthy") is False
+            and "cannot reach the rendezvous" in r.get("error", "")
+            and r.get("self") == 1,
+            f"report of a failed probe: {r}",
+        )
     # --serve that cannot listen: the same.
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))
     busy.listen(1)
     report = os.path.join(OUT, "serve_busy.json")
-    p = start(["--serve", "--rdzv", f"127.0.0.1:{busy.getsockname()[1]}", "--nnodes", "2", "--json", report],
-              "serve_busy")
+    p = start(
+        ["--serve", "--rdzv", f"127.0.0.1:{busy.getsockname()[1]}", "--nnodes", "2", "--json", report], "serve_busy"
+    )
     rc, log = finish(p, "serve_busy", 20)
     busy.close()
     check("unreachable", rc == 2 and "cannot listen" in log, f"--serve on a busy port: exit {rc}:\n{log}")
     r = json.load(open(report)) if os.path.exists(report) else {}
-    check("unreachable", r.get("exit_code") == 2 and "cannot listen" in r.get("error", "") and "self" not in r,
-          f"--serve's report of a failed probe: {r}")
+    check(
+        "unreachable",
+        r.get("exit_code") == 2 and "cannot listen" in r.get("error", "") and "self" not in r,
+        f"--serve's report of a failed probe: {r}",
+    )
 
 
 def case_rank_taken():
@@ -259,14 +301,16 @@ def case_rank_taken():
 
 
 def case_bad_flags():
-    for args, flag in ((["--nnodes", "2"], "--rdzv"),
-                       (["--rdzv", "h:1", "--nnodes", "2", "--backend", "rdma"], "--backend"),
-                       (["--rdzv", "h:1", "--nnodes", "2", "--rounds", "11"], "--rounds"),
-                       (["--rdzv", "h:1", "--nnodes", "2", "--straggler-factor", "1"], "--straggler-factor"),
-                       (["--rdzv", "h:1", "--nnodes", "2", "--min-bandwidth", "fast"], "--min-bandwidth"),
-                       (["--rdzv", "h:1", "--nnodes", "2", "--timeout", "-1"], "--timeout"),
-                       (["--rdzv", "h:1", "--nnodes", "2", "--size", "1T"], "--size"),
-                       (["--rdzv", "h:1", "--nnodes", "2", "--bogus"], "--bogus")):
+    for args, flag in (
+        (["--nnodes", "2"], "--rdzv"),
+        (["--rdzv", "h:1", "--nnodes", "2", "--backend", "rdma"], "--backend"),
+        (["--rdzv", "h:1", "--nnodes", "2", "--rounds", "11"], "--rounds"),
+        (["--rdzv", "h:1", "--nnodes", "2", "--straggler-factor", "1"], "--straggler-factor"),
+        (["--rdzv", "h:1", "--nnodes", "2", "--min-bandwidth", "fast"], "--min-bandwidth"),
+        (["--rdzv", "h:1", "--nnodes", "2", "--timeout", "-1"], "--timeout"),
+        (["--rdzv", "h:1", "--nnodes", "2", "--size", "1T"], "--size"),
+        (["--rdzv", "h:1", "--nnodes", "2", "--bogus"], "--bogus"),
+    ):
         r = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=10)
         lines = r.stderr.strip().splitlines()
         check("flags", r.returncode == 2, f"{args}: exit {r.returncode}")
@@ -296,8 +340,16 @@ def main():
     BIN = args.bin
     OUT = args.out
     os.makedirs(OUT, exist_ok=True)
-    cases = [case_bad_flags, case_healthy, case_missing, case_hostile_rendezvous,
-             case_hostile_to_node, case_unreachable, case_rank_taken, case_unwritable_json]
+    cases = [
+        case_bad_flags,
+        case_healthy,
+        case_missing,
+        case_hostile_rendezvous,
+        case_hostile_to_node,
+        case_unreachable,
+        case_rank_taken,
+        case_unwritable_json,
+    ]
     for c in cases:
         t0 = time.monotonic()
         before = len(failures)

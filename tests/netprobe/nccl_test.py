@@ -39,17 +39,21 @@ def free_port():
 def run(args, out, name, n, env_all, env_per=None, extra=(), timeout="20"):
     """Runs n nodes (node 0 hosts the rendezvous); returns exit codes, logs, node 0's report."""
     port = free_port()
-    common = ["--rdzv", f"127.0.0.1:{port}", "--nnodes", str(n), "--backend", "nccl",
-              "--timeout", timeout, *extra]
+    common = ["--rdzv", f"127.0.0.1:{port}", "--nnodes", str(n), "--backend", "nccl", "--timeout", timeout, *extra]
     procs = []
     for i in range(n):
         env = dict(os.environ)
         env.update(env_all)
         env.update((env_per or {}).get(i, {}))
         log = open(os.path.join(out, f"{name}{i}.log"), "w")
-        procs.append(subprocess.Popen(
-            [args.bin, *common, "--node-rank", str(i), "--json", os.path.join(out, f"{name}{i}.json")],
-            stdout=log, stderr=subprocess.STDOUT, env=env))
+        procs.append(
+            subprocess.Popen(
+                [args.bin, *common, "--node-rank", str(i), "--json", os.path.join(out, f"{name}{i}.json")],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        )
     codes, logs = [], []
     for i, p in enumerate(procs):
         try:
@@ -71,8 +75,7 @@ def run(args, out, name, n, env_all, env_per=None, extra=(), timeout="20"):
 def case_pair(args, out, sim_env):
     """Two nodes, network at 0.2 GB/s: allreduce and send/recv bus bandwidth near 200 MB/s."""
     gbps = 0.2
-    codes, logs, r = run(args, out, "pair", 2, {**sim_env, "SIMGPU_NET_GBPS": str(gbps)},
-                         extra=["--size", "4M"])
+    codes, logs, r = run(args, out, "pair", 2, {**sim_env, "SIMGPU_NET_GBPS": str(gbps)}, extra=["--size", "4M"])
     if not check(codes == [0, 0] and r is not None, f"pair: exit codes {codes}:\n{logs[0]}"):
         return
     link = r["links"][0]
@@ -88,15 +91,16 @@ def case_pair(args, out, sim_env):
     check(link["latency_us"] > 0, "pair: latency")
     for n in r["nodes"]:
         local = n.get("local", {})
-        check(local.get("ok") is True and len(local.get("gpus", [])) == 1 and
-              local["gpus"][0]["h2d_mbps"] > 0, f"pair: node {n['rank']} local check {local}")
+        check(
+            local.get("ok") is True and len(local.get("gpus", [])) == 1 and local["gpus"][0]["h2d_mbps"] > 0,
+            f"pair: node {n['rank']} local check {local}",
+        )
     check("local GPU check:" in logs[1] and "host -> GPU" in logs[1], f"pair: progress:\n{logs[1]}")
 
 
 def case_nogpu_node(args, out, sim_env):
     """Three nodes, node 2 has no GPU: it is faulty from its local check and never paired."""
-    codes, logs, r = run(args, out, "nogpu", 3, sim_env, env_per={2: {"SIMGPU_DEVICES": "0"}},
-                         extra=["--size", "1M"])
+    codes, logs, r = run(args, out, "nogpu", 3, sim_env, env_per={2: {"SIMGPU_DEVICES": "0"}}, extra=["--size", "1M"])
     if not check(r is not None, f"nogpu: no report:\n{logs[0]}"):
         return
     check(codes == [1, 1, 1], f"nogpu: exit codes {codes}")
@@ -111,8 +115,9 @@ def case_nogpu_node(args, out, sim_env):
 def case_switchbox(args, out, sim_env):
     """Two GPUs per node: both copy directions reported; an impossible --min-bandwidth fails
     each node by its GPU pair."""
-    codes, logs, r = run(args, out, "switch", 2, {**sim_env, "SIMGPU_DEVICES": "2"},
-                         extra=["--size", "1M", "--min-bandwidth", "1000000"])
+    codes, logs, r = run(
+        args, out, "switch", 2, {**sim_env, "SIMGPU_DEVICES": "2"}, extra=["--size", "1M", "--min-bandwidth", "1000000"]
+    )
     if not check(r is not None, f"switchbox: no report:\n{logs[0]}"):
         return
     check(codes == [1, 1], f"switchbox: exit codes {codes}")
@@ -120,8 +125,10 @@ def case_switchbox(args, out, sim_env):
         pairs = n.get("local", {}).get("pairs", [])
         check(sorted((p["src"], p["dst"]) for p in pairs) == [(0, 1), (1, 0)], f"switchbox: pairs {pairs}")
         check(all(p["mbps"] > 0 and p["ok"] is False for p in pairs), f"switchbox: pair figures {pairs}")
-        check(n["status"] == "faulty" and "GPU 0 -> GPU 1 copy bandwidth" in n.get("reason", ""),
-              f"switchbox: node {n['rank']}: {n['status']} {n.get('reason')}")
+        check(
+            n["status"] == "faulty" and "GPU 0 -> GPU 1 copy bandwidth" in n.get("reason", ""),
+            f"switchbox: node {n['rank']}: {n['status']} {n.get('reason')}",
+        )
     check("GPU 0 -> GPU 1 copy" in logs[0], f"switchbox: table:\n{logs[0]}")
 
 
@@ -138,8 +145,10 @@ def case_nogpu(args, out):
         return
     check(codes == [1, 1], f"nogpu: exit codes {codes}:\n{logs[0]}")
     for n in r["nodes"]:
-        check(n["status"] == "faulty" and n.get("reason", "").startswith("local GPU check failed"),
-              f"nogpu: node {n['rank']}: {n['status']} {n.get('reason')}")
+        check(
+            n["status"] == "faulty" and n.get("reason", "").startswith("local GPU check failed"),
+            f"nogpu: node {n['rank']}: {n['status']} {n.get('reason')}",
+        )
     check(r["links"] == [], f"nogpu: links tested: {r['links']}")
     check(wall < 10, f"nogpu: took {wall:.1f} s")
     print(f"  nogpu: node 0: {r['nodes'][0].get('reason')}", flush=True)
@@ -157,16 +166,22 @@ def main():
     if args.case == "sim":
         for lib in ("libnccl.so.2", "libcudart.so.13", "libcuda.so.1"):
             if not os.path.exists(os.path.join(args.simgpu, lib)):
-                print(f"SKIPPED: the simulated {lib} is not built in '{args.simgpu}' "
-                      "(tests/simgpu); the nccl backend was not run", flush=True)
+                print(
+                    f"SKIPPED: the simulated {lib} is not built in '{args.simgpu}' "
+                    "(tests/simgpu); the nccl backend was not run",
+                    flush=True,
+                )
                 return SKIP
         sim_env = {"LD_LIBRARY_PATH": args.simgpu}
         for case in (case_pair, case_nogpu_node, case_switchbox):
             before = len(failures)
             t0 = time.monotonic()
             case(args, out, sim_env)
-            print(f"{case.__name__}: {'passed' if len(failures) == before else 'FAILED'} "
-                  f"({time.monotonic() - t0:.1f} s)", flush=True)
+            print(
+                f"{case.__name__}: {'passed' if len(failures) == before else 'FAILED'} "
+                f"({time.monotonic() - t0:.1f} s)",
+                flush=True,
+            )
     else:
         case_nogpu(args, out)
         print(f"case_nogpu: {'passed' if not failures else 'FAILED'}", flush=True)

@@ -25,11 +25,11 @@ SKIP = 77
 SUBNET = "10.77.0"
 RDZV_IP = f"{SUBNET}.254"
 RDZV_PORT = 29400
-BASE_RATE = "200mbit"      # every node's link, both directions
-SLOW_RATE = "20mbit"       # a tenth: the straggler's link
-SIZE = "3M"                # bytes per direction per test
-TIMEOUT = "4"              # --timeout: every connect, send and wait
-PREFIX = "xnp"             # namespace names: xnp<pid><role>
+BASE_RATE = "200mbit"  # every node's link, both directions
+SLOW_RATE = "20mbit"  # a tenth: the straggler's link
+SIZE = "3M"  # bytes per direction per test
+TIMEOUT = "4"  # --timeout: every connect, send and wait
+PREFIX = "xnp"  # namespace names: xnp<pid><role>
 
 namespaces = []
 procs = []
@@ -92,8 +92,25 @@ def add_ns(name):
 
 
 def tbf(ns, dev, rate):
-    sh("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate,
-       "burst", "64kb", "latency", "100ms")
+    sh(
+        "ip",
+        "netns",
+        "exec",
+        ns,
+        "tc",
+        "qdisc",
+        "replace",
+        "dev",
+        dev,
+        "root",
+        "tbf",
+        "rate",
+        rate,
+        "burst",
+        "64kb",
+        "latency",
+        "100ms",
+    )
 
 
 def nft(ns, rules):
@@ -120,8 +137,7 @@ class Cluster:
 
     def _attach(self, ns, port, ip):
         add_ns(ns)
-        sh("ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", port,
-           "netns", self.sw)
+        sh("ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", port, "netns", self.sw)
         sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
         sh("ip", "-n", ns, "link", "set", "eth0", "up")
         sh("ip", "-n", self.sw, "link", "set", port, "master", "br0")
@@ -134,39 +150,113 @@ class Cluster:
 
     def isolate(self, i):
         """Every packet from node i to another node is dropped; the rendezvous still reaches it."""
-        nft(self.node[i], f"""
+        nft(
+            self.node[i],
+            f"""
 table inet xnp {{
   chain out {{
     type filter hook output priority 0; policy accept;
     ip daddr {SUBNET}.0/24 ip daddr != {RDZV_IP} drop
   }}
-}}""")
+}}""",
+        )
 
     def lossy_path(self, i, j, percent):
         """Drops `percent`% of the packets between nodes i and j only, both ways."""
         for a, b in ((i, j), (j, i)):
-            nft(self.node[a], f"""
+            nft(
+                self.node[a],
+                f"""
 table inet xnp {{
   chain out {{
     type filter hook output priority 0; policy accept;
     ip daddr {self.ip(b)} numgen random mod 100 < {percent} drop
   }}
-}}""")
+}}""",
+            )
 
     def slow_path(self, i, j, rate):
         """Only the traffic between nodes i and j goes at `rate`: an htb class chosen by a u32
         filter on the destination address, on each of the two nodes' egress."""
         for a, b in ((i, j), (j, i)):
             ns = self.node[a]
-            sh("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", "eth0", "root", "handle",
-               "1:", "htb", "default", "10")
-            sh("ip", "netns", "exec", ns, "tc", "class", "add", "dev", "eth0", "parent", "1:",
-               "classid", "1:10", "htb", "rate", BASE_RATE)
-            sh("ip", "netns", "exec", ns, "tc", "class", "add", "dev", "eth0", "parent", "1:",
-               "classid", "1:20", "htb", "rate", rate)
-            sh("ip", "netns", "exec", ns, "tc", "filter", "add", "dev", "eth0", "parent", "1:",
-               "protocol", "ip", "prio", "1", "u32", "match", "ip", "dst", f"{self.ip(b)}/32",
-               "flowid", "1:20")
+            sh(
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "tc",
+                "qdisc",
+                "replace",
+                "dev",
+                "eth0",
+                "root",
+                "handle",
+                "1:",
+                "htb",
+                "default",
+                "10",
+            )
+            sh(
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "tc",
+                "class",
+                "add",
+                "dev",
+                "eth0",
+                "parent",
+                "1:",
+                "classid",
+                "1:10",
+                "htb",
+                "rate",
+                BASE_RATE,
+            )
+            sh(
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "tc",
+                "class",
+                "add",
+                "dev",
+                "eth0",
+                "parent",
+                "1:",
+                "classid",
+                "1:20",
+                "htb",
+                "rate",
+                rate,
+            )
+            sh(
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "tc",
+                "filter",
+                "add",
+                "dev",
+                "eth0",
+                "parent",
+                "1:",
+                "protocol",
+                "ip",
+                "prio",
+                "1",
+                "u32",
+                "match",
+                "ip",
+                "dst",
+                f"{self.ip(b)}/32",
+                "flowid",
+                "1:20",
+            )
 
     def link_down(self, i):
         sh("ip", "-n", self.node[i], "link", "set", "eth0", "down")
@@ -183,9 +273,23 @@ def run_probe(args, cluster, outdir, skip=(), extra=(), defaults=False):
     env.pop("XTIMER_NETPROBE_TIMEOUT", None)
     server_log = open(os.path.join(outdir, "serve.log"), "w")
     server = subprocess.Popen(
-        ["ip", "netns", "exec", cluster.rz, args.bin, "--serve", *common, *sizing,
-         "--json", os.path.join(outdir, "report.json"), *extra],
-        stdout=server_log, stderr=subprocess.STDOUT, env=env)
+        [
+            "ip",
+            "netns",
+            "exec",
+            cluster.rz,
+            args.bin,
+            "--serve",
+            *common,
+            *sizing,
+            "--json",
+            os.path.join(outdir, "report.json"),
+            *extra,
+        ],
+        stdout=server_log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
     procs.append(server)
     nodes = {}
     t0 = time.monotonic()
@@ -194,9 +298,22 @@ def run_probe(args, cluster, outdir, skip=(), extra=(), defaults=False):
             continue
         log = open(os.path.join(outdir, f"node{i}.log"), "w")
         p = subprocess.Popen(
-            ["ip", "netns", "exec", cluster.node[i], args.bin, *common, "--node-rank", str(i),
-             "--json", os.path.join(outdir, f"node{i}.json")],
-            stdout=log, stderr=subprocess.STDOUT, env=env)
+            [
+                "ip",
+                "netns",
+                "exec",
+                cluster.node[i],
+                args.bin,
+                *common,
+                "--node-rank",
+                str(i),
+                "--json",
+                os.path.join(outdir, f"node{i}.json"),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
         procs.append(p)
         nodes[i] = p
     deadline = time.monotonic() + 120
@@ -233,13 +350,14 @@ def expect(report, codes, node_status, link_status, exit_code, outdir):
         with open(os.path.join(outdir, f"node{i}.json")) as f:
             mine = json.load(f)
         check(mine.get("self") == i, f"node {i} report names self {mine.get('self')}")
-        check([n["status"] for n in mine["nodes"]] == [n["status"] for n in report["nodes"]],
-              f"node {i}'s report differs from the rendezvous'")
+        check(
+            [n["status"] for n in mine["nodes"]] == [n["status"] for n in report["nodes"]],
+            f"node {i}'s report differs from the rendezvous'",
+        )
     bad_nodes = set()
     for n in report["nodes"]:
         want = node_status.get(n["rank"], "ok")
-        check(n["status"] == want,
-              f"node {n['rank']} is {n['status']} ({n.get('reason', '')}), expected {want}")
+        check(n["status"] == want, f"node {n['rank']} is {n['status']} ({n.get('reason', '')}), expected {want}")
         if want != "ok":
             bad_nodes.add(n["rank"])
             check(n.get("decided", False) or want == "missing", f"node {n['rank']} verdict not decided")
@@ -259,8 +377,10 @@ def describe(report, wall):
     kinds = ", ".join(f"{r['kind']} {r['elapsed_s']:.2f} s" for r in rounds)
     bws = [n["bandwidth_mbps"] for n in report["nodes"] if n.get("bandwidth_mbps")]
     med = sorted(bws)[len(bws) // 2] if bws else 0
-    return (f"{len(rounds)} round(s) [{kinds}]; probe time {report['probe_time_s']:.2f} s "
-            f"(wall {wall:.2f} s incl. process start); median node bandwidth {med:.1f} MB/s")
+    return (
+        f"{len(rounds)} round(s) [{kinds}]; probe time {report['probe_time_s']:.2f} s "
+        f"(wall {wall:.2f} s incl. process start); median node bandwidth {med:.1f} MB/s"
+    )
 
 
 def scenario(name, args, outdir):
@@ -287,10 +407,14 @@ def scenario(name, args, outdir):
         report, codes, wall = run_probe(args, c, outdir, defaults=True)
         expect(report, codes, {3: "faulty"}, {(2, 3): "node"}, 1, outdir)
         check(report["size"] == 64 << 20 and report["timeout_s"] == 30, "the defaults were used")
-        print(f"figure: faulty8-defaults: black-holed node -> verdict {report['probe_time_s']:.2f} s "
-              f"(probe time; wall {wall:.2f} s incl. process start), xtimer_netprobe defaults")
-        check(report["probe_time_s"] <= 15, f"judged within 15 s with the defaults "
-              f"(took {report['probe_time_s']:.1f} s)")
+        print(
+            f"figure: faulty8-defaults: black-holed node -> verdict {report['probe_time_s']:.2f} s "
+            f"(probe time; wall {wall:.2f} s incl. process start), xtimer_netprobe defaults"
+        )
+        check(
+            report["probe_time_s"] <= 15,
+            f"judged within 15 s with the defaults " f"(took {report['probe_time_s']:.1f} s)",
+        )
     elif name == "badlink8":
         c = Cluster(8, name)
         c.lossy_path(2, 3, 50)
@@ -302,8 +426,10 @@ def scenario(name, args, outdir):
         report, codes, wall = run_probe(args, c, outdir)
         expect(report, codes, {}, {(4, 5): "bad"}, 1, outdir)
         link = next(l for l in report["links"] if l["nodes"] == [4, 5])
-        check(link.get("completed") is True and "slow" in link.get("reason", ""),
-              f"link 4-5 should be slow, not failed: {link.get('reason')}")
+        check(
+            link.get("completed") is True and "slow" in link.get("reason", ""),
+            f"link 4-5 should be slow, not failed: {link.get('reason')}",
+        )
     elif name == "allpairs8":
         c = Cluster(8, name)
         c.lossy_path(1, 6, 50)
@@ -325,8 +451,7 @@ def scenario(name, args, outdir):
         c.rate(6, SLOW_RATE)
         c.isolate(11)
         report, codes, wall = run_probe(args, c, outdir)
-        expect(report, codes, {6: "straggler", 11: "faulty"}, {(6, 7): "node", (10, 11): "node"}, 1,
-               outdir)
+        expect(report, codes, {6: "straggler", 11: "faulty"}, {(6, 7): "node", (10, 11): "node"}, 1, outdir)
         print(f"16-node total probe time: {report['probe_time_s']:.2f} s")
     else:
         raise SystemExit(f"unknown scenario {name}")
@@ -347,8 +472,7 @@ def main():
     args = ap.parse_args()
     why = namespaces_available()
     if why is not None:
-        print(f"SKIPPED: network namespaces unavailable ({why}); the netns scenarios need root",
-              flush=True)
+        print(f"SKIPPED: network namespaces unavailable ({why}); the netns scenarios need root", flush=True)
         return SKIP
     atexit.register(cleanup)
     signal.signal(signal.SIGTERM, on_signal)

@@ -55,9 +55,16 @@ def main():
     try:
         for method in ("dlrover", "xtimer", "dcp"):
             for phase in ("save", "load"):
-                env = base_env(out, args.pypath, XTIMER_PYTHON=peers.python, METHOD=method, PHASE=phase,
-                               SIZE=str(args.size), REPEATS=str(args.repeats),
-                               XTIMER_CKPT_SHM_DIR=os.path.join(out, "shm"))
+                env = base_env(
+                    out,
+                    args.pypath,
+                    XTIMER_PYTHON=peers.python,
+                    METHOD=method,
+                    PHASE=phase,
+                    SIZE=str(args.size),
+                    REPEATS=str(args.repeats),
+                    XTIMER_CKPT_SHM_DIR=os.path.join(out, "shm"),
+                )
                 os.makedirs(env["XTIMER_CKPT_SHM_DIR"], exist_ok=True)
                 rc, _, err = run(launcher(args, peers, method), env, out, f"{method}-{phase}", 900)
                 got = os.path.join(out, f"{method}-{phase}.json")
@@ -77,20 +84,28 @@ def main():
         # on its first save, our two slots on the first two. Steady: the median from the third.
         return statistics.median(xs[2:]) if len(xs) > 2 else xs[-1]
 
-    print(f"state: {args.size / 2**30:.3f} GiB of float32 in 16 tensors, {args.repeats} disk saves each "
-          f"(the first, then the median from the third on)")
-    print(f"{'':24s} {'blocked first':>13s} {'blocked':>9s} {'on disk first':>13s} {'on disk':>9s} {'load':>8s}  loaded")
+    print(
+        f"state: {args.size / 2**30:.3f} GiB of float32 in 16 tensors, {args.repeats} disk saves each "
+        f"(the first, then the median from the third on)"
+    )
+    print(
+        f"{'':24s} {'blocked first':>13s} {'blocked':>9s} {'on disk first':>13s} {'on disk':>9s} {'load':>8s}  loaded"
+    )
     names = {"dlrover": "DLRover DdpCheckpointer", "xtimer": "xtimer DdpCheckpointer", "dcp": "DCP async_save"}
     for m in ("dlrover", "xtimer", "dcp"):
         r = res[m]
-        print(f"{names[m]:24s} {r['blocked'][0]:12.3f}s {steady(r['blocked']):8.3f}s {r['on_disk'][0]:12.3f}s "
-              f"{steady(r['on_disk']):8.3f}s {r['load']:7.3f}s  step {r.get('loaded_step')} "
-              f"{'intact' if r.get('loaded_ok') else 'WRONG'}")
+        print(
+            f"{names[m]:24s} {r['blocked'][0]:12.3f}s {steady(r['blocked']):8.3f}s {r['on_disk'][0]:12.3f}s "
+            f"{steady(r['on_disk']):8.3f}s {r['load']:7.3f}s  step {r.get('loaded_step')} "
+            f"{'intact' if r.get('loaded_ok') else 'WRONG'}"
+        )
     x = res["xtimer"]
     for m in ("dlrover", "dcp"):
         r = res[m]
-        print(f"ratio {names[m]} / ours: blocked {steady(r['blocked']) / steady(x['blocked']):.2f}, "
-              f"on disk {steady(r['on_disk']) / steady(x['on_disk']):.2f}, load {r['load'] / x['load']:.2f}")
+        print(
+            f"ratio {names[m]} / ours: blocked {steady(r['blocked']) / steady(x['blocked']):.2f}, "
+            f"on disk {steady(r['on_disk']) / steady(x['on_disk']):.2f}, load {r['load'] / x['load']:.2f}"
+        )
     bad = [m for m in res if not res[m].get("loaded_ok")]
     if bad:
         print(f"FAIL the state loaded back is not the one saved: {bad}")

@@ -55,9 +55,16 @@ def main():
     methods = args.methods.split(",")
     try:
         for method in methods:
-            env = base_env(out, args.pypath, XTIMER_PYTHON=peers.python, METHOD=method, DIM=str(args.dim),
-                           LAYERS=str(args.layers), REPEATS=str(args.repeats),
-                           XTIMER_CKPT_SHM_DIR=os.path.join(out, "shm"))
+            env = base_env(
+                out,
+                args.pypath,
+                XTIMER_PYTHON=peers.python,
+                METHOD=method,
+                DIM=str(args.dim),
+                LAYERS=str(args.layers),
+                REPEATS=str(args.repeats),
+                XTIMER_CKPT_SHM_DIR=os.path.join(out, "shm"),
+            )
             os.makedirs(env["XTIMER_CKPT_SHM_DIR"], exist_ok=True)
             rc, _, err = run(launcher(args, peers, method), env, out, method, 900)
             got = os.path.join(out, f"{method}.json")
@@ -79,21 +86,29 @@ def main():
 
     first = res[methods[0]]
     state = first["bytes_per_rank"] * args.nproc
-    print(f"state: {state / 2**20:.0f} MiB (parameters + Adam moments) over {args.nproc} ranks, "
-          f"{args.layers} x Linear({args.dim}, {args.dim}); {args.repeats} disk saves each (first; median from the third)")
-    print(f"{'':30s} {'memcpy':>8s} {'blocked first':>13s} {'blocked':>8s} {'/memcpy':>8s} {'on disk':>8s} "
-          f"{'slowdown':>8s}")
+    print(
+        f"state: {state / 2**20:.0f} MiB (parameters + Adam moments) over {args.nproc} ranks, "
+        f"{args.layers} x Linear({args.dim}, {args.dim}); {args.repeats} disk saves each (first; median from the third)"
+    )
+    print(
+        f"{'':30s} {'memcpy':>8s} {'blocked first':>13s} {'blocked':>8s} {'/memcpy':>8s} {'on disk':>8s} "
+        f"{'slowdown':>8s}"
+    )
     for m in methods:
         r = res[m]
-        print(f"{NAMES[m]:30s} {r['memcpy']:7.3f}s {r['blocked'][0]:12.3f}s {steady(r['blocked']):7.3f}s "
-              f"{steady(r['blocked']) / r['memcpy']:8.2f} {steady(r['on_disk']):7.3f}s {steady(r['slowdown']):7.2f}x")
+        print(
+            f"{NAMES[m]:30s} {r['memcpy']:7.3f}s {r['blocked'][0]:12.3f}s {steady(r['blocked']):7.3f}s "
+            f"{steady(r['blocked']) / r['memcpy']:8.2f} {steady(r['on_disk']):7.3f}s {steady(r['slowdown']):7.2f}x"
+        )
     if "xtimer" in res:
         x = res["xtimer"]
         for m in methods:
             if m != "xtimer":
                 r = res[m]
-                print(f"ratio {NAMES[m]} / ours: blocked {steady(r['blocked']) / steady(x['blocked']):.2f}, "
-                      f"on disk {steady(r['on_disk']) / steady(x['on_disk']):.2f}")
+                print(
+                    f"ratio {NAMES[m]} / ours: blocked {steady(r['blocked']) / steady(x['blocked']):.2f}, "
+                    f"on disk {steady(r['on_disk']) / steady(x['on_disk']):.2f}"
+                )
 
 
 if __name__ == "__main__":

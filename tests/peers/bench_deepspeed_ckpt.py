@@ -34,15 +34,21 @@ def main():
     deepspeed.init_distributed(dist_backend="gloo")
     width = int((PARAMS / 4) ** 0.5)
     model = torch.nn.Sequential(*[torch.nn.Linear(width, width, bias=False) for _ in range(4)])
-    cfg = {"train_micro_batch_size_per_gpu": 2, "steps_per_print": 10 ** 6, "zero_optimization": {"stage": 2},
-           "optimizer": {"type": "Adam", "params": {"lr": 1e-3, "torch_adam": True}}}
+    cfg = {
+        "train_micro_batch_size_per_gpu": 2,
+        "steps_per_print": 10**6,
+        "zero_optimization": {"stage": 2},
+        "optimizer": {"type": "Adam", "params": {"lr": 1e-3, "torch_adam": True}},
+    }
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg)
     loss = engine(torch.randn(2, width)).pow(2).mean()
     engine.backward(loss)
     engine.step()  # Adam's moments exist from here
-    tensors = [p.detach() for p in engine.module.parameters()] + \
-        list(engine.optimizer.single_partition_of_fp32_groups) + \
-        [v for s in engine.optimizer.optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
+    tensors = (
+        [p.detach() for p in engine.module.parameters()]
+        + list(engine.optimizer.single_partition_of_fp32_groups)
+        + [v for s in engine.optimizer.optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
+    )
     nbytes = sum(t.numel() * t.element_size() for t in tensors)
     d_ds, d_x = os.path.join(OUT, "deepspeed"), os.path.join(OUT, "xtimer")
     ours = DeepSpeedCheckpointer(engine, d_x)
@@ -66,8 +72,12 @@ def main():
     ours.wait_latest_checkpoint()
     base = median(times["copy"])
     print(f"state {nbytes / 2**20:.0f} MiB ({PARAMS / 1e6:.0f}M fp32 parameters, ZeRO-2, Adam), median of {REPEATS}")
-    for k, label in (("copy", "a clone of the same tensors"), ("deepspeed", "DeepSpeed's save_checkpoint"),
-                     ("memory", "ours, MEMORY"), ("disk", "ours, DISK (memory + DeepSpeed's files)")):
+    for k, label in (
+        ("copy", "a clone of the same tensors"),
+        ("deepspeed", "DeepSpeed's save_checkpoint"),
+        ("memory", "ours, MEMORY"),
+        ("disk", "ours, DISK (memory + DeepSpeed's files)"),
+    ):
         m = median(times[k])
         print(f"  {label:42s} {m:7.3f} s  {m / base:6.2f}x the copy  {[round(x, 3) for x in times[k]]}")
     shutil.rmtree(OUT, ignore_errors=True)

@@ -41,8 +41,15 @@ RESTARTABLE = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 
 def launcher(args, peers, name, script_args):
     if name == "xtimer_run":
-        return [os.path.join(args.bin, "xtimer_run"), "--standalone", "--nproc-per-node", "2", "--max-restarts", "3",
-                *script_args]
+        return [
+            os.path.join(args.bin, "xtimer_run"),
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "--max-restarts",
+            "3",
+            *script_args,
+        ]
     if name == "torchrun":
         return [peers.torchrun, "--standalone", "--nproc-per-node", "2", "--max-restarts", "3", *script_args]
     return [peers.dlrover_run, "--standalone", "--nproc_per_node", "2", "--max_restarts", "3", *script_args]
@@ -86,12 +93,20 @@ def stop(p):
 
 def kill_scenario(args, peers, name, out):
     """Seconds from SIGKILL of rank 1 until both ranks stepped in new processes, or None."""
-    env = base_env(out, args.pypath, XTIMER_PYTHON=peers.python, STEPS="100000", STEP_S="0.1", **RESTARTABLE,
-                   XTIMER_CKPT_SHM_DIR=os.path.join(out, "shm"))
+    env = base_env(
+        out,
+        args.pypath,
+        XTIMER_PYTHON=peers.python,
+        STEPS="100000",
+        STEP_S="0.1",
+        **RESTARTABLE,
+        XTIMER_CKPT_SHM_DIR=os.path.join(out, "shm"),
+    )
     os.makedirs(env["XTIMER_CKPT_SHM_DIR"], exist_ok=True)
     log = open(os.path.join(out, "launcher.log"), "w")
-    p = subprocess.Popen(launcher(args, peers, name, [TRAIN]), env=env, stdout=log, stderr=subprocess.STDOUT,
-                         start_new_session=True)
+    p = subprocess.Popen(
+        launcher(args, peers, name, [TRAIN]), env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     steps = os.path.join(out, "steps.jsonl")
     try:
         first = wait_until(lambda: [r for r in jsonl(steps) if r["step"] >= 10 and r["rank"] == 1], 180)
@@ -108,6 +123,7 @@ def kill_scenario(args, peers, name, out):
                 if r["pid"] not in old and r["t"] > t_kill:
                     firsts[r["rank"]] = min(firsts.get(r["rank"], r["t"]), r["t"])
             return max(firsts.values()) if len(firsts) == 2 else None
+
         t = wait_until(again, 180)
         return (t - t_kill, "") if t else (None, "no new step within 180 s")
     finally:
@@ -117,17 +133,28 @@ def kill_scenario(args, peers, name, out):
 def hang_scenario(args, peers, name, out):
     """Seconds from the hang (rank 0 entered the allreduce rank 1 never joins) until both ranks'
     first allreduce in a new round, or None after --hang-cap seconds."""
-    env = base_env(out, args.pypath, XTIMER_PYTHON=peers.python, LD_LIBRARY_PATH=args.simgpu, **RESTARTABLE,
-                   XTIMER_HANG_TIMEOUT="10", XTIMER_DUMP_WAIT="10", XTIMER_TIMELINE_PATH=os.path.join(out, "timeline"))
+    env = base_env(
+        out,
+        args.pypath,
+        XTIMER_PYTHON=peers.python,
+        LD_LIBRARY_PATH=args.simgpu,
+        **RESTARTABLE,
+        XTIMER_HANG_TIMEOUT="10",
+        XTIMER_DUMP_WAIT="10",
+        XTIMER_TIMELINE_PATH=os.path.join(out, "timeline"),
+    )
     logf = os.path.join(out, "launcher.log")
     log = open(logf, "w")
     script = [HANG, args.lib, out, "--stuck-rank", "1"]
-    p = subprocess.Popen(launcher(args, peers, name, script), env=env, stdout=log, stderr=subprocess.STDOUT,
-                         start_new_session=True)
+    p = subprocess.Popen(
+        launcher(args, peers, name, script), env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
+
         def hung():
             rows = [r for r in jsonl(logf) if r.get("rank") == 0 and r.get("step") == 3 and "allreduce_at" in r]
             return rows[0]["allreduce_at"] if rows else None
+
         t_hang = wait_until(hung, 180)
         if not t_hang:
             return None, "never reached the hang"
@@ -136,10 +163,15 @@ def hang_scenario(args, peers, name, out):
         def again():
             firsts = {}
             for r in jsonl(logf):
-                if "allreduce_at" in r and r["allreduce_at"] > t_hang and r.get("step") == 0 and \
-                        (r.get("rank"), r.get("allreduce_at")) not in seen_before:
+                if (
+                    "allreduce_at" in r
+                    and r["allreduce_at"] > t_hang
+                    and r.get("step") == 0
+                    and (r.get("rank"), r.get("allreduce_at")) not in seen_before
+                ):
                     firsts[r["rank"]] = min(firsts.get(r["rank"], r["allreduce_at"]), r["allreduce_at"])
             return max(firsts.values()) if len(firsts) == 2 else None
+
         t = wait_until(again, args.hang_cap)
         return (t - t_hang, "") if t else (None, f"not training again after {args.hang_cap:.0f} s")
     finally:
@@ -170,25 +202,36 @@ def main():
                 os.makedirs(out, exist_ok=True)
                 t, why = scenarios[sc](args, peers, name, out)
                 res.setdefault((sc, name), []).append((t, why))
-                print(f"{sc:5s} {name:12s} round {rnd}: " + (f"{t:7.2f} s" if t is not None else f"-  ({why})"),
-                      flush=True)
+                print(
+                    f"{sc:5s} {name:12s} round {rnd}: " + (f"{t:7.2f} s" if t is not None else f"-  ({why})"),
+                    flush=True,
+                )
 
     def median(sc, name):
         ts = [t for t, _ in res[(sc, name)] if t is not None]
         return (statistics.median(ts), "") if ts else (None, res[(sc, name)][0][1])
+
     ok = True
     for sc in args.scenarios.split(","):
         ours = median(sc, "xtimer_run")[0]
-        print(f"{sc}: " + ", ".join(f"{n} {median(sc, n)[0]:.2f} s" if median(sc, n)[0] is not None else
-                                    f"{n} not recovered" for n in LAUNCHERS) + " (median)")
+        print(
+            f"{sc}: "
+            + ", ".join(
+                f"{n} {median(sc, n)[0]:.2f} s" if median(sc, n)[0] is not None else f"{n} not recovered"
+                for n in LAUNCHERS
+            )
+            + " (median)"
+        )
         if ours is None:
             print(f"FAIL {sc}: xtimer_run did not recover ({median(sc, 'xtimer_run')[1]})")
             ok = False
             continue
         for name in LAUNCHERS[1:]:
             t, why = median(sc, name)
-            print(f"ratio {sc} {name} / xtimer_run: " + (f"{t / ours:.2f}" if t is not None else
-                                                         f"> {args.hang_cap / ours:.1f} ({why})"))
+            print(
+                f"ratio {sc} {name} / xtimer_run: "
+                + (f"{t / ours:.2f}" if t is not None else f"> {args.hang_cap / ours:.1f} ({why})")
+            )
     if not args.out and ok:
         shutil.rmtree(root, ignore_errors=True)
     sys.exit(0 if ok else 1)

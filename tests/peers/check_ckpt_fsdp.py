@@ -38,9 +38,25 @@ WORKER = os.path.join(HERE, "fsdp_train.py")
 
 
 def nodes(args, peers, out, etcd, n, nnodes, rid, env, first=0):
-    common = ["--nnodes", nnodes, "--rdzv-backend", "etcd", "--rdzv-endpoint", f"127.0.0.1:{etcd.port}",
-              "--rdzv-id", rid, "--local-addr", "127.0.0.1", "--rdzv-conf", "last_call_timeout=1,join_timeout=60,lease_ttl=3",
-              "--nproc-per-node", "1", "--max-restarts", "1", WORKER]
+    common = [
+        "--nnodes",
+        nnodes,
+        "--rdzv-backend",
+        "etcd",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{etcd.port}",
+        "--rdzv-id",
+        rid,
+        "--local-addr",
+        "127.0.0.1",
+        "--rdzv-conf",
+        "last_call_timeout=1,join_timeout=60,lease_ttl=3",
+        "--nproc-per-node",
+        "1",
+        "--max-restarts",
+        "1",
+        WORKER,
+    ]
     run_env = dict(env, XTIMER_PYTHON=peers.python, PYTHONPATH=args.pypath)
     out_nodes = []
     for i in range(first, first + n):
@@ -56,10 +72,16 @@ def losses_match(got, want, what):
     that differ between world sizes by about 1e-4 relative (measured without any checkpoint:
     SGD from the same seed at 3 and 4 ranks), so they are compared to 1 %."""
     steps = sorted(set(got) & set(want), key=int)
-    ok = bool(steps) and abs(got[steps[0]] - want[steps[0]]) <= 1e-6 * max(1.0, abs(want[steps[0]])) and \
-        all(abs(got[s] - want[s]) <= 1e-2 * max(1.0, abs(want[s])) for s in steps)
-    check(ok, f"{what}: the loss continues as without the restart "
-              f"({', '.join(f'step {s}: {got[s]:.7f} / {want[s]:.7f}' for s in steps)})")
+    ok = (
+        bool(steps)
+        and abs(got[steps[0]] - want[steps[0]]) <= 1e-6 * max(1.0, abs(want[steps[0]]))
+        and all(abs(got[s] - want[s]) <= 1e-2 * max(1.0, abs(want[s])) for s in steps)
+    )
+    check(
+        ok,
+        f"{what}: the loss continues as without the restart "
+        f"({', '.join(f'step {s}: {got[s]:.7f} / {want[s]:.7f}' for s in steps)})",
+    )
 
 
 def main():
@@ -77,8 +99,9 @@ def main():
     try:
         # 1. 4 -> 3: a node is lost; memory of the others + disk
         t = time.time()
-        ns = nodes(args, peers, out, etcd, 4, "3:4", "shrink", dict(base, TAG="shrink", SAVE_AT="6", STEPS="9",
-                                                                     HOLD_WORLD="4"))
+        ns = nodes(
+            args, peers, out, etcd, 4, "3:4", "shrink", dict(base, TAG="shrink", SAVE_AT="6", STEPS="9", HOLD_WORLD="4")
+        )
         held = wait_for(lambda: len(glob.glob(os.path.join(out, "held-shrink-*"))) == 4, 240, 0.2)
         check(held, "4 nodes trained to step 9 after saving step 6")
         victim = ns[3]
@@ -91,9 +114,14 @@ def main():
         if check(w4 is not None and w3 is not None, "both rounds reported"):
             src = w3.get("from") or {}
             check(w3.get("loaded") == 6, f"the 3-rank round loaded step 6 (got {w3.get('loaded')})")
-            check(len(src.get("memory", [])) == 3 and len(src.get("disk", [])) == 1,
-                  f"3 saving ranks' shards came from memory, the lost node's rank from disk ({src})")
-            check("diff" in w3 and w3["diff"] is None, f"parameters and Adam state equal the dump of step 6 ({w3.get('diff')})")
+            check(
+                len(src.get("memory", [])) == 3 and len(src.get("disk", [])) == 1,
+                f"3 saving ranks' shards came from memory, the lost node's rank from disk ({src})",
+            )
+            check(
+                "diff" in w3 and w3["diff"] is None,
+                f"parameters and Adam state equal the dump of step 6 ({w3.get('diff')})",
+            )
             losses_match(w3["losses"], w4["losses"], "4 -> 3 ranks")
         print(f"time: shrink {time.time() - t:.1f} s")
 
@@ -106,11 +134,15 @@ def main():
         held = wait_for(lambda: len(glob.glob(os.path.join(out, "held-grow-*"))) == 3, 240, 0.2)
         check(held, "3 nodes loaded, saved step 12 and trained to step 15")
         r = load_json(os.path.join(out, "grow-w3.json")) or {}
-        check(r.get("loaded") == 9 and (r.get("from") or {}).get("memory") == [],
-              f"step 9 loaded from disk only ({r.get('loaded')}, {r.get('from')})")
+        check(
+            r.get("loaded") == 9 and (r.get("from") or {}).get("memory") == [],
+            f"step 9 loaded from disk only ({r.get('loaded')}, {r.get('from')})",
+        )
         check("diff" in r and r["diff"] is None, f"equal to the dump of step 9 ({r.get('diff')})")
-        check(r.get("converted_step") == 9 and "converted_diff" in r and r["converted_diff"] is None,
-              f"dcp_to_torch_save of our step folder equals it ({r.get('converted_diff')})")
+        check(
+            r.get("converted_step") == 9 and "converted_diff" in r and r["converted_diff"] is None,
+            f"dcp_to_torch_save of our step folder equals it ({r.get('converted_diff')})",
+        )
         print(f"time: disk only {time.time() - t:.1f} s")
         t = time.time()
         ns += nodes(args, peers, out, etcd, 1, "3:4", "grow", env, first=3)
@@ -118,14 +150,18 @@ def main():
         check(rcs == [0, 0, 0, 0], f"a fourth node joined; 4 nodes finished (exit {rcs})")
         g = load_json(os.path.join(out, "grow-w4.json")) or {}
         check(g.get("loaded") == 12, f"4 ranks loaded step 12 ({g.get('loaded')})")
-        check(len((g.get("from") or {}).get("memory", [])) == 3 and (g.get("from") or {}).get("disk") == [],
-              f"all 3 saving ranks' shards from memory ({g.get('from')})")
+        check(
+            len((g.get("from") or {}).get("memory", [])) == 3 and (g.get("from") or {}).get("disk") == [],
+            f"all 3 saving ranks' shards from memory ({g.get('from')})",
+        )
         check("diff" in g and g["diff"] is None, f"equal to the dump of step 12 ({g.get('diff')})")
         losses_match(g.get("losses", {}), r.get("losses", {}), "3 -> 4 ranks")
         print(f"time: grow {time.time() - t:.1f} s")
         steps = sorted(int(d) for d in os.listdir(ckpt) if d.isdigit())
-        check(all(os.path.exists(os.path.join(ckpt, str(s), ".metadata")) for s in steps),
-              f"every step folder is a complete DCP checkpoint ({steps})")
+        check(
+            all(os.path.exists(os.path.join(ckpt, str(s), ".metadata")) for s in steps),
+            f"every step folder is a complete DCP checkpoint ({steps})",
+        )
     finally:
         etcd.stop()
         for f in failures and sorted(glob.glob(os.path.join(out, "*.log"))) or []:

@@ -40,7 +40,7 @@ WORKER = os.path.join(HERE, "ddp_worker.py")
 # What xtimer_run sets differently on purpose (launcher/run/README.md, "Compared with torchrun").
 KEPT = {
     "TORCHELASTIC_USE_AGENT_STORE": "torchrun's agent hosts the TCPStore in its Python process; xtimer_run runs no "
-                                    "Python, so rank 0 hosts it (False), and init_process_group() works unchanged",
+    "Python, so rank 0 hosts it (False), and init_process_group() works unchanged",
     "LD_PRELOAD": "the xtimer library in every worker",
     "PYTHONPATH": "the Python hooks' folder (xtimer-site) first; XTIMER_PYTHON_HOOKS=0 leaves it alone",
     "XTIMER_AGENT_SOCKET": "where the workers reach the node agent",
@@ -79,8 +79,9 @@ def normalise(diff, run_id_shape):
         # The random suffix may itself hold '_' (tempfile's alphabet): anchor on the run id.
         run_id = re.escape(rid) if rid else "[?]"
         m = re.search(rf"/{run_id}_[A-Za-z0-9_]+/attempt_(\d+)/(\d+)/error\.json$", ef)
-        d["TORCHELASTIC_ERROR_FILE"] = (f"<dir>/<run id>_<random>/attempt_{m.group(1)}/{m.group(2)}/error.json"
-                                        if m else ef)
+        d["TORCHELASTIC_ERROR_FILE"] = (
+            f"<dir>/<run id>_<random>/attempt_{m.group(1)}/{m.group(2)}/error.json" if m else ef
+        )
     return d
 
 
@@ -90,9 +91,11 @@ def compare_envs(what, base, theirs, ours, run_id_shape):
         return
     for t, o in zip(theirs, ours):
         r = t["rank"]
-        check(t["world"] == o["world"] and t["allreduce"] == o["allreduce"] and o["backend"] == "gloo",
-              f"{what} rank {r}: init_process_group() and all_reduce give the same (world {o['world']}, "
-              f"sum {o['allreduce']})")
+        check(
+            t["world"] == o["world"] and t["allreduce"] == o["allreduce"] and o["backend"] == "gloo",
+            f"{what} rank {r}: init_process_group() and all_reduce give the same (world {o['world']}, "
+            f"sum {o['allreduce']})",
+        )
         a, b = normalise(added(t, base), run_id_shape), normalise(added(o, base), run_id_shape)
         for k in sorted(set(a) | set(b)):
             if k in KEPT:
@@ -112,10 +115,12 @@ def ours_cmd(args, *flags):
 
 def c_env_standalone(args, peers, out):
     base = base_env(out, args.pypath, XTIMER_PYTHON=peers.python)
-    rc_t, _, err_t = run(torchrun_cmd(peers, "--standalone", "--nproc-per-node", "2"), dict(base, LABEL="torchrun"),
-                         out, "torchrun", 180)
-    rc_o, _, err_o = run(ours_cmd(args, "--standalone", "--nproc-per-node", "2"), dict(base, LABEL="ours"), out,
-                         "ours", 180)
+    rc_t, _, err_t = run(
+        torchrun_cmd(peers, "--standalone", "--nproc-per-node", "2"), dict(base, LABEL="torchrun"), out, "torchrun", 180
+    )
+    rc_o, _, err_o = run(
+        ours_cmd(args, "--standalone", "--nproc-per-node", "2"), dict(base, LABEL="ours"), out, "ours", 180
+    )
     check(rc_t == 0 and rc_o == 0, f"both finish with exit 0 (torchrun {rc_t}, xtimer_run {rc_o})")
     compare_envs("standalone", base, worker_infos(out, "torchrun", 2), worker_infos(out, "ours", 2), "uuid")
 
@@ -124,8 +129,11 @@ def two_nodes(cmds, env, out, label, timeout=240):
     procs = []
     for i, cmd in enumerate(cmds):
         o = open(os.path.join(out, f"{label}{i}.err"), "w")
-        procs.append(subprocess.Popen(cmd, env=dict(env, LABEL=label), stdout=o, stderr=subprocess.STDOUT,
-                                      start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                cmd, env=dict(env, LABEL=label), stdout=o, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        )
     rcs = []
     for p in procs:
         try:
@@ -143,8 +151,20 @@ def c_env_static(args, peers, out):
         port = str(free_port())
         cmds = []
         for i in range(2):
-            flags = ["--nnodes", "2", "--node-rank", str(i), "--master-addr", "127.0.0.1", "--master-port", port,
-                     "--nproc-per-node", "1", "--rdzv-id", "job7"]
+            flags = [
+                "--nnodes",
+                "2",
+                "--node-rank",
+                str(i),
+                "--master-addr",
+                "127.0.0.1",
+                "--master-port",
+                port,
+                "--nproc-per-node",
+                "1",
+                "--rdzv-id",
+                "job7",
+            ]
             cmds.append(torchrun_cmd(peers, *flags) if label == "torchrun" else ours_cmd(args, *flags))
         res[label] = two_nodes(cmds, base, out, label)
     check(res["torchrun"] == [0, 0] and res["ours"] == [0, 0], f"both pairs of nodes finish with exit 0 ({res})")
@@ -158,15 +178,33 @@ def c_env_etcd(args, peers, out):
     try:
         c10d = f"127.0.0.1:{free_port()}"
         common = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-id", "job8", "--local-addr", "127.0.0.1"]
-        t = two_nodes([torchrun_cmd(peers, *common, "--rdzv-backend", "c10d", "--rdzv-endpoint", c10d)] * 2, base, out,
-                      "torchrun")
-        o = two_nodes([ours_cmd(args, *common, "--rdzv-backend", "etcd", "--rdzv-endpoint", f"127.0.0.1:{etcd.port}",
-                                "--rdzv-conf", "last_call_timeout=1")] * 2, base, out, "ours")
+        t = two_nodes(
+            [torchrun_cmd(peers, *common, "--rdzv-backend", "c10d", "--rdzv-endpoint", c10d)] * 2, base, out, "torchrun"
+        )
+        o = two_nodes(
+            [
+                ours_cmd(
+                    args,
+                    *common,
+                    "--rdzv-backend",
+                    "etcd",
+                    "--rdzv-endpoint",
+                    f"127.0.0.1:{etcd.port}",
+                    "--rdzv-conf",
+                    "last_call_timeout=1",
+                )
+            ]
+            * 2,
+            base,
+            out,
+            "ours",
+        )
     finally:
         etcd.stop()
     check(t == [0, 0] and o == [0, 0], f"both pairs of nodes finish with exit 0 (torchrun {t}, xtimer_run {o})")
-    compare_envs("elastic, 2 nodes (etcd / c10d)", base, worker_infos(out, "torchrun", 2), worker_infos(out, "ours", 2),
-                 "given")
+    compare_envs(
+        "elastic, 2 nodes (etcd / c10d)", base, worker_infos(out, "torchrun", 2), worker_infos(out, "ours", 2), "given"
+    )
 
 
 SUMMARY_FIELDS = ("rank", "exitcode", "error_file", "traceback")
@@ -200,8 +238,14 @@ def c_failure(args, peers, out):
     for fault, code in (("raise:1", 1), ("kill:1", -9)):
         res = {}
         for label in ("torchrun", "ours"):
-            base = base_env(out, args.pypath, XTIMER_PYTHON=peers.python, FAULT=fault, LABEL=f"{label}-{fault}",
-                            TORCHELASTIC_ERROR_FILE=os.path.join(out, f"{label}-{fault}.parent-error.json"))
+            base = base_env(
+                out,
+                args.pypath,
+                XTIMER_PYTHON=peers.python,
+                FAULT=fault,
+                LABEL=f"{label}-{fault}",
+                TORCHELASTIC_ERROR_FILE=os.path.join(out, f"{label}-{fault}.parent-error.json"),
+            )
             flags = ["--standalone", "--nproc-per-node", "2", "--max-restarts", "0"]
             cmd = torchrun_cmd(peers, *flags) if label == "torchrun" else ours_cmd(args, *flags)
             rc, _, err = run(cmd, base, out, f"{label}-{fault.replace(':', '_')}", 180)
@@ -212,9 +256,15 @@ def c_failure(args, peers, out):
         if s_t and s_o:
             check(s_t["exitcode"].startswith(f"{code} "), f"{fault}: torchrun's summary: exitcode {s_t['exitcode']}")
             for k in ("script", "rank", "exitcode", "error_file", "traceback_last"):
-                check(s_t.get(k) == s_o.get(k), f"{fault}: summary {k}: torchrun {s_t.get(k)!r}, xtimer_run {s_o.get(k)!r}")
-        check(parent_t == parent_o, f"{fault}: the root cause's error file copied to the launcher's own "
-                                    f"TORCHELASTIC_ERROR_FILE alike (torchrun {parent_t}, xtimer_run {parent_o})")
+                check(
+                    s_t.get(k) == s_o.get(k),
+                    f"{fault}: summary {k}: torchrun {s_t.get(k)!r}, xtimer_run {s_o.get(k)!r}",
+                )
+        check(
+            parent_t == parent_o,
+            f"{fault}: the root cause's error file copied to the launcher's own "
+            f"TORCHELASTIC_ERROR_FILE alike (torchrun {parent_t}, xtimer_run {parent_o})",
+        )
 
 
 def tree(root):
@@ -234,23 +284,46 @@ def c_logs(args, peers, out):
         logs = os.path.join(out, f"logs-{label}")
         # torchrun 2.8 shares its rendezvous store with the workers, and a restarted gloo group
         # can read the last round's addresses there (pytorch/pytorch#135712): its workaround.
-        base = base_env(out, args.pypath, XTIMER_PYTHON=peers.python, FAULT="exit:1:3", LABEL=label,
-                        TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
-        flags = ["--standalone", "--nproc-per-node", "2", "--max-restarts", "1", "--log-dir", logs,
-                 "--redirects", "1", "--tee", "2"]
+        base = base_env(
+            out,
+            args.pypath,
+            XTIMER_PYTHON=peers.python,
+            FAULT="exit:1:3",
+            LABEL=label,
+            TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1",
+        )
+        flags = [
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "--max-restarts",
+            "1",
+            "--log-dir",
+            logs,
+            "--redirects",
+            "1",
+            "--tee",
+            "2",
+        ]
         cmd = torchrun_cmd(peers, *flags) if label == "torchrun" else ours_cmd(args, *flags)
         rc, stdout, stderr = run(cmd, base, out, f"logs-{label}", 240)
         runs = os.listdir(logs) if os.path.isdir(logs) else []
         res[label] = (rc, tree(logs), runs, stdout, stderr)
     (rc_t, files_t, runs_t, out_t, err_t), (rc_o, files_o, runs_o, out_o, err_o) = res["torchrun"], res["ours"]
     check(rc_t == rc_o == 0, f"both finish after one restart (torchrun {rc_t}, xtimer_run {rc_o})")
-    check(len(runs_t) == len(runs_o) == 1 and UUID.match(runs_o[0].rsplit("_", 1)[0]),
-          f"one run folder <run id>_<random> under --log-dir (torchrun {runs_t}, xtimer_run {runs_o})")
+    check(
+        len(runs_t) == len(runs_o) == 1 and UUID.match(runs_o[0].rsplit("_", 1)[0]),
+        f"one run folder <run id>_<random> under --log-dir (torchrun {runs_t}, xtimer_run {runs_o})",
+    )
+
     # error.json of the failed round: a worker that @record saw its peer die before the launcher
     # stopped it writes one, under either launcher, as the timing falls.
     def layout(files):
         return sorted(k for k in files if "/attempt_0/" not in k or not k.endswith("error.json"))
-    check(layout(files_t) == layout(files_o), f"the same files: torchrun {layout(files_t)}, xtimer_run {layout(files_o)}")
+
+    check(
+        layout(files_t) == layout(files_o), f"the same files: torchrun {layout(files_t)}, xtimer_run {layout(files_o)}"
+    )
     # The round that failed ends at a moment of its own under each launcher; the second is clean.
     for k in sorted(set(files_t) & set(files_o)):
         if "/attempt_1/" not in k:
@@ -259,9 +332,12 @@ def c_logs(args, peers, out):
 
     def hello(text):
         return sorted(line for line in text.splitlines() if "says hello" in line)
+
     check(hello(out_t) == hello(out_o) == [], "--redirects 1: no worker stdout on the terminal")
-    check(hello(err_t) == hello(err_o) and len(hello(err_o)) == 4,
-          f"--tee 2: the same stderr lines on the terminal, two rounds of two workers ({hello(err_o)})")
+    check(
+        hello(err_t) == hello(err_o) and len(hello(err_o)) == 4,
+        f"--tee 2: the same stderr lines on the terminal, two rounds of two workers ({hello(err_o)})",
+    )
 
 
 def c_launch_hang(args, peers, out):
@@ -270,10 +346,26 @@ def c_launch_hang(args, peers, out):
     its data loader, the others wait in the allreduce: found, and all 4 ranks' stacks merged."""
     port = free_port()
     timeline = os.path.join(out, "timeline")
-    env = base_env(out, args.pypath, LD_LIBRARY_PATH=args.simgpu, XTIMER_TIMELINE_PATH=timeline,
-                   XTIMER_METRICS_PORT=str(port), XTIMER_HANG_TIMEOUT="2", XTIMER_DUMP_WAIT="20")
-    cmd = [os.path.join(args.bin, "xtimer_launch"), peers.torchrun, "--nproc-per-node", "4",
-           os.path.join(HERE, "..", "launcher", "elastic_hang.py"), args.lib, out, "--stuck-rank", "2"]
+    env = base_env(
+        out,
+        args.pypath,
+        LD_LIBRARY_PATH=args.simgpu,
+        XTIMER_TIMELINE_PATH=timeline,
+        XTIMER_METRICS_PORT=str(port),
+        XTIMER_HANG_TIMEOUT="2",
+        XTIMER_DUMP_WAIT="20",
+    )
+    cmd = [
+        os.path.join(args.bin, "xtimer_launch"),
+        peers.torchrun,
+        "--nproc-per-node",
+        "4",
+        os.path.join(HERE, "..", "launcher", "elastic_hang.py"),
+        args.lib,
+        out,
+        "--stuck-rank",
+        "2",
+    ]
     log = open(os.path.join(out, "launch.log"), "w")
     p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -285,8 +377,10 @@ def c_launch_hang(args, peers, out):
         if verdicts:
             v = load_json(verdicts[0]) or {}
             rdir = os.path.dirname(verdicts[0])
-            named = any(s.get("rank") == 2 and any("load_batch" in str(f) for f in s.get("frames", []))
-                        for s in v.get("suspects", []))
+            named = any(
+                s.get("rank") == 2 and any("load_batch" in str(f) for f in s.get("frames", []))
+                for s in v.get("suspects", [])
+            )
             check(named, f"the verdict names rank 2 in load_batch ({v.get('suspects')})")
             stacks = sorted(os.path.basename(f) for f in glob.glob(os.path.join(rdir, "*.stacktrace")))
             check(len(stacks) == 4, f"the stacks of all 4 ranks are merged ({stacks})")
@@ -299,8 +393,14 @@ def c_launch_hang(args, peers, out):
             p.wait()
 
 
-CHECKS = {"env-standalone": c_env_standalone, "env-static": c_env_static, "env-etcd": c_env_etcd,
-          "failure": c_failure, "logs": c_logs, "launch-hang": c_launch_hang}
+CHECKS = {
+    "env-standalone": c_env_standalone,
+    "env-static": c_env_static,
+    "env-etcd": c_env_etcd,
+    "failure": c_failure,
+    "logs": c_logs,
+    "launch-hang": c_launch_hang,
+}
 
 
 def main():

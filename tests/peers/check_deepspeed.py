@@ -20,6 +20,7 @@ STEPS, CRASH_AT = 6, 5
 
 def rows(path):
     import json
+
     try:
         with open(path) as f:
             return [json.loads(line) for line in f if line.strip()]
@@ -29,9 +30,19 @@ def rows(path):
 
 def scenarios(args, peers, out, xtimer_run):
     ckpt = os.path.join(out, "ckpt")
-    env = base_env(out, args.pypath, XTIMER_PYTHON=peers.python, CKPT_DIR=ckpt,
-                   XTIMER_CKPT_SHM_DIR=os.path.join(out, "shm"), XTIMER_CKPT_PERSIST_ON_FAILURE="0",
-                   STEPS=str(STEPS), DISK_AT="3", CRASH_AT=str(CRASH_AT), STAGES="3,2", DS_ACCELERATOR="cpu")
+    env = base_env(
+        out,
+        args.pypath,
+        XTIMER_PYTHON=peers.python,
+        CKPT_DIR=ckpt,
+        XTIMER_CKPT_SHM_DIR=os.path.join(out, "shm"),
+        XTIMER_CKPT_PERSIST_ON_FAILURE="0",
+        STEPS=str(STEPS),
+        DISK_AT="3",
+        CRASH_AT=str(CRASH_AT),
+        STAGES="3,2",
+        DS_ACCELERATOR="cpu",
+    )
     os.makedirs(env["XTIMER_CKPT_SHM_DIR"])
     here = os.path.dirname(os.path.abspath(__file__))
     rc, _, _ = run(xtimer_run(args, 2, os.path.join(here, "deepspeed_worker.py"), restarts=1), env, out, "run", 400)
@@ -39,31 +50,47 @@ def scenarios(args, peers, out, xtimer_run):
     saves, loads, reloads = (rows(os.path.join(out, f"{n}.jsonl")) for n in ("saves", "loads", "reloads"))
     saved = {(r["stage"], r["rank"], r["step"], r["restart"]): r["digest"] for r in saves}
     finals = {(r["stage"], r["rank"]): r["digest"] for r in saves if r.get("final")}
-    check(not glob.glob(os.path.join(ckpt, "zero*", "xtimer-flash", "[0-9]*")),
-          "no snapshot was persisted (the steps resumed from lived in memory only)")
+    check(
+        not glob.glob(os.path.join(ckpt, "zero*", "xtimer-flash", "[0-9]*")),
+        "no snapshot was persisted (the steps resumed from lived in memory only)",
+    )
     for stage, step in ((2, CRASH_AT), (3, STEPS)):
         again = sorted((r["rank"], r["step"]) for r in loads if r["restart"] == 1 and r["stage"] == stage)
         check(again == [(0, step), (1, step)], f"ZeRO-{stage}: the restart resumes at step {step} ({again})")
         for r in loads:
             if r["restart"] == 1 and r["stage"] == stage:
-                check(r["digest"] == saved.get((stage, r["rank"], step, 0)),
-                      f"ZeRO-{stage} rank {r['rank']}: the state loaded is the one saved at step {step}, byte for byte")
+                check(
+                    r["digest"] == saved.get((stage, r["rank"], step, 0)),
+                    f"ZeRO-{stage} rank {r['rank']}: the state loaded is the one saved at step {step}, byte for byte",
+                )
         for r in reloads:
             if r["restart"] == 1 and r["stage"] == stage:
-                check(r["step"] == STEPS and r["digest"] == finals.get((stage, r["rank"])),
-                      f"ZeRO-{stage} rank {r['rank']}: DeepSpeed's own loader reads our DISK save of step {STEPS}")
+                check(
+                    r["step"] == STEPS and r["digest"] == finals.get((stage, r["rank"])),
+                    f"ZeRO-{stage} rank {r['rank']}: DeepSpeed's own loader reads our DISK save of step {STEPS}",
+                )
         # DeepSpeed's consolidation tool, on what we wrote.
         d = os.path.join(ckpt, f"zero{stage}")
         target = os.path.join(out, f"fp32_zero{stage}")
         script = os.path.join(d, "zero_to_fp32.py")
         p = subprocess.run([peers.python, script, d, target], env=env, capture_output=True, text=True, timeout=120)
-        check(p.returncode == 0, f"ZeRO-{stage}: zero_to_fp32.py reads our DISK save ({p.returncode} "
-                                 f"{p.stderr.strip().splitlines()[-1:] if p.returncode else ''})")
+        check(
+            p.returncode == 0,
+            f"ZeRO-{stage}: zero_to_fp32.py reads our DISK save ({p.returncode} "
+            f"{p.stderr.strip().splitlines()[-1:] if p.returncode else ''})",
+        )
         if p.returncode == 0:
-            cmp = subprocess.run([peers.python, "-c", COMPARE, target, os.path.join(out, f"final_zero{stage}.pt")],
-                                 env=env, capture_output=True, text=True, timeout=120)
-            check(cmp.returncode == 0 and cmp.stdout.strip() == "same",
-                  f"ZeRO-{stage}: its output is the model the run ended with ({cmp.stdout.strip()}{cmp.stderr[-300:]})")
+            cmp = subprocess.run(
+                [peers.python, "-c", COMPARE, target, os.path.join(out, f"final_zero{stage}.pt")],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            check(
+                cmp.returncode == 0 and cmp.stdout.strip() == "same",
+                f"ZeRO-{stage}: its output is the model the run ended with ({cmp.stdout.strip()}{cmp.stderr[-300:]})",
+            )
 
 
 # zero_to_fp32.py writes a folder of safetensors (or pytorch_model.bin) shards.

@@ -33,8 +33,10 @@ def make_state(fill):
 def checkpointer():
     if METHOD == "dlrover":
         from dlrover.trainer.torch.flash_checkpoint.ddp import DdpCheckpointer
+
         return DdpCheckpointer(CKPT_DIR)
     from xtimer.ckpt import DdpCheckpointer
+
     return DdpCheckpointer(CKPT_DIR)
 
 
@@ -50,7 +52,7 @@ def save_phase(res):
     blocked, on_disk = [], []
     if METHOD == "dcp":
         import torch.distributed.checkpoint as dcp
-        pending = None
+
         for step in range(1, REPEATS + 1):
             state = make_state(step)
             t0 = time.perf_counter()
@@ -58,8 +60,6 @@ def save_phase(res):
             blocked.append(time.perf_counter() - t0)
             fut.result()
             on_disk.append(time.perf_counter() - t0)
-            pending = fut
-        del pending
     else:
         if METHOD == "dlrover":
             from dlrover.trainer.torch.flash_checkpoint.checkpointer import StorageType
@@ -94,6 +94,7 @@ def load_phase(res):
     target = make_state(-1)
     if METHOD == "dcp":
         import torch.distributed.checkpoint as dcp
+
         t0 = time.perf_counter()
         dcp.load(target, checkpoint_id=os.path.join(CKPT_DIR, str(want)))
         res["load"] = time.perf_counter() - t0

@@ -63,8 +63,15 @@ def main():
         opt.step()
     t = torch.tensor([float(rank + 1)])
     dist.all_reduce(t)
-    info = {"env": env, "rank": rank, "world": world, "backend": dist.get_backend(), "allreduce": t.item(),
-            "restart": int(env.get("TORCHELASTIC_RESTART_COUNT", "-1")), "t": time.time()}
+    info = {
+        "env": env,
+        "rank": rank,
+        "world": world,
+        "backend": dist.get_backend(),
+        "allreduce": t.item(),
+        "restart": int(env.get("TORCHELASTIC_RESTART_COUNT", "-1")),
+        "t": time.time(),
+    }
     with open(os.path.join(OUT, f"env-{rank}.json.tmp"), "w") as f:
         json.dump(info, f)
     os.replace(os.path.join(OUT, f"env-{rank}.json.tmp"), os.path.join(OUT, f"env-{rank}.json"))

@@ -42,8 +42,9 @@ RESTART = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
 
 def digest(engine, stage):
     h = hashlib.sha256()
-    for group in getattr(engine.optimizer, "single_partition_of_fp32_groups", None) or \
-            getattr(engine.optimizer, "fp32_partitioned_groups_flat", []):
+    for group in getattr(engine.optimizer, "single_partition_of_fp32_groups", None) or getattr(
+        engine.optimizer, "fp32_partitioned_groups_flat", []
+    ):
         h.update(group.detach().contiguous().view(torch.uint8).numpy().tobytes())
     params = list(engine.module.parameters())
     with deepspeed.zero.GatheredParameters(params, enabled=stage == 3):
@@ -60,9 +61,13 @@ def record(name, **row):
 def run(stage, last):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
-    cfg = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, "steps_per_print": 10 ** 6,
-           "optimizer": {"type": "Adam", "params": {"lr": 1e-2, "torch_adam": True}},
-           "zero_optimization": {"stage": stage}}
+    cfg = {
+        "train_micro_batch_size_per_gpu": 2,
+        "gradient_accumulation_steps": 1,
+        "steps_per_print": 10**6,
+        "optimizer": {"type": "Adam", "params": {"lr": 1e-2, "torch_adam": True}},
+        "zero_optimization": {"stage": stage},
+    }
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg)
     save_dir = os.path.join(os.environ["CKPT_DIR"], f"zero{stage}")
     ckpt = DeepSpeedCheckpointer(engine, save_dir)

@@ -72,8 +72,12 @@ def main():
         else:
             checkpointer.save_checkpoint(step, state, path, storage_type=StorageType.MEMORY)
         with open(os.path.join(OUT, "steps.jsonl"), "a") as f:
-            f.write(json.dumps({"rank": rank, "step": step, "restart": restart, "start": start,
-                                "digest": digest(model, opt)}) + "\n")
+            f.write(
+                json.dumps(
+                    {"rank": rank, "step": step, "restart": restart, "start": start, "digest": digest(model, opt)}
+                )
+                + "\n"
+            )
     # Rank 0 only: DLRover's DdpCheckpointer persists from rank 0, and on the other ranks
     # wait_latest_checkpoint() waits out its whole timeout.
     if rank == 0:

@@ -100,15 +100,18 @@ def main():
 
     if METHOD == "xtimer":
         from xtimer.ckpt.fsdp import FsdpShardCheckpointer, StorageType
+
         ck = FsdpShardCheckpointer(CKPT)
 
         def save(step, sd):
             ck.save_checkpoint(step, sd, storage_type=StorageType.DISK)
             return lambda: os.path.exists(os.path.join(CKPT, str(step), ".metadata"))
+
     elif METHOD == "dlrover":
         from dlrover.python.common.constants import CheckpointConstant
         from dlrover.python.common.storage import get_checkpoint_storage
         from dlrover.trainer.torch.flash_checkpoint.fsdp_engine import FsdpCheckpointEngine
+
         engine = FsdpCheckpointEngine(CKPT, get_checkpoint_storage(None), "", CheckpointConstant.SAVE_TIMEOUT)
         tracker = os.path.join(CKPT, CheckpointConstant.TRACER_FILE_NAME)
 
@@ -122,6 +125,7 @@ def main():
         def save(step, sd):
             engine.save_to_storage(step, sd, {CheckpointConstant.MODEL_STATES_NAME: os.path.join(CKPT, str(step))})
             return lambda: tracked(step)
+
     else:
         import torch.distributed.checkpoint as dcp
 
@@ -149,8 +153,17 @@ def main():
         dist.barrier()
     if rank == 0:
         with open(os.path.join(OUT, f"{METHOD}.json"), "w") as f:
-            json.dump({"method": METHOD, "bytes_per_rank": nbytes, "memcpy": copy_s, "blocked": blocked,
-                       "on_disk": on_disk, "slowdown": slow}, f)
+            json.dump(
+                {
+                    "method": METHOD,
+                    "bytes_per_rank": nbytes,
+                    "memcpy": copy_s,
+                    "blocked": blocked,
+                    "on_disk": on_disk,
+                    "slowdown": slow,
+                },
+                f,
+            )
     dist.barrier()
     if METHOD == "xtimer":
         ck.close()

@@ -74,10 +74,25 @@ ck.close()
 
 def run(peers, out, pypath, phase):
     port = str(free_port())
-    env = base_env(out, pypath, CKPT=os.path.join(out, "ckpt"), PHASE=phase, MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=port, WORLD_SIZE="2")
-    procs = [subprocess.Popen([peers.python, "-c", WORKER], env=dict(env, RANK=str(r), LOCAL_RANK="0"),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
+    env = base_env(
+        out,
+        pypath,
+        CKPT=os.path.join(out, "ckpt"),
+        PHASE=phase,
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=port,
+        WORLD_SIZE="2",
+    )
+    procs = [
+        subprocess.Popen(
+            [peers.python, "-c", WORKER],
+            env=dict(env, RANK=str(r), LOCAL_RANK="0"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in range(2)
+    ]
     logs = [p.communicate(timeout=300)[0] for p in procs]
     if any(p.returncode for p in procs):
         print(f"--- {phase}, rank 0:\n{logs[0][-3000:]}\n--- rank 1:\n{logs[1][-3000:]}")
@@ -95,21 +110,33 @@ def main():
     t = time.time()
     try:
         rcs, logs = run(peers, out, args.pypath, "save")
-        check(rcs == [0, 0] and (load_json(os.path.join(out, "save.json")) or {}).get("saved3"),
-              f"2 ranks saved step 1 to disk and step 3 to memory (exit {rcs})")
+        check(
+            rcs == [0, 0] and (load_json(os.path.join(out, "save.json")) or {}).get("saved3"),
+            f"2 ranks saved step 1 to disk and step 3 to memory (exit {rcs})",
+        )
         shutil.rmtree(os.path.join(out, "shm1"))
         rcs, logs = run(peers, out, args.pypath, "load")
         r = load_json(os.path.join(out, "load.json")) or {}
-        check(rcs == [0, 0] and r.get("loaded") == 1, f"with rank 1's memory gone, step 1 loads from disk ({r.get('loaded')})")
+        check(
+            rcs == [0, 0] and r.get("loaded") == 1,
+            f"with rank 1's memory gone, step 1 loads from disk ({r.get('loaded')})",
+        )
         warned = [line for line in logs[0].splitlines() if "newer steps are not complete" in line]
-        check(warned and "step 3" in warned[0] and "rank(s) [1]" in warned[0],
-              f"the log says which shards of step 3 are missing ({warned[:1]})")
+        check(
+            warned and "step 3" in warned[0] and "rank(s) [1]" in warned[0],
+            f"the log says which shards of step 3 are missing ({warned[:1]})",
+        )
         err = r.get("error", "")
         print(f"  the error: {err}")
-        check(rcs == [0, 0] and "step 3" in err and "rank(s) [1] (of 2)" in err and
-              "model.0.weight at offsets [3, 0] (rank 1)" in err and "model.1.bias at offsets [1] (rank 1)" in err
-              and "model.0.weight at offsets [0, 0]" not in err,
-              "with step 1 gone from disk too, CheckpointError names exactly rank 1's shards")
+        check(
+            rcs == [0, 0]
+            and "step 3" in err
+            and "rank(s) [1] (of 2)" in err
+            and "model.0.weight at offsets [3, 0] (rank 1)" in err
+            and "model.1.bias at offsets [1] (rank 1)" in err
+            and "model.0.weight at offsets [0, 0]" not in err,
+            "with step 1 gone from disk too, CheckpointError names exactly rank 1's shards",
+        )
     finally:
         print(f"time: {time.time() - t:.1f} s")
         if failures:

@@ -72,8 +72,9 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     # Row counts 40 and 24 do not divide by 3: uneven shards at world size 3.
-    model = torch.nn.Sequential(torch.nn.Linear(16, 40), torch.nn.Tanh(), torch.nn.Linear(40, 24), torch.nn.Tanh(),
-                                torch.nn.Linear(24, 8))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(16, 40), torch.nn.Tanh(), torch.nn.Linear(40, 24), torch.nn.Tanh(), torch.nn.Linear(24, 8)
+    )
     for m in model:
         if isinstance(m, torch.nn.Linear):
             fully_shard(m)
@@ -100,6 +101,7 @@ def main():
             res["diff"] = same(want, full)
             if os.environ.get("CONVERT") == "1":
                 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
                 conv = os.path.join(OUT, f"converted-{start}.pt")
                 dcp_to_torch_save(os.path.join(CKPT, str(start)), conv)
                 got = torch.load(conv, weights_only=False)
@@ -110,7 +112,7 @@ def main():
         g = torch.Generator().manual_seed(step)
         x, y = torch.randn(BATCH, 16, generator=g), torch.randn(BATCH, 8, generator=g)
         per = BATCH // world
-        loss = ((model(x[rank * per:(rank + 1) * per]) - y[rank * per:(rank + 1) * per]) ** 2).mean()
+        loss = ((model(x[rank * per : (rank + 1) * per]) - y[rank * per : (rank + 1) * per]) ** 2).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()

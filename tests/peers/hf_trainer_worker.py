@@ -55,8 +55,12 @@ class Watch(TrainerCallback):
         self.trainer = None
 
     def on_train_begin(self, args, state, control, **kw):
-        record("resumes.jsonl", resumed=self.trainer.flash_resumed_step, global_step=state.global_step,
-               digest=digest(self.trainer.model))
+        record(
+            "resumes.jsonl",
+            resumed=self.trainer.flash_resumed_step,
+            global_step=state.global_step,
+            digest=digest(self.trainer.model),
+        )
 
     def on_save(self, args, state, control, **kw):
         memory = state.global_step % SAVE_STEPS != 0 and state.global_step != STEPS
@@ -65,8 +69,13 @@ class Watch(TrainerCallback):
             # (by design); on a loaded machine that took several steps. Wait, so that every
             # memory save of the test lands.
             self.trainer.flash_checkpointer.wait()
-        record("saves.jsonl", step=state.global_step, memory=memory, ok=self.trainer.flash_last_save_ok,
-               digest=digest(self.trainer.model))
+        record(
+            "saves.jsonl",
+            step=state.global_step,
+            memory=memory,
+            ok=self.trainer.flash_last_save_ok,
+            digest=digest(self.trainer.model),
+        )
         if RESTART == 0 and RANK == CRASH_RANK and state.global_step == CRASH_AT:
             os._exit(1)
 
@@ -75,13 +84,31 @@ def main():
     torch.manual_seed(0)
     config = GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=2, n_head=2)
     model = GPT2LMHeadModel(config)
-    args = TrainingArguments(output_dir=os.path.join(OUT, "hf"), max_steps=STEPS, per_device_train_batch_size=4,
-                             learning_rate=1e-3, save_strategy="steps", save_steps=SAVE_STEPS, logging_steps=100,
-                             use_cpu=True, ddp_backend="gloo", ddp_find_unused_parameters=False, report_to=[],
-                             dataloader_num_workers=0, disable_tqdm=True, seed=0)
+    args = TrainingArguments(
+        output_dir=os.path.join(OUT, "hf"),
+        max_steps=STEPS,
+        per_device_train_batch_size=4,
+        learning_rate=1e-3,
+        save_strategy="steps",
+        save_steps=SAVE_STEPS,
+        logging_steps=100,
+        use_cpu=True,
+        ddp_backend="gloo",
+        ddp_find_unused_parameters=False,
+        report_to=[],
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        seed=0,
+    )
     watch = Watch()
-    trainer = FlashCkptTrainer(model=model, args=args, train_dataset=Tokens(), callbacks=[watch],
-                               memory_save_steps=1, checkpoint_dir=os.environ["CKPT_DIR"])
+    trainer = FlashCkptTrainer(
+        model=model,
+        args=args,
+        train_dataset=Tokens(),
+        callbacks=[watch],
+        memory_save_steps=1,
+        checkpoint_dir=os.environ["CKPT_DIR"],
+    )
     watch.trainer = trainer
     trainer.train()
     trainer.flash_checkpointer.wait()

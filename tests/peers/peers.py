@@ -39,8 +39,10 @@ def peers_or_skip(path):
     peers = Peers(path)
     gone = peers.missing()
     if gone:
-        print(f"SKIP: the peer tools are not installed ({gone} missing): run scripts/setup_peers.sh "
-              f"(torch 2.x, dlrover, py-spy from PyPI; about 4 GB to download once)")
+        print(
+            f"SKIP: the peer tools are not installed ({gone} missing): run scripts/setup_peers.sh "
+            f"(torch 2.x, dlrover, py-spy from PyPI; about 4 GB to download once)"
+        )
         sys.exit(SKIP)
     return peers
 
@@ -50,8 +52,15 @@ def base_env(out, pypath, **extra):
     sets for its workers, plus OUT and the build's xtimer package."""
     env = dict(os.environ)
     for k in list(env):
-        if k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LD_PRELOAD", "OMP_NUM_THREADS") or \
-                k.startswith(("TORCHELASTIC_", "GROUP_", "ROLE_", "LOCAL_WORLD", "XTIMER_", "DLROVER_")):
+        if k in (
+            "RANK",
+            "LOCAL_RANK",
+            "WORLD_SIZE",
+            "MASTER_ADDR",
+            "MASTER_PORT",
+            "LD_PRELOAD",
+            "OMP_NUM_THREADS",
+        ) or k.startswith(("TORCHELASTIC_", "GROUP_", "ROLE_", "LOCAL_WORLD", "XTIMER_", "DLROVER_")):
             del env[k]
     env.update(OUT=out, PYTHONPATH=pypath, XTIMER_METRICS_PORT="0", PYTHONUNBUFFERED="1")
     env.update(extra)

@@ -49,8 +49,10 @@ def op(s, name):
 
 def check_timed(s, name, n, ms):
     o = op(s, name)
-    check(o is not None and o["kind"] == "kernel" and o["count"] == n and o["launches"] == n,
-          f"{name}: {n} launches counted and timed ({o and (o['count'], o['launches'])})")
+    check(
+        o is not None and o["kind"] == "kernel" and o["count"] == n and o["launches"] == n,
+        f"{name}: {n} launches counted and timed ({o and (o['count'], o['launches'])})",
+    )
     if o:
         p50 = o["p50_us"] / 1e3
         check(abs(p50 - ms) <= 0.10 * ms, f"{name}: p50 {p50:.3f} ms within 10% of {ms} ms")
@@ -59,8 +61,10 @@ def check_timed(s, name, n, ms):
 def check_output(args, mode, p):
     with tempfile.TemporaryDirectory() as bare:
         q = run(args, bare, mode, launch=False)
-    check(p.returncode == 0 and q.returncode == 0 and p.stdout == q.stdout,
-          f"same output with and without xtimer ({p.stdout.strip()!r})")
+    check(
+        p.returncode == 0 and q.returncode == 0 and p.stdout == q.stdout,
+        f"same output with and without xtimer ({p.stdout.strip()!r})",
+    )
 
 
 def fallback_lines(p):
@@ -96,8 +100,10 @@ def check_event_pairs(args):
         p = run(args, out, "launches", cupti="0")
         check(p.returncode == 0, "workload ran with XTIMER_CUPTI=0")
         s = summary(out)
-        check(s.get("timing_mode") == "event_pairs" and s.get("timing_note") == "XTIMER_CUPTI=0",
-              f"timing_mode event_pairs, note XTIMER_CUPTI=0 ({s.get('timing_mode')}, {s.get('timing_note')})")
+        check(
+            s.get("timing_mode") == "event_pairs" and s.get("timing_note") == "XTIMER_CUPTI=0",
+            f"timing_mode event_pairs, note XTIMER_CUPTI=0 ({s.get('timing_mode')}, {s.get('timing_note')})",
+        )
         lines = fallback_lines(p)
         check(len(lines) == 1 and "XTIMER_CUPTI=0" in lines[0], f"said once in the log: {lines}")
         for name, (n, ms) in HOOKED.items():
@@ -112,8 +118,10 @@ def check_slot_taken(args):
         check_output(args, "subscribe-first", p)
         s = summary(out)
         note = s.get("timing_note", "")
-        check(s.get("timing_mode") == "event_pairs" and "subscriber" in note,
-              f"timing_mode event_pairs, the note names the subscriber ({s.get('timing_mode')}, {note!r})")
+        check(
+            s.get("timing_mode") == "event_pairs" and "subscriber" in note,
+            f"timing_mode event_pairs, the note names the subscriber ({s.get('timing_mode')}, {note!r})",
+        )
         lines = fallback_lines(p)
         check(len(lines) == 1 and "subscriber" in lines[0], f"said once in the log: {lines}")
         for name, (n, ms) in HOOKED.items():

@@ -32,8 +32,15 @@ class Target:
         for k in ("LD_PRELOAD", "XTIMER_AGENT_SOCKET", "RANK", "WORLD_SIZE", "LOCAL_RANK", "XTIMER_DISABLE"):
             env.pop(k, None)
         env.update(extra_env or {})
-        self.proc = subprocess.Popen([os.path.join(args.bin, "xtimer_launch")] + cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [os.path.join(args.bin, "xtimer_launch")] + cmd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         line = self.proc.stdout.readline().split()
         check(len(line) >= 2 and line[0] == "ready", f"{os.path.basename(cmd[-1])} started: {line}")
         self.pid = int(line[1]) if len(line) >= 2 else -1
@@ -63,14 +70,21 @@ def check_dump(dump, pid, native_fn=None, python_fn=None):
     check(dump is not None, "a stack file was written and symbolised")
     if dump is None:
         return
-    check(dump.get("reason") == "signal" and dump.get("pid") == pid, f"reason signal, pid {pid}: "
-          f"{dump.get('reason')}, {dump.get('pid')}")
+    check(
+        dump.get("reason") == "signal" and dump.get("pid") == pid,
+        f"reason signal, pid {pid}: " f"{dump.get('reason')}, {dump.get('pid')}",
+    )
     check(not dump.get("inflight_ops"), f"no GPU part (no op in flight): {dump.get('inflight_ops')}")
     check(any(t.get("captured") for t in dump.get("threads", [])), "native frames were captured")
     if native_fn:
-        check(any(f.split(".")[0] == native_fn for f in functions(dump, "native")), f"{native_fn} among the native frames: {functions(dump, 'native')}")
+        check(
+            any(f.split(".")[0] == native_fn for f in functions(dump, "native")),
+            f"{native_fn} among the native frames: {functions(dump, 'native')}",
+        )
     if python_fn:
-        check(python_fn in functions(dump, "python"), f"{python_fn} among the Python frames: {functions(dump, 'python')}")
+        check(
+            python_fn in functions(dump, "python"), f"{python_fn} among the Python frames: {functions(dump, 'python')}"
+        )
 
 
 def check_python_three(args, out):
@@ -115,8 +129,10 @@ def check_own_handler(args, out):
         os.kill(t.pid, signal.SIGUSR2)
         time.sleep(0.2)
     rc, stdout, err = t.finish()
-    check(rc == 0 and "handled 3" in stdout, f"the program's own SIGUSR2 handler got all three ({stdout.strip()!r}, "
-          f"exit {rc}) {err[-300:]}")
+    check(
+        rc == 0 and "handled 3" in stdout,
+        f"the program's own SIGUSR2 handler got all three ({stdout.strip()!r}, " f"exit {rc}) {err[-300:]}",
+    )
     check(not os.path.exists(os.path.join(out, STACK)), "no stack file: the program keeps its signal")
 
 
@@ -136,8 +152,10 @@ def check_fork(args, out):
     if t.child > 0:
         os.kill(t.child, signal.SIGUSR2)
         time.sleep(1)
-        check(not os.path.exists(os.path.join(out, STACK)), "the forked child writes no stack file (it would be its "
-              "parent's)")
+        check(
+            not os.path.exists(os.path.join(out, STACK)),
+            "the forked child writes no stack file (it would be its " "parent's)",
+        )
     os.kill(t.pid, signal.SIGUSR2)
     check_dump(wait_dump(out), t.pid, python_fn="waiting_room")
     rc, _, err = t.finish()
@@ -148,8 +166,19 @@ def check_launcher_rank(args, out):
     """A launcher with a RANK of its own (torchrun in a Kubernetes PyTorchJob has the node's RANK
     and WORLD_SIZE, no LOCAL_RANK) starts a worker whose global RANK happens to be the same: the
     worker is a rank, not the launcher's helper, and dumps."""
-    t = Target(args, out, ["sh", "-c", 'RANK=0 LOCAL_RANK=0 WORLD_SIZE=4 "$@"; exit $?', "sh", PYTHON,
-                           os.path.join(HERE, "no_cuda_target.py")], {"RANK": "0", "WORLD_SIZE": "2"})
+    t = Target(
+        args,
+        out,
+        [
+            "sh",
+            "-c",
+            'RANK=0 LOCAL_RANK=0 WORLD_SIZE=4 "$@"; exit $?',
+            "sh",
+            PYTHON,
+            os.path.join(HERE, "no_cuda_target.py"),
+        ],
+        {"RANK": "0", "WORLD_SIZE": "2"},
+    )
     os.kill(t.pid, signal.SIGUSR2)
     check_dump(wait_dump(out, name="00000-00004.stacktrace"), t.pid, python_fn="waiting_room")
     rc, _, err = t.finish()
@@ -175,9 +204,16 @@ def main():
     ap.add_argument("--program", required=True)
     args = ap.parse_args()
     out = tempfile.mkdtemp(prefix="xtimer-early-dump-")
-    {"python-three": check_python_three, "c-program": check_c_program, "c-busy": check_c_busy,
-     "own-handler": check_own_handler, "ignored": check_ignored, "fork": check_fork,
-     "launcher-rank": check_launcher_rank, "spawn": check_spawn}[args.check](args, out)
+    {
+        "python-three": check_python_three,
+        "c-program": check_c_program,
+        "c-busy": check_c_busy,
+        "own-handler": check_own_handler,
+        "ignored": check_ignored,
+        "fork": check_fork,
+        "launcher-rank": check_launcher_rank,
+        "spawn": check_spawn,
+    }[args.check](args, out)
     if failures:
         print(f"{len(failures)} check(s) failed; files kept in {out}")
         sys.exit(1)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """libxtimer_preload.so exports exactly the names listed in preload/exports.map: its CUDA, cuBLAS
-and NCCL hooks and the Python hook module's two entry points (xtimer_python_*), nothing else (a leaked helper or libc name would interpose on the program's own
-symbols), and every listed hook really is exported.
+and NCCL hooks and the Python hook module's two entry points (xtimer_python_*), nothing else (a
+leaked helper or libc name would interpose on the program's own symbols), and every listed hook really is exported.
 
   check_exports.py LIBRARY EXPORTS_MAP
 """

@@ -55,14 +55,38 @@ def main():
 
     try:
         for r in range(WORLD):
-            env = dict(os.environ, LD_LIBRARY_PATH=args.simgpu, XTIMER_TIMELINE_PATH=timeline,
-                       XTIMER_HANG_TIMEOUT=str(TIMEOUT), XTIMER_METRICS_PORT="0", RANK=str(r), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(r))
+            env = dict(
+                os.environ,
+                LD_LIBRARY_PATH=args.simgpu,
+                XTIMER_TIMELINE_PATH=timeline,
+                XTIMER_HANG_TIMEOUT=str(TIMEOUT),
+                XTIMER_METRICS_PORT="0",
+                RANK=str(r),
+                WORLD_SIZE=str(WORLD),
+                LOCAL_RANK=str(r),
+            )
             env.pop("LD_PRELOAD", None)
-            p = subprocess.Popen([os.path.join(args.bin, "xtimer_launch"), sys.executable,
-                                  os.path.join(HERE, "hang_rank.py"), args.lib, str(r), str(WORLD),
-                                  os.path.join(out, "nccl.id"), "--stuck-rank", str(STUCK), "--stuck-step",
-                                  str(STUCK_STEP), "--sleep", "60"],
-                                 env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+            p = subprocess.Popen(
+                [
+                    os.path.join(args.bin, "xtimer_launch"),
+                    sys.executable,
+                    os.path.join(HERE, "hang_rank.py"),
+                    args.lib,
+                    str(r),
+                    str(WORLD),
+                    os.path.join(out, "nccl.id"),
+                    "--stuck-rank",
+                    str(STUCK),
+                    "--stuck-step",
+                    str(STUCK_STEP),
+                    "--sleep",
+                    "60",
+                ],
+                env=env,
+                stdout=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
             threading.Thread(target=reader, args=(p,), daemon=True).start()
             procs.append(p)
 
@@ -76,25 +100,39 @@ def main():
             s = stack(r)
             if not s:
                 continue
-            check(s["reason"] == "hang" and s["rank"] == r and s["world_size"] == WORLD,
-                  f"rank {r}: reason hang, rank/world from RANK/WORLD_SIZE")
+            check(
+                s["reason"] == "hang" and s["rank"] == r and s["world_size"] == WORLD,
+                f"rank {r}: reason hang, rank/world from RANK/WORLD_SIZE",
+            )
             if r in entered:
                 delay = wall(s["time"]) - entered[r]
-                check(delay <= TIMEOUT + 1.0, f"rank {r}: detected {delay:.2f} s after entering the allreduce "
-                                              f"(timeout {TIMEOUT} s, limit {TIMEOUT + 1} s)")
+                check(
+                    delay <= TIMEOUT + 1.0,
+                    f"rank {r}: detected {delay:.2f} s after entering the allreduce "
+                    f"(timeout {TIMEOUT} s, limit {TIMEOUT + 1} s)",
+                )
             else:
                 check(False, f"rank {r}: its allreduce of step {STUCK_STEP} was seen")
             ops = [o for o in s["inflight_ops"] if o["name"] == "ncclAllReduce"]
-            check(any(o["state"] == "running" and o["seq"] == STUCK_STEP + 1 and o["comm_size"] == WORLD for o in ops),
-                  f"rank {r}: in-flight ncclAllReduce #{STUCK_STEP + 1} running ({[(o['seq'], o['state']) for o in ops]})")
-            check(any(o["kind"] == "sync" and o["name"] == "cudaStreamSynchronize" for o in s["inflight_ops"]),
-                  f"rank {r}: the host thread blocked in cudaStreamSynchronize is listed")
+            check(
+                any(o["state"] == "running" and o["seq"] == STUCK_STEP + 1 and o["comm_size"] == WORLD for o in ops),
+                f"rank {r}: in-flight ncclAllReduce #{STUCK_STEP + 1} running "
+                f"({[(o['seq'], o['state']) for o in ops]})",
+            )
+            check(
+                any(o["kind"] == "sync" and o["name"] == "cudaStreamSynchronize" for o in s["inflight_ops"]),
+                f"rank {r}: the host thread blocked in cudaStreamSynchronize is listed",
+            )
             main = [t for t in s["threads"] if t.get("main")]
-            check(main and python_functions(main[0])[-3:] == ["main", "train_step", "all_reduce_grads"],
-                  f"rank {r}: main thread's Python stack ends in train_step -> all_reduce_grads "
-                  f"({python_functions(main[0]) if main else None})")
-            check("trigger" in s and "ncclAllReduce" in s["trigger"] or "cudaStreamSynchronize" in s.get("trigger", ""),
-                  f"rank {r}: trigger says what was stuck: {s.get('trigger')!r}")
+            check(
+                main and python_functions(main[0])[-3:] == ["main", "train_step", "all_reduce_grads"],
+                f"rank {r}: main thread's Python stack ends in train_step -> all_reduce_grads "
+                f"({python_functions(main[0]) if main else None})",
+            )
+            check(
+                "trigger" in s and "ncclAllReduce" in s["trigger"] or "cudaStreamSynchronize" in s.get("trigger", ""),
+                f"rank {r}: trigger says what was stuck: {s.get('trigger')!r}",
+            )
 
         check(stack(STUCK) is None, f"rank {STUCK} (not stuck in CUDA) did not dump on its own")
         os.kill(procs[STUCK].pid, signal.SIGUSR2)  # XTIMER_DUMP_SIGNAL default
@@ -104,8 +142,10 @@ def main():
             main = [t for t in s["threads"] if t.get("main")]
             fns = python_functions(main[0]) if main else []
             check(fns[-2:] == ["train_step", "load_batch"], f"rank {STUCK}: Python stack shows load_batch ({fns})")
-            check(not any(o["name"] == "ncclAllReduce" for o in s["inflight_ops"]),
-                  f"rank {STUCK}: no allreduce in flight (it never called it)")
+            check(
+                not any(o["name"] == "ncclAllReduce" for o in s["inflight_ops"]),
+                f"rank {STUCK}: no allreduce in flight (it never called it)",
+            )
 
         # Symbolised by xtimer_symbolize in the background: the NCCL wait must be named.
         sym = wait_for(lambda: (stack(0) or {}).get("symbolized") and stack(0), 30)
@@ -117,12 +157,21 @@ def main():
 
         # The viewer merges these real stack files (end to end).
         merged = os.path.join(out, "merged")
-        p = subprocess.run([os.path.join(args.bin, "xtimer_stacktrace_viewer"), "--path", timeline, "--out", merged],
-                           capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            [os.path.join(args.bin, "xtimer_stacktrace_viewer"), "--path", timeline, "--out", merged],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         check(p.returncode == 0, f"xtimer_stacktrace_viewer merged the 4 stack files: {p.stdout.strip()[:400]}")
         verdict = load_json(os.path.join(merged, "verdict.json")) or {}
-        check(any(x.get("rank") == STUCK and any("load_batch" in f for f in x.get("frames", []))
-                  for x in verdict.get("suspects", [])), f"verdict.json names rank {STUCK} in load_batch")
+        check(
+            any(
+                x.get("rank") == STUCK and any("load_batch" in f for f in x.get("frames", []))
+                for x in verdict.get("suspects", [])
+            ),
+            f"verdict.json names rank {STUCK} in load_batch",
+        )
         check(verdict.get("ranks_missing") == [] or verdict.get("ranks_missing") == "", "no rank missing")
         for name in ("py_stack.folded", "cpp_stack.folded"):
             lines = open(os.path.join(merged, name)).read().splitlines()
@@ -130,8 +179,10 @@ def main():
             ok = bool(lines) and all(re.match(r"^(\S.*\S) ([1-9]\d*)$", l) and ";;" not in l for l in lines)
             check(ok, f"{name}: every line is 'frame;frame;... N' as flamegraph.pl reads it")
         py = open(os.path.join(merged, "py_stack.folded")).read()
-        check(re.search(r"load_batch@[^;]*hang_rank\.py:\d+@2\|0-1/3", py) is not None,
-              "py_stack.folded labels load_batch with stuck rank 2 and leak ranks 0-1/3")
+        check(
+            re.search(r"load_batch@[^;]*hang_rank\.py:\d+@2\|0-1/3", py) is not None,
+            "py_stack.folded labels load_batch with stuck rank 2 and leak ranks 0-1/3",
+        )
     finally:
         for p in procs:
             try:

@@ -68,7 +68,9 @@ def check_kernels(args):
             o = op(s, name)
             check(o is not None and o["kind"] == "kernel" and o["count"] == n, f"{name}: {n} timed launches")
             if o:
-                check(within(o["p50_us"] / 1e3, ms, 0.10), f"{name}: p50 {o['p50_us'] / 1e3:.3f} ms within 10% of {ms} ms")
+                check(
+                    within(o["p50_us"] / 1e3, ms, 0.10), f"{name}: p50 {o['p50_us'] / 1e3:.3f} ms within 10% of {ms} ms"
+                )
         o = op(s, "xt_proc_address_kernel")
         check(o is not None and o["count"] == 7, "7 launches through cuGetProcAddress counted")
         if o:
@@ -77,8 +79,10 @@ def check_kernels(args):
         check(o is not None and o["count"] == 5, "5 direct cuLaunchKernel launches counted")
         o = op(s, "xt_add")
         check(o is not None and o["count"] == 100, "100 small kernels counted")
-        check(op(s, "cudaMemcpyAsync HtoD") is not None and op(s, "cudaMemcpyAsync DtoH") is not None,
-              "async copies timed by direction")
+        check(
+            op(s, "cudaMemcpyAsync HtoD") is not None and op(s, "cudaMemcpyAsync DtoH") is not None,
+            "async copies timed by direction",
+        )
         # Kernels launched by the runtime reach the driver too: nothing may be counted twice.
         total = sum(o["count"] for o in s["ops"] if o["kind"] == "kernel")
         check(total == 30 + 20 + 10 + 5 + 7 + 100, f"no double counting across runtime and driver hooks ({total})")
@@ -117,8 +121,12 @@ def run_ranks(args, out, world, with_launch):
     env = base_env(args, out)
     idfile = os.path.join(out, "nccl.id")
     cmd = ([args.launch] if with_launch else []) + [args.workload, "nccl"]
-    procs = [subprocess.Popen(cmd + [str(r), str(world), idfile], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for r in range(world)]
+    procs = [
+        subprocess.Popen(
+            cmd + [str(r), str(world), idfile], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for r in range(world)
+    ]
     outs = [p.communicate(timeout=180) for p in procs]
     codes = [p.returncode for p in procs]
     if any(codes):
@@ -139,18 +147,27 @@ def check_nccl(args):
         for r in range(world):
             s = summary(out, f"{r:05d}-{world:05d}.summary.json")
             o = op(s, "ncclAllReduce")
-            check(o is not None and o["kind"] == "collective" and o["count"] == 5 and o["bytes"] == 64 << 20,
-                  f"rank {r}: 5 allreduces of 64 MiB")
+            check(
+                o is not None and o["kind"] == "collective" and o["count"] == 5 and o["bytes"] == 64 << 20,
+                f"rank {r}: 5 allreduces of 64 MiB",
+            )
             if not o:
                 continue
             comm_ids.add(o["comm"])
             algbw = o["bytes"] * o["count"] / (o["total_ms"] / 1e3) / 1e9
             check(within(o["algbw_gbps"], algbw, 0.01), f"rank {r}: algbw {o['algbw_gbps']:.2f} GB/s = bytes / time")
-            check(within(o["busbw_gbps"], o["algbw_gbps"] * 2 * (world - 1) / world, 0.001),
-                  f"rank {r}: busbw = algbw * 2(n-1)/n")
+            check(
+                within(o["busbw_gbps"], o["algbw_gbps"] * 2 * (world - 1) / world, 0.001),
+                f"rank {r}: busbw = algbw * 2(n-1)/n",
+            )
             ring = op(s, "ncclGroup")
-            check(ring is not None and ring["kind"] == "p2p" and ring.get("group_size") == 2
-                  and ring["bytes"] == 2 * 4096, f"rank {r}: grouped send+recv timed as one p2p op of 8 KiB")
+            check(
+                ring is not None
+                and ring["kind"] == "p2p"
+                and ring.get("group_size") == 2
+                and ring["bytes"] == 2 * 4096,
+                f"rank {r}: grouped send+recv timed as one p2p op of 8 KiB",
+            )
         check(len(comm_ids) == 1, f"all ranks agree on the communicator id {comm_ids}")
 
 
@@ -159,8 +176,10 @@ def check_same_results(args):
         for mode in ("kernels", "gemm"):
             pa = run([args.launch, args.workload, mode], base_env(args, a))
             pb = run([args.workload, mode], base_env(args, b))
-            check(pa.returncode == pb.returncode == 0 and pa.stdout == pb.stdout,
-                  f"{mode}: same output with and without xtimer ({pa.stdout.strip()!r})")
+            check(
+                pa.returncode == pb.returncode == 0 and pa.stdout == pb.stdout,
+                f"{mode}: same output with and without xtimer ({pa.stdout.strip()!r})",
+            )
         ca, oa = run_ranks(args, a, 3, True)
         cb, ob = run_ranks(args, b, 3, False)
         check(ca == cb == [0, 0, 0] and oa == ob, "nccl: same results with and without xtimer")
@@ -178,7 +197,7 @@ def check_no_cuda(args):
 
 
 def check_bad_output(args):
-    with tempfile.TemporaryDirectory() as out:
+    with tempfile.TemporaryDirectory():
         env = base_env(args, "/proc/xtimer-cannot-write-here")
         env["XTIMER_REPORT_INTERVAL"] = "0.2"  # several attempts, still one line
         p = run([args.launch, args.workload, "kernels"], env)
@@ -196,8 +215,14 @@ def main():
     ap.add_argument("--simgpu", required=True)
     args = ap.parse_args()
     args.launch = os.path.join(args.bin, "xtimer_launch")
-    {"kernels": check_kernels, "gemm": check_gemm, "nccl": check_nccl, "same-results": check_same_results,
-     "no-cuda": check_no_cuda, "bad-output": check_bad_output}[args.check](args)
+    {
+        "kernels": check_kernels,
+        "gemm": check_gemm,
+        "nccl": check_nccl,
+        "same-results": check_same_results,
+        "no-cuda": check_no_cuda,
+        "bad-output": check_bad_output,
+    }[args.check](args)
     if failures:
         print(f"{len(failures)} check(s) failed")
         sys.exit(1)

@@ -38,8 +38,13 @@ def wall(iso):
 
 
 def env_for(args, out, timeout):
-    env = dict(os.environ, LD_LIBRARY_PATH=args.simgpu, XTIMER_TIMELINE_PATH=out, XTIMER_HANG_TIMEOUT=str(timeout),
-               XTIMER_METRICS_PORT="0")
+    env = dict(
+        os.environ,
+        LD_LIBRARY_PATH=args.simgpu,
+        XTIMER_TIMELINE_PATH=out,
+        XTIMER_HANG_TIMEOUT=str(timeout),
+        XTIMER_METRICS_PORT="0",
+    )
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LD_PRELOAD"):
         env.pop(k, None)
     return env
@@ -53,14 +58,20 @@ def check_named(stack, name, label):
     """The stack file's trigger and in-flight list name the stuck op and its stream."""
     op = stuck_op(stack, name)
     trigger = stack.get("trigger", "")
-    check(op is not None, f"{label}: {name} is in flight, running ({[o['name'] for o in stack.get('inflight_ops', [])]})")
+    check(
+        op is not None, f"{label}: {name} is in flight, running ({[o['name'] for o in stack.get('inflight_ops', [])]})"
+    )
     if op is None:
         return
-    check(name in trigger and op["stream"] in trigger, f"{label}: the trigger names {name} and stream {op['stream']}: "
-                                                       f"{trigger!r}")
+    check(
+        name in trigger and op["stream"] in trigger,
+        f"{label}: the trigger names {name} and stream {op['stream']}: " f"{trigger!r}",
+    )
     if CUPTI and op["kind"] == "kernel" and not op["name"].endswith("GraphLaunch"):
-        check(op.get("last_on_stream") is True and "no progress" in trigger,
-              f"{label}: as the last op launched on a stream that made no progress ({op})")
+        check(
+            op.get("last_on_stream") is True and "no progress" in trigger,
+            f"{label}: as the last op launched on a stream that made no progress ({op})",
+        )
 
 
 def check_ranks(args):
@@ -81,11 +92,29 @@ def check_ranks(args):
     try:
         for r in range(world):
             env = dict(env_for(args, timeline, timeout), RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r))
-            p = subprocess.Popen([os.path.join(args.bin, "xtimer_launch"), sys.executable,
-                                  os.path.join(HERE, "hang_rank.py"), args.lib, str(r), str(world),
-                                  os.path.join(out, "nccl.id"), "--stuck-rank", str(stuck), "--stuck-step", "1",
-                                  "--sleep", "60", "--stuck-kernel-ms", "60000"],
-                                 env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+            p = subprocess.Popen(
+                [
+                    os.path.join(args.bin, "xtimer_launch"),
+                    sys.executable,
+                    os.path.join(HERE, "hang_rank.py"),
+                    args.lib,
+                    str(r),
+                    str(world),
+                    os.path.join(out, "nccl.id"),
+                    "--stuck-rank",
+                    str(stuck),
+                    "--stuck-step",
+                    "1",
+                    "--sleep",
+                    "60",
+                    "--stuck-kernel-ms",
+                    "60000",
+                ],
+                env=env,
+                stdout=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
             threading.Thread(target=reader, args=(p,), daemon=True).start()
             procs.append(p)
 
@@ -95,14 +124,18 @@ def check_ranks(args):
         wait_for(lambda: all(stack(r) for r in range(world)), 30)
         for r in range(world):
             s = stack(r)
-            check(s is not None and s["reason"] == "hang", f"{MODE}: rank {r} wrote a stack file on its own (reason hang)")
+            check(
+                s is not None and s["reason"] == "hang", f"{MODE}: rank {r} wrote a stack file on its own (reason hang)"
+            )
         s = stack(stuck)
         if s:
             check_named(s, "pyccl_stuck_kernel", f"{MODE}: rank {stuck}")
             if stuck in kernel_at:
                 delay = wall(s["time"]) - kernel_at[stuck]
-                check(delay <= timeout + 1.5, f"{MODE}: rank {stuck} found it {delay:.2f} s after the launch "
-                                              f"(timeout {timeout} s)")
+                check(
+                    delay <= timeout + 1.5,
+                    f"{MODE}: rank {stuck} found it {delay:.2f} s after the launch " f"(timeout {timeout} s)",
+                )
             main = [t for t in s["threads"] if t.get("main")]
             fns = [f["function"] for f in main[0].get("python", [])] if main else []
             check(fns[-2:] == ["train_step", "load_batch"], f"{MODE}: rank {stuck} sleeps in load_batch ({fns})")
@@ -111,17 +144,26 @@ def check_ranks(args):
                 check(stuck_op(stack(r), "ncclAllReduce") is not None, f"{MODE}: rank {r} waits in ncclAllReduce")
 
         merged = os.path.join(out, "merged")
-        p = subprocess.run([os.path.join(args.bin, "xtimer_stacktrace_viewer"), "--path", timeline, "--out", merged],
-                           capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            [os.path.join(args.bin, "xtimer_stacktrace_viewer"), "--path", timeline, "--out", merged],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         check(p.returncode == 0, f"{MODE}: the viewer merged the stack files: {p.stdout.strip()[:300]}")
         verdict = load_json(os.path.join(merged, "verdict.json")) or {}
         check(verdict.get("ranks_missing") in ([], ""), f"{MODE}: no rank missing ({verdict.get('ranks_missing')})")
         named = [x for x in verdict.get("suspects", []) if x.get("rank") == stuck]
-        check(bool(named) and "absent" in named[0].get("kinds", []) and
-              any("load_batch" in f for f in named[0].get("frames", [])),
-              f"{MODE}: the verdict names rank {stuck}, not in the allreduce, in load_batch ({named})")
-        check(all(x.get("rank") == stuck for x in verdict.get("suspects", [])),
-              f"{MODE}: and no other rank ({[x.get('rank') for x in verdict.get('suspects', [])]})")
+        check(
+            bool(named)
+            and "absent" in named[0].get("kinds", [])
+            and any("load_batch" in f for f in named[0].get("frames", [])),
+            f"{MODE}: the verdict names rank {stuck}, not in the allreduce, in load_batch ({named})",
+        )
+        check(
+            all(x.get("rank") == stuck for x in verdict.get("suspects", [])),
+            f"{MODE}: and no other rank ({[x.get('rank') for x in verdict.get('suspects', [])]})",
+        )
     finally:
         for p in procs:
             try:
@@ -140,8 +182,13 @@ def run_workload(args, argv, timeout=1):
     """Runs cupti_workload ARGV under xtimer_launch; (the one stack file or None, the launch time,
     how many stack files)."""
     with tempfile.TemporaryDirectory() as out:
-        p = subprocess.run([os.path.join(args.bin, "xtimer_launch"), args.workload] + argv,
-                           env=env_for(args, out, timeout), capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            [os.path.join(args.bin, "xtimer_launch"), args.workload] + argv,
+            env=env_for(args, out, timeout),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if not check(p.returncode == 0, f"{' '.join(argv)}: ran to the end"):
             print(f"exit status {p.returncode}\n{p.stdout}\n{p.stderr[-2000:]}")
         launched = next((json.loads(l)["launched_at"] for l in p.stdout.splitlines() if "launched_at" in l), None)
@@ -162,8 +209,10 @@ def check_found(args, argv, name, while_host_works, label):
         check(delay < 3.0, f"{label}: found while the host works ({delay:.2f} s after the launch; host works 3 s)")
         check_named(stack, name, label)
     else:
-        check(delay >= 3.0 and "cudaStreamSynchronize" in stack.get("trigger", ""),
-              f"{label}: found once the host blocks in cudaStreamSynchronize ({delay:.2f} s, {stack.get('trigger')!r})")
+        check(
+            delay >= 3.0 and "cudaStreamSynchronize" in stack.get("trigger", ""),
+            f"{label}: found once the host blocks in cudaStreamSynchronize ({delay:.2f} s, {stack.get('trigger')!r})",
+        )
 
 
 def check_dlsym(args):
@@ -172,8 +221,9 @@ def check_dlsym(args):
 
 def check_graph(args):
     check_found(args, ["stuck-graph", "5000", "3000"], "cudaGraphLaunch", True, f"{MODE}: cudaGraphLaunch replay")
-    check_found(args, ["stuck-graph", "5000", "3000", "dlsym"], "cuGraphLaunch", CUPTI,
-                f"{MODE}: dlsym'd cuGraphLaunch replay")
+    check_found(
+        args, ["stuck-graph", "5000", "3000", "dlsym"], "cuGraphLaunch", CUPTI, f"{MODE}: dlsym'd cuGraphLaunch replay"
+    )
 
 
 def main():

@@ -19,13 +19,23 @@ from checks import check, failures  # noqa: E402
 
 
 def run(args, out, workload_args, timeout_s, action="dump", limit=300):
-    env = dict(os.environ, LD_LIBRARY_PATH=args.simgpu, XTIMER_TIMELINE_PATH=out,
-               XTIMER_HANG_TIMEOUT=str(timeout_s), XTIMER_HANG_ACTION=action)
+    env = dict(
+        os.environ,
+        LD_LIBRARY_PATH=args.simgpu,
+        XTIMER_TIMELINE_PATH=out,
+        XTIMER_HANG_TIMEOUT=str(timeout_s),
+        XTIMER_HANG_ACTION=action,
+    )
     for k in ("RANK", "WORLD_SIZE", "LD_PRELOAD"):
         env.pop(k, None)
     t0 = time.time()
-    p = subprocess.run([os.path.join(args.bin, "xtimer_launch"), args.workload] + workload_args, env=env,
-                       capture_output=True, text=True, timeout=limit)
+    p = subprocess.run(
+        [os.path.join(args.bin, "xtimer_launch"), args.workload] + workload_args,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=limit,
+    )
     return p, time.time() - t0
 
 
@@ -61,8 +71,10 @@ def check_actions(args):
     with tempfile.TemporaryDirectory() as out:
         p, _ = run(args, out, ["long", "4000"], 1, action="log")
         own = [f for f in stacks(out) if json.load(open(f)).get("reason") == "hang"]
-        check(p.returncode == 0 and p.stderr.count("hang on rank") == 1 and not own,
-              "XTIMER_HANG_ACTION=log: one log line, no stack dump of the rank's own")
+        check(
+            p.returncode == 0 and p.stderr.count("hang on rank") == 1 and not own,
+            "XTIMER_HANG_ACTION=log: one log line, no stack dump of the rank's own",
+        )
         # The agent still reports the hang; its (embedded) collector asks for stacks.
         asked = [f for f in stacks(out) if json.load(open(f)).get("reason") == "request"]
         check(len(asked) == 1, "... the node agent's dump round still collects them (reason request)")
@@ -82,7 +94,10 @@ def check_steady(args):
         with open(os.path.join(out, "00000-00001.summary.json")) as f:
             s = json.load(f)
         short = [o for o in s["ops"] if o["name"] == "xt_short_kernel"]
-        check(short and short[0]["count"] >= 500 * args.seconds, f"short kernels were timed ({short[0]['count'] if short else 0})")
+        check(
+            short and short[0]["count"] >= 500 * args.seconds,
+            f"short kernels were timed ({short[0]['count'] if short else 0})",
+        )
 
 
 def check_fork(args):
@@ -105,9 +120,14 @@ def fake_agent_run(args, out, request_delay_s, hang_timeout_s="1"):
     srv.bind(sock_path)
     srv.listen(1)
     srv.settimeout(10)
-    env = dict(os.environ, LD_LIBRARY_PATH=args.simgpu, XTIMER_TIMELINE_PATH=out, XTIMER_HANG_TIMEOUT=hang_timeout_s,
-               XTIMER_AGENT_SOCKET=sock_path,
-               LD_PRELOAD=os.path.join(os.path.dirname(os.path.abspath(args.bin)), "lib", "libxtimer_preload.so"))
+    env = dict(
+        os.environ,
+        LD_LIBRARY_PATH=args.simgpu,
+        XTIMER_TIMELINE_PATH=out,
+        XTIMER_HANG_TIMEOUT=hang_timeout_s,
+        XTIMER_AGENT_SOCKET=sock_path,
+        LD_PRELOAD=os.path.join(os.path.dirname(os.path.abspath(args.bin)), "lib", "libxtimer_preload.so"),
+    )
     for k in ("RANK", "WORLD_SIZE"):
         env.pop(k, None)
     p = subprocess.Popen([args.workload, "long", "4000"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -122,8 +142,12 @@ def fake_agent_run(args, out, request_delay_s, hang_timeout_s="1"):
                 if not data:
                     break
                 msgs.append(json.loads(data))
-                if msgs[-1]["type"] == "status" and msgs[-1]["state"] == "hung" and asked_at is None \
-                        and request_delay_s is not None:
+                if (
+                    msgs[-1]["type"] == "status"
+                    and msgs[-1]["state"] == "hung"
+                    and asked_at is None
+                    and request_delay_s is not None
+                ):
                     asked_at = time.time() + request_delay_s
             except socket.timeout:
                 pass
@@ -147,19 +171,29 @@ def check_agent_request(args):
         with tempfile.TemporaryDirectory() as out:
             msgs = fake_agent_run(args, out, delay)
             written = [m for m in msgs if m["type"] == "dump_written"]
-            check(any(m["type"] == "status" and m["state"] == "hung" for m in msgs), f"request {when}: the rank reported its hang")
-            check(any(m["request_id"] == "round-1" for m in written),
-                  f"request {when}: a dump_written answers the request ({[m['request_id'] for m in written]})")
+            check(
+                any(m["type"] == "status" and m["state"] == "hung" for m in msgs),
+                f"request {when}: the rank reported its hang",
+            )
+            check(
+                any(m["request_id"] == "round-1" for m in written),
+                f"request {when}: a dump_written answers the request ({[m['request_id'] for m in written]})",
+            )
             files = stacks(out)
             reasons = [json.load(open(f)).get("reason") for f in files]
             check(reasons == ["hang"], f"request {when}: the one stack file still says reason hang ({reasons})")
-            check(all(m["path"] == files[0] for m in written) if files else False, f"request {when}: ... and is the file named")
+            check(
+                all(m["path"] == files[0] for m in written) if files else False,
+                f"request {when}: ... and is the file named",
+            )
     with tempfile.TemporaryDirectory() as out:
         msgs = fake_agent_run(args, out, None, hang_timeout_s="30")
         written = [m for m in msgs if m["type"] == "dump_written"]
         reasons = [json.load(open(f)).get("reason") for f in stacks(out)]
-        check([m["request_id"] for m in written] == ["round-1"] and reasons == ["request"],
-              f"a request with no hang of the rank's own writes a fresh dump (reason request: {reasons})")
+        check(
+            [m["request_id"] for m in written] == ["round-1"] and reasons == ["request"],
+            f"a request with no hang of the rank's own writes a fresh dump (reason request: {reasons})",
+        )
 
 
 def main():
@@ -170,8 +204,13 @@ def main():
     ap.add_argument("--simgpu", required=True)
     ap.add_argument("--seconds", type=int, default=60)
     args = ap.parse_args()
-    {"long-op": check_long_op, "actions": check_actions, "steady": check_steady, "fork": check_fork,
-     "agent-request": check_agent_request}[args.check](args)
+    {
+        "long-op": check_long_op,
+        "actions": check_actions,
+        "steady": check_steady,
+        "fork": check_fork,
+        "agent-request": check_agent_request,
+    }[args.check](args)
     if failures:
         print(f"{len(failures)} check(s) failed")
         sys.exit(1)

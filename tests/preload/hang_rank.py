@@ -53,10 +53,17 @@ def main():
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--sleep", type=float, default=30)
     ap.add_argument("--step-time", type=float, default=0, help="seconds of (host) work per step")
-    ap.add_argument("--stuck-kernel-ms", type=int, default=0,
-                    help="the stuck rank first launches a kernel that runs this long, then sleeps")
-    ap.add_argument("--stuck-before-init", action="store_true",
-                    help="the stuck rank sleeps in load_dataset before any CUDA or NCCL call")
+    ap.add_argument(
+        "--stuck-kernel-ms",
+        type=int,
+        default=0,
+        help="the stuck rank first launches a kernel that runs this long, then sleeps",
+    )
+    ap.add_argument(
+        "--stuck-before-init",
+        action="store_true",
+        help="the stuck rank sleeps in load_dataset before any CUDA or NCCL call",
+    )
     args = ap.parse_args()
     lib = ctypes.CDLL(args.lib)  # releases the GIL during calls, like torch's C++ code
     load_dataset(args.rank, args)

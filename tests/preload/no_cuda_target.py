@@ -26,7 +26,7 @@ def main():
     waiting_room()
     if child:
         _, status = os.waitpid(child, 0)
-        sys.exit(os.waitstatus_to_exitcode(status) & 0xff)
+        sys.exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
 
 if __name__ == "__main__":

@@ -140,10 +140,27 @@ def last_arrivals(by_rank, steps, op, ranks_in):
 
 def check_shape(recs, rank, mode):
     r = recs[len(recs) // 2]
-    keys = {"v", "rank", "world", "node", "pid", "step", "t_begin", "t_end", "gpu_busy_s", "gpu_idle_s",
-            "issue_latency_s", "kernels", "colls", "gc_s", "data_s"}
-    check(keys <= set(r) and r["v"] == 1 and r["rank"] == rank and r["world"] == WORLD,
-          f"rank {rank}: a record has the contract's fields ({sorted(set(r) ^ keys)})")
+    keys = {
+        "v",
+        "rank",
+        "world",
+        "node",
+        "pid",
+        "step",
+        "t_begin",
+        "t_end",
+        "gpu_busy_s",
+        "gpu_idle_s",
+        "issue_latency_s",
+        "kernels",
+        "colls",
+        "gc_s",
+        "data_s",
+    }
+    check(
+        keys <= set(r) and r["v"] == 1 and r["rank"] == rank and r["world"] == WORLD,
+        f"rank {rank}: a record has the contract's fields ({sorted(set(r) ^ keys)})",
+    )
     steps = [x["step"] for x in recs]
     check(steps == list(range(steps[0], steps[0] + len(steps))), f"rank {rank}: step numbers are consecutive")
     joined = all(abs(a["t_end"] - b["t_begin"]) < 1e-6 for a, b in zip(recs, recs[1:]))
@@ -151,18 +168,26 @@ def check_shape(recs, rank, mode):
     sums = [abs(x["gpu_busy_s"] + x["gpu_idle_s"] - (x["t_end"] - x["t_begin"])) < 1e-5 for x in recs]
     check(all(sums), f"rank {rank}: busy + idle = step length")
     ops = [[c["op"] for c in x["colls"]] for x in recs]
-    check(median([o == ["AllGather", "AllReduce", "AllReduce"] for o in ops]) == 1,
-          f"rank {rank}: a step's collectives are the node all-gather and the two all-reduces ({ops[len(ops) // 2]})")
+    check(
+        median([o == ["AllGather", "AllReduce", "AllReduce"] for o in ops]) == 1,
+        f"rank {rank}: a step's collectives are the node all-gather and the two all-reduces ({ops[len(ops) // 2]})",
+    )
     gemm = [k for k in r["kernels"] if k["sig"] == GEMM]
     check(len(gemm) == 1 and gemm[0]["n"] == 12, f"rank {rank}: 12 GEMMs of one signature per step ({r['kernels']})")
     names = {k["sig"] for x in recs for k in x["kernels"]}
-    check({"tl_elementwise", "tl_adam_step"} <= names and not any(n.startswith("nccl") for n in names),
-          f"rank {rank}: kernels by name, NCCL's left out ({sorted(names)})")
+    check(
+        {"tl_elementwise", "tl_adam_step"} <= names and not any(n.startswith("nccl") for n in names),
+        f"rank {rank}: kernels by name, NCCL's left out ({sorted(names)})",
+    )
     timed = [c for x in recs for c in x["colls"] if c["start"] is not None]
-    check(len(timed) == sum(len(x["colls"]) for x in recs) and all(c["call"] <= c["start"] <= c["end"] for c in timed),
-          f"rank {rank}: every collective has call <= GPU start <= GPU end")
-    check(all(x["issue_latency_s"] is not None and x["issue_latency_s"] >= 0 for x in recs),
-          f"rank {rank}: issue latency in every step")
+    check(
+        len(timed) == sum(len(x["colls"]) for x in recs) and all(c["call"] <= c["start"] <= c["end"] for c in timed),
+        f"rank {rank}: every collective has call <= GPU start <= GPU end",
+    )
+    check(
+        all(x["issue_latency_s"] is not None and x["issue_latency_s"] >= 0 for x in recs),
+        f"rank {rank}: issue latency in every step",
+    )
 
 
 def main():
@@ -188,28 +213,56 @@ def main():
     procs = []
     use_torch = args.phases == "all"
     for rank in range(WORLD):
-        env = dict(os.environ, LD_PRELOAD=args.preload, PYTHONPATH=args.site, LD_LIBRARY_PATH=args.simgpu,
-                   XTIMER_AGENT_SOCKET=os.path.join(out, "agent.sock"), XTIMER_TIMELINE_PATH=timeline,
-                   XTIMER_CUPTI="1" if args.mode == "cupti" else "0", RANK=str(rank), WORLD_SIZE=str(WORLD),
-                   LOCAL_RANK=str(rank % NODE_SIZE), SIMGPU_NODE=str(rank // NODE_SIZE), SIMGPU_NET_GBPS="2",
-                   SIMGPU_CONTROL=control)
+        env = dict(
+            os.environ,
+            LD_PRELOAD=args.preload,
+            PYTHONPATH=args.site,
+            LD_LIBRARY_PATH=args.simgpu,
+            XTIMER_AGENT_SOCKET=os.path.join(out, "agent.sock"),
+            XTIMER_TIMELINE_PATH=timeline,
+            XTIMER_CUPTI="1" if args.mode == "cupti" else "0",
+            RANK=str(rank),
+            WORLD_SIZE=str(WORLD),
+            LOCAL_RANK=str(rank % NODE_SIZE),
+            SIMGPU_NODE=str(rank // NODE_SIZE),
+            SIMGPU_NET_GBPS="2",
+            SIMGPU_CONTROL=control,
+        )
         env.update(kv.split("=", 1) for kv in args.env)
-        cmd = [args.python, os.path.join(HERE, "train_rank.py"), args.lib, str(rank), str(WORLD), str(NODE_SIZE), ids,
-               "--control", control, "--seconds", "600", "--ckpt-every", "0"] + (["--torch"] if use_torch else [])
+        cmd = [
+            args.python,
+            os.path.join(HERE, "train_rank.py"),
+            args.lib,
+            str(rank),
+            str(WORLD),
+            str(NODE_SIZE),
+            ids,
+            "--control",
+            control,
+            "--seconds",
+            "600",
+            "--ckpt-every",
+            "0",
+        ] + (["--torch"] if use_torch else [])
         log = open(os.path.join(out, f"rank{rank}.log"), "w")
         procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
     phases = []  # (name, t0, t1)
     try:
-        started = wait_for(lambda: len(agent.snapshot()) == WORLD and all(
-            len(v) >= 5 for v in agent.snapshot().values()), 180, step=0.5)
+        started = wait_for(
+            lambda: len(agent.snapshot()) == WORLD and all(len(v) >= 5 for v in agent.snapshot().values()),
+            180,
+            step=0.5,
+        )
         check(started, f"every rank sends step records ({ {r: len(v) for r, v in agent.snapshot().items()} })")
         if not started:
             return
-        plan = [("healthy", "", None), ("gpu", "rank=1 gpu_factor=1.6", None),
-                ("network", "node=1 net_gbps=0.1", None)]
+        plan = [("healthy", "", None), ("gpu", "rank=1 gpu_factor=1.6", None), ("network", "node=1 net_gbps=0.1", None)]
         if args.phases == "all":
-            plan += [("host", "rank=2 host_ms=80", 2), ("gc", "rank=3 gc_objects=300000", None),
-                     ("data", "rank=0 data_ms=20", None)]
+            plan += [
+                ("host", "rank=2 host_ms=80", 2),
+                ("gc", "rank=3 gc_objects=300000", None),
+                ("data", "rank=0 data_ms=20", None),
+            ]
         for name, line, sample in plan:
             with open(control + ".tmp", "w") as f:
                 f.write(line + "\n")
@@ -243,8 +296,10 @@ def main():
             in_file = []
             check(False, f"rank {r}: {path} reads as JSON lines ({e})")
         sent = {x["step"] for x in recs[r]}
-        check(in_file and {x["step"] for x in in_file} == sent,
-              f"rank {r}: the steps file holds the records sent ({len(in_file)} in the file, {len(sent)} sent)")
+        check(
+            in_file and {x["step"] for x in in_file} == sent,
+            f"rank {r}: the steps file holds the records sent ({len(in_file)} in the file, {len(sent)} sent)",
+        )
     same = all(set(by_rank[r]) == set(by_rank[0]) for r in range(WORLD))
     check(same, "every rank numbers the same steps")
     s0 = sorted(set(by_rank[0]) & set(by_rank[3]))[len(by_rank[0]) // 2]
@@ -262,14 +317,19 @@ def main():
     check(85 < base_tf < 115, f"healthy GEMMs run at the simulated 100 TFLOPS ({base_tf:.1f})")
     check(all(not x.get("samples") for r in range(WORLD) for x in healthy[r]), "no samples unless asked")
     sizes = [len(json.dumps(x, separators=(",", ":"))) for r in range(WORLD) for x in healthy[r]]
-    print(f"figure: a step record is {median(sizes):.0f} bytes (3 collectives, 3 kernel signatures); "
-          f"{median(sizes) * 3600 / base_step / 1e6:.1f} MB per rank per hour at {1 / base_step:.1f} steps/s, "
-          f"{median(sizes) * 3600 / 1e6:.2f} MB at 1 step/s")
+    print(
+        f"figure: a step record is {median(sizes):.0f} bytes (3 collectives, 3 kernel signatures); "
+        f"{median(sizes) * 3600 / base_step / 1e6:.1f} MB per rank per hour at {1 / base_step:.1f} steps/s, "
+        f"{median(sizes) * 3600 / 1e6:.2f} MB at 1 step/s"
+    )
 
     gpu = {r: window("gpu", r) for r in range(WORLD)}
     tf = {r: median(gemm_tflops(x) for x in gpu[r]) for r in range(WORLD)}
-    check(55 < tf[1] < 70 and all(tf[r] > 85 for r in (0, 2, 3)),
-          f"slow GPU: rank 1's GEMMs at 1/1.6 of the rate, the others' unchanged ({ {r: round(v, 1) for r, v in tf.items()} })")
+    check(
+        55 < tf[1] < 70 and all(tf[r] > 85 for r in (0, 2, 3)),
+        f"slow GPU: rank 1's GEMMs at 1/1.6 of the rate, the others' unchanged "
+        f"({ {r: round(v, 1) for r, v in tf.items()} })",
+    )
     step_gpu = median(x["t_end"] - x["t_begin"] for r in (0, 2, 3) for x in gpu[r])
     check(step_gpu > 1.25 * base_step, f"slow GPU: every rank's step is longer ({step_gpu * 1e3:.1f} ms)")
 
@@ -279,9 +339,14 @@ def main():
     node0 = median(transfer_times(by_rank, all_steps("network"), "AllGather", (0, 1)))
     node1 = median(transfer_times(by_rank, all_steps("network"), "AllGather", (2, 3)))
     base_node0 = median(transfer_times(by_rank, all_steps("healthy"), "AllGather", (0, 1)))
-    print(f"transfer of the 4 MiB all-reduce: healthy {base_xfer * 1e3:.1f} ms, node 1 slow {net_xfer * 1e3:.1f} ms; "
-          f"node all-gathers: node 0 {base_node0 * 1e3:.1f} -> {node0 * 1e3:.1f} ms, node 1 {node1 * 1e3:.1f} ms")
-    check(net_xfer > 5 * base_xfer, "slow network: the job's all-reduce transfers (last arrival to end) grow on every rank")
+    print(
+        f"transfer of the 4 MiB all-reduce: healthy {base_xfer * 1e3:.1f} ms, node 1 slow {net_xfer * 1e3:.1f} ms; "
+        f"node all-gathers: node 0 {base_node0 * 1e3:.1f} -> {node0 * 1e3:.1f} ms, node 1 {node1 * 1e3:.1f} ms"
+    )
+    check(
+        net_xfer > 5 * base_xfer,
+        "slow network: the job's all-reduce transfers (last arrival to end) grow on every rank",
+    )
     check(node1 > 5 * node0, "slow network: node 1's own all-gather slows, node 0's does not")
 
     if args.phases == "all":
@@ -302,17 +367,23 @@ def main():
         named = sum(n for f, n in stacks.items() if f.startswith("straggle_in_preprocessing (train_rank.py:"))
         total = sum(stacks.values())
         top = max(stacks, key=stacks.get) if stacks else None
-        check(total >= 20 and named / total > 0.8,
-              f"host straggler: rank 2's samples ({total}) are mostly in straggle_in_preprocessing ({named}); top: {top}")
+        check(
+            total >= 20 and named / total > 0.8,
+            f"host straggler: rank 2's samples ({total}) are mostly in straggle_in_preprocessing ({named}); top: {top}",
+        )
         check(all(not x.get("samples") for r in (0, 1, 3) for x in host[r]), "host straggler: only rank 2 sampled")
         gc_s = {r: median(x["gc_s"] for x in window("gc", r)) for r in range(WORLD)}
-        check(gc_s[3] > 0.01 and all(gc_s[r] < 0.002 for r in (0, 1, 2)),
-              f"GC pauses: rank 3's gc_s per step ({ {r: round(v, 4) for r, v in gc_s.items()} })")
+        check(
+            gc_s[3] > 0.01 and all(gc_s[r] < 0.002 for r in (0, 1, 2)),
+            f"GC pauses: rank 3's gc_s per step ({ {r: round(v, 4) for r, v in gc_s.items()} })",
+        )
         data_s = {r: median(x["data_s"] for x in window("data", r)) for r in range(WORLD)}
         base_data = median(x["data_s"] for x in healthy[0])
-        check(data_s[0] > 0.07 and all(data_s[r] < 0.03 for r in (1, 2, 3)) and 0.003 < base_data < 0.03,
-              f"slow DataLoader: rank 0's data_s per step ({ {r: round(v, 4) for r, v in data_s.items()} }, "
-              f"healthy {base_data:.4f})")
+        check(
+            data_s[0] > 0.07 and all(data_s[r] < 0.03 for r in (1, 2, 3)) and 0.003 < base_data < 0.03,
+            f"slow DataLoader: rank 0's data_s per step ({ {r: round(v, 4) for r, v in data_s.items()} }, "
+            f"healthy {base_data:.4f})",
+        )
     if not failures and not args.keep:
         shutil.rmtree(out, ignore_errors=True)
     else:

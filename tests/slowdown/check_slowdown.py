@@ -21,7 +21,6 @@ name nothing else ("offline:" lines).
 """
 import argparse
 import glob
-import json
 import os
 import shutil
 import signal
@@ -95,17 +94,43 @@ class Job:
         ids = os.path.join(out, "ids")
         os.makedirs(ids, exist_ok=True)
         for node in range(nodes):
-            env = dict(os.environ, LD_LIBRARY_PATH=args.simgpu, XTIMER_TIMELINE_PATH=os.path.join(out, f"node{node}"),
-                       XTIMER_METRICS_PORT=str(free_port()), XTIMER_NODE_NAME=f"node{node}", SIMGPU_NET_GBPS="2",
-                       SIMGPU_CONTROL=control, **extra_env)
+            env = dict(
+                os.environ,
+                LD_LIBRARY_PATH=args.simgpu,
+                XTIMER_TIMELINE_PATH=os.path.join(out, f"node{node}"),
+                XTIMER_METRICS_PORT=str(free_port()),
+                XTIMER_NODE_NAME=f"node{node}",
+                SIMGPU_NET_GBPS="2",
+                SIMGPU_CONTROL=control,
+                **extra_env,
+            )
             for k in ("LD_PRELOAD", "XTIMER_AGENT_SOCKET", "RANK", "WORLD_SIZE", "LOCAL_RANK", "PYTHONPATH"):
                 env.pop(k, None)
-            cmd = [os.path.join(args.bin, "xtimer_launch"), sys.executable, os.path.join(HERE, "node_ranks.py"),
-                   "--nproc", str(nproc), "--node-rank", str(node), "--world", str(nodes * nproc), "--python",
-                   args.python, args.lib, ids, "--", "--control", control, "--seconds", "1200", "--torch"]
+            cmd = [
+                os.path.join(args.bin, "xtimer_launch"),
+                sys.executable,
+                os.path.join(HERE, "node_ranks.py"),
+                "--nproc",
+                str(nproc),
+                "--node-rank",
+                str(node),
+                "--world",
+                str(nodes * nproc),
+                "--python",
+                args.python,
+                args.lib,
+                ids,
+                "--",
+                "--control",
+                control,
+                "--seconds",
+                "1200",
+                "--torch",
+            ]
             log = open(os.path.join(out, f"agent{node}.log"), "w")
-            self.procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                               start_new_session=True))
+            self.procs.append(
+                subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            )
 
     def timelines(self):
         return [os.path.join(self.out, f"node{n}") for n in range(self.nodes)]
@@ -134,25 +159,45 @@ def run(args, layout, started):
     collector = None
     if layout == "one-node":
         nodes, nproc = 1, 4
-        faults = [("gpu", "rank=1 gpu_factor=1.6", {"rank": 1, "cause": "gpu_compute", "scope": "rank"}),
-                  ("host", "rank=2 host_ms=80", {"rank": 2, "cause": "host", "scope": "rank",
-                                                 "detail": "straggle_in_preprocessing"}),
-                  ("gc", "rank=3 gc_objects=300000", {"rank": 3, "cause": "python_gc", "scope": "rank"}),
-                  ("data", "rank=0 data_ms=20", {"rank": 0, "cause": "data_loading", "scope": "rank"})]
+        faults = [
+            ("gpu", "rank=1 gpu_factor=1.6", {"rank": 1, "cause": "gpu_compute", "scope": "rank"}),
+            (
+                "host",
+                "rank=2 host_ms=80",
+                {"rank": 2, "cause": "host", "scope": "rank", "detail": "straggle_in_preprocessing"},
+            ),
+            ("gc", "rank=3 gc_objects=300000", {"rank": 3, "cause": "python_gc", "scope": "rank"}),
+            ("data", "rank=0 data_ms=20", {"rank": 0, "cause": "data_loading", "scope": "rank"}),
+        ]
         extra = {}
     else:
         nodes, nproc = 2, 4
-        faults = [("network", "node=1 net_gbps=0.1", {"node": "node1", "cause": "network", "scope": "node"}),
-                  ("gpu", "rank=6 gpu_factor=1.6", {"rank": 6, "cause": "gpu_compute", "scope": "rank"}),
-                  ("host", "rank=5 host_ms=80", {"rank": 5, "cause": "host", "scope": "rank",
-                                                 "detail": "straggle_in_preprocessing"}),
-                  ("gc", "rank=2 gc_objects=300000", {"rank": 2, "cause": "python_gc", "scope": "rank"}),
-                  ("data", "rank=7 data_ms=20", {"rank": 7, "cause": "data_loading", "scope": "rank"})]
+        faults = [
+            ("network", "node=1 net_gbps=0.1", {"node": "node1", "cause": "network", "scope": "node"}),
+            ("gpu", "rank=6 gpu_factor=1.6", {"rank": 6, "cause": "gpu_compute", "scope": "rank"}),
+            (
+                "host",
+                "rank=5 host_ms=80",
+                {"rank": 5, "cause": "host", "scope": "rank", "detail": "straggle_in_preprocessing"},
+            ),
+            ("gc", "rank=2 gc_objects=300000", {"rank": 2, "cause": "python_gc", "scope": "rank"}),
+            ("data", "rank=7 data_ms=20", {"rank": 7, "cause": "data_loading", "scope": "rank"}),
+        ]
         port, http = free_port(), free_port()
         clog = open(os.path.join(out, "collector.log"), "w")
-        collector = subprocess.Popen([os.path.join(args.bin, "xtimer_collector"), "--listen", f"127.0.0.1:{port}",
-                                      "--out", os.path.join(out, "collected"), "--http", f"127.0.0.1:{http}"],
-                                     stdout=clog, stderr=subprocess.STDOUT)
+        collector = subprocess.Popen(
+            [
+                os.path.join(args.bin, "xtimer_collector"),
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--out",
+                os.path.join(out, "collected"),
+                "--http",
+                f"127.0.0.1:{http}",
+            ],
+            stdout=clog,
+            stderr=subprocess.STDOUT,
+        )
         wait_for(lambda: http_ok(f"http://127.0.0.1:{http}/metrics"), 20)
         extra = {"XTIMER_COLLECTOR": f"127.0.0.1:{port}"}
     if args.only:
@@ -168,8 +213,11 @@ def run(args, layout, started):
     try:
         # The judge has every rank's steps: a verdict with a step time.
         ready = wait_for(lambda: all((load_json(p) or {}).get("step_time_s") for p in judged), 240, step=1)
-        check(bool(ready), f"{layout}: every slowdown.json judges the job's steps ({time.time() - t_start:.0f} s "
-                           f"after the start; {judged})")
+        check(
+            bool(ready),
+            f"{layout}: every slowdown.json judges the job's steps ({time.time() - t_start:.0f} s "
+            f"after the start; {judged})",
+        )
         if not ready:
             started.abort()
             return
@@ -187,8 +235,11 @@ def run(args, layout, started):
             set_control(control, "")
             t_off = time.time()
             # The next fault starts once this one is no longer named anywhere.
-            gone = wait_for(lambda: not any(matches(f, want) for p in judged
-                                            for f in (load_json(p) or {}).get("slow", [])), 40, step=0.5)
+            gone = wait_for(
+                lambda: not any(matches(f, want) for p in judged for f in (load_json(p) or {}).get("slow", [])),
+                40,
+                step=0.5,
+            )
             check(bool(gone), f"{layout}: {name}: no longer named after the fault ended ({time.time() - t_off:.1f} s)")
             time.sleep(2)
             phases.append((name, want, t_on, t_off, time.time()))
@@ -214,13 +265,18 @@ def run(args, layout, started):
                 # on top of a straggler's): reported, not a failure. On a healthy job, anything is.
                 named = want is None or f.get("rank") is not None or f.get("node") is not None
                 (wrong if named else jobwide).setdefault(describe(f), (when - t0, path))
-        where = lambda d: [(k, round(w[0], 1), os.path.basename(os.path.dirname(w[1]))) for k, w in d.items()][:4]  # noqa: E731
+
+        def where(d):
+            return [(k, round(w[0], 1), os.path.basename(os.path.dirname(w[1]))) for k, w in d.items()][:4]
+
         check(not wrong, f"{layout}: {name}: no other rank or node named at any time ({where(wrong)})")
         if jobwide:
             print(f"note: {layout}: {name}: the job (no rank) was also named: {where(jobwide)}")
         if want is None:
-            check(len(seen) > 0 and all(not v.get("slow") for _, _, v in seen),
-                  f"{layout}: healthy for {t1 - t0:.0f} s, with a checkpoint pause every 50 steps: nothing named")
+            check(
+                len(seen) > 0 and all(not v.get("slow") for _, _, v in seen),
+                f"{layout}: healthy for {t1 - t0:.0f} s, with a checkpoint pause every 50 steps: nothing named",
+            )
             continue
         first = {}
         for when, path, v in seen:
@@ -234,8 +290,10 @@ def run(args, layout, started):
         when, f = first[main]
         latency = when - t0
         check(latency <= ONSET_LIMIT_S, f"{layout}: {name}: {describe(f)} named {latency:.1f} s after the onset")
-        print(f"figure: detection latency {layout} {name}: {latency:.1f} s (since {f.get('since', 0) - t0:+.1f} s, "
-              f"cost {f.get('cost')}, score {f.get('score')}): {f.get('detail')}")
+        print(
+            f"figure: detection latency {layout} {name}: {latency:.1f} s (since {f.get('since', 0) - t0:+.1f} s, "
+            f"cost {f.get('cost')}, score {f.get('score')}): {f.get('detail')}"
+        )
         if "detail" in want:
             check(want["detail"] in f.get("detail", ""), f"{layout}: {name}: the detail names {want['detail']}")
         for path in judged[1:]:
@@ -246,19 +304,29 @@ def run(args, layout, started):
     for tl in job.timelines():
         for p in glob.glob(os.path.join(tl, "*.steps.jsonl")):
             shutil.copy(p, offline)
-    r = subprocess.run([os.path.join(args.bin, "xtimer_slowdown"), "--path", offline, "--quiet"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [os.path.join(args.bin, "xtimer_slowdown"), "--path", offline, "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     verdict = load_json(os.path.join(offline, "slowdown.json")) or {}
     episodes = verdict.get("episodes", [])
-    check(r.returncode == 0 and os.path.exists(os.path.join(offline, "slowdown.svg")),
-          f"{layout}: xtimer_slowdown judges the steps files ({r.returncode}: {r.stderr.strip()[-200:]})")
+    check(
+        r.returncode == 0 and os.path.exists(os.path.join(offline, "slowdown.svg")),
+        f"{layout}: xtimer_slowdown judges the steps files ({r.returncode}: {r.stderr.strip()[-200:]})",
+    )
     # The judge replays the records in the order they ended, not in the batches they came in live:
     # its windows differ a little, its verdicts may not.
     for name, want, t0, t_off, t1 in phases:
         if want is not None:
             check(any(matches(e, want) for e in episodes), f"offline: {layout}: {name}: found in the steps files")
-    others = [describe(e) for e in episodes if (e.get("rank") is not None or e.get("node") is not None)
-              and not any(w is not None and matches(e, w) for _, w, *_ in phases)]
+    others = [
+        describe(e)
+        for e in episodes
+        if (e.get("rank") is not None or e.get("node") is not None)
+        and not any(w is not None and matches(e, w) for _, w, *_ in phases)
+    ]
     check(not others, f"offline: {layout}: nothing else named ({others[:3]})")
     # ---- the records' size: bytes per rank per hour
     sizes = [os.path.getsize(p) for tl in job.timelines() for p in glob.glob(os.path.join(tl, "*.steps.jsonl"))]
@@ -266,9 +334,11 @@ def run(args, layout, started):
     span = phases[-1][4] - phases[0][2] if phases else 0
     if sizes and span > 0:
         per_rank = sum(sizes) / len(sizes)
-        print(f"figure: steps files {layout}: {per_rank / 1e3:.0f} kB per rank over {span:.0f} s "
-              f"({sum(sizes) / max(1, sum(lines)):.0f} bytes a step, {sum(lines) / len(lines) / span:.1f} steps/s): "
-              f"{per_rank / span * 3600 / 1e6:.1f} MB per rank per hour")
+        print(
+            f"figure: steps files {layout}: {per_rank / 1e3:.0f} kB per rank over {span:.0f} s "
+            f"({sum(sizes) / max(1, sum(lines)):.0f} bytes a step, {sum(lines) / len(lines) / span:.1f} steps/s): "
+            f"{per_rank / span * 3600 / 1e6:.1f} MB per rank per hour"
+        )
     if not failures:
         shutil.rmtree(out, ignore_errors=True)
     else:

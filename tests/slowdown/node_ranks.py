@@ -28,10 +28,28 @@ def main():
     procs = []
     for local in range(args.nproc):
         rank = args.node_rank * args.nproc + local
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(args.world), LOCAL_RANK=str(local),
-                   SIMGPU_NODE=str(args.node_rank))
-        procs.append(subprocess.Popen([args.python, os.path.join(HERE, "train_rank.py"), args.lib, str(rank),
-                                       str(args.world), str(args.nproc), args.id_dir] + rest, env=env))
+        env = dict(
+            os.environ,
+            RANK=str(rank),
+            WORLD_SIZE=str(args.world),
+            LOCAL_RANK=str(local),
+            SIMGPU_NODE=str(args.node_rank),
+        )
+        procs.append(
+            subprocess.Popen(
+                [
+                    args.python,
+                    os.path.join(HERE, "train_rank.py"),
+                    args.lib,
+                    str(rank),
+                    str(args.world),
+                    str(args.nproc),
+                    args.id_dir,
+                ]
+                + rest,
+                env=env,
+            )
+        )
     signal.signal(signal.SIGTERM, lambda *_: [p.terminate() for p in procs])
     codes = [p.wait() for p in procs]
     bad = [c for c in codes if c != 0]

@@ -52,8 +52,9 @@ class Faults:
             for line in f:
                 words = line.split("#")[0].split()
                 selectors = [w for w in words if w == "all" or w.startswith(("rank=", "node="))]
-                if not selectors or not all(w == "all" or w == f"rank={self.rank}" or w == f"node={self.node}"
-                                            for w in selectors):
+                if not selectors or not all(
+                    w == "all" or w == f"rank={self.rank}" or w == f"node={self.node}" for w in selectors
+                ):
                     continue
                 for w in words:
                     key, _, value = w.partition("=")

@@ -13,6 +13,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hang_stacks import write_hang  # noqa: E402
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from checks import check, failures  # noqa: E402
 from headless_chromium import run_chromium  # noqa: E402
@@ -34,7 +35,9 @@ for kind in ("py", "cpp"):
     check(code == 0 and os.path.exists(shot), f"{kind}: screenshot written ({code})")
     if os.path.exists(shot):
         png = open(shot, "rb").read()
-        check(png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10000, f"{kind}: screenshot is a real PNG ({len(png)} bytes)")
+        check(
+            png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10000, f"{kind}: screenshot is a real PNG ({len(png)} bytes)"
+        )
     code, dom = run_chromium(CHROMIUM, url, "--dump-dom")
     check(code == 0, f"{kind}: --dump-dom ran")
     check('data-ready="1"' in dom, f"{kind}: the script ran (init marked the document ready)")
@@ -54,8 +57,12 @@ hidden = re.findall(r'<g class="f[^"]*hide[^"]*"[^>]*><title>([^<]*)', dom)
 check(any(h.startswith("all_reduce@") for h in hidden), f"zoom hides the frames beside the zoomed one: {hidden}")
 check(not any(h.startswith("load_batch@") for h in hidden), "zoom keeps the zoomed frame's children")
 check(re.search(r'id="unzoom" class="button"', dom) is not None, "zoom shows 'Reset zoom'")
-run_chromium(CHROMIUM, svg + "#z=train_step@/job/train.py:140", f"--screenshot={os.path.join(WORK, 'py_stack_zoomed.png')}",
-         "--window-size=1200,400")
+run_chromium(
+    CHROMIUM,
+    svg + "#z=train_step@/job/train.py:140",
+    f"--screenshot={os.path.join(WORK, 'py_stack_zoomed.png')}",
+    "--window-size=1200,400",
+)
 
 if failures:
     print(f"{len(failures)} check(s) failed")

@@ -56,12 +56,12 @@ os.makedirs(stacks)
 write_hang(stacks)
 # Bad input: each one named on stderr and skipped.
 bad = {
-    "99990-00004.stacktrace": "",                                             # empty
-    "99991-00004.stacktrace": json.dumps(rank_file(1))[:500],                 # truncated
-    "99992-00004.stacktrace": b"\x89PNG\r\n\x1a\n\x00\x00garbage",            # corrupt
-    "99993-00004.stacktrace": json.dumps(rank_file(3, version=2)),            # newer version
-    "99994-00004.stacktrace": json.dumps(rank_file(0)),                       # duplicate rank 0
-    "99995-00008.stacktrace": json.dumps(rank_file(5, world=8)),              # other world size
+    "99990-00004.stacktrace": "",  # empty
+    "99991-00004.stacktrace": json.dumps(rank_file(1))[:500],  # truncated
+    "99992-00004.stacktrace": b"\x89PNG\r\n\x1a\n\x00\x00garbage",  # corrupt
+    "99993-00004.stacktrace": json.dumps(rank_file(3, version=2)),  # newer version
+    "99994-00004.stacktrace": json.dumps(rank_file(0)),  # duplicate rank 0
+    "99995-00008.stacktrace": json.dumps(rank_file(5, world=8)),  # other world size
 }
 for name, content in bad.items():
     write(stacks, name, content)
@@ -88,19 +88,35 @@ check(verdict["ranks_missing"] == [], "no rank missing")
 check([s["rank"] for s in verdict["suspects"]] == [2], f"rank 2 is the only suspect: {verdict['suspects']}")
 check(any("load_batch" in f for f in verdict["suspects"][0]["frames"]), "the suspect's frames name load_batch")
 check(len(verdict["skipped"]) == 7, f"7 inputs skipped: {verdict['skipped']}")
-check(any(re.match(r"^ranks 0-1/3 wait in ncclAllReduce #1234 \(comm 3a9f0c12\); rank 2 is not in it: "
-                   r"load_batch \(train\.py:88\) <- train_step \(train\.py:140\)", l) for l in stdout.splitlines()),
-      "terminal summary names the collective and rank 2 in load_batch")
+check(
+    any(
+        re.match(
+            r"^ranks 0-1/3 wait in ncclAllReduce #1234 \(comm 3a9f0c12\); rank 2 is not in it: "
+            r"load_batch \(train\.py:88\) <- train_step \(train\.py:140\)",
+            l,
+        )
+        for l in stdout.splitlines()
+    ),
+    "terminal summary names the collective and rank 2 in load_batch",
+)
 
-expected = {"verdict.json"} | {f"{k}_stack.{e}" for k in ("py", "cpp")
-                               for e in ("folded", "svg", "dot", "graph.svg", "speedscope.json")}
+expected = {"verdict.json"} | {
+    f"{k}_stack.{e}" for k in ("py", "cpp") for e in ("folded", "svg", "dot", "graph.svg", "speedscope.json")
+}
 check(set(os.listdir(out)) == expected, f"exactly the documented files in --out: {sorted(os.listdir(out))}")
 py = folded_rules(os.path.join(out, "py_stack.folded"))
 cpp = folded_rules(os.path.join(out, "cpp_stack.folded"))
-check(any(l.endswith("load_batch@/job/train.py:88@2|0-1/3;[holds GIL]@python@2|0-1/3 1") for l in py),
-      "py_stack.folded has rank 2 in load_batch, holding the GIL")
-check(any("ncclAllReduce@/usr/lib/libnccl.so.2@0-1/3|2;libnccl.so.2+0x77f0@/usr/lib/libnccl.so.2@0-1/3|2" in l
-          for l in cpp), "cpp_stack.folded has the NCCL wait with an unsymbolised frame")
+check(
+    any(l.endswith("load_batch@/job/train.py:88@2|0-1/3;[holds GIL]@python@2|0-1/3 1") for l in py),
+    "py_stack.folded has rank 2 in load_batch, holding the GIL",
+)
+check(
+    any(
+        "ncclAllReduce@/usr/lib/libnccl.so.2@0-1/3|2;libnccl.so.2+0x77f0@/usr/lib/libnccl.so.2@0-1/3|2" in l
+        for l in cpp
+    ),
+    "cpp_stack.folded has the NCCL wait with an unsymbolised frame",
+)
 check(sum(int(l.rsplit(" ", 1)[1]) for l in py) == 4, "python counts add up to 4 ranks")
 svg = open(os.path.join(out, "py_stack.svg"), encoding="utf-8").read()
 check("load_batch" in svg, "flame graph shows load_batch")
@@ -128,8 +144,10 @@ only_bad = os.path.join(WORK, "only_bad")
 os.makedirs(only_bad)
 write(only_bad, "00000-00001.stacktrace", "{")
 code, stdout, stderr = run(["--path", only_bad])
-check(code == 2 and "00000-00001.stacktrace" in stderr and "no usable stack file" in stderr,
-      f"only bad files: {code} {stderr!r}")
+check(
+    code == 2 and "00000-00001.stacktrace" in stderr and "no usable stack file" in stderr,
+    f"only bad files: {code} {stderr!r}",
+)
 code, stdout, stderr = run(["--path", os.path.join(WORK, "does-not-exist")])
 check(code == 2 and "cannot open folder" in stderr, f"missing folder: {code} {stderr!r}")
 code, stdout, stderr = run(["--path", stacks, "--format", "png"])

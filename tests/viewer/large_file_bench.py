@@ -26,8 +26,22 @@ a = ap.parse_args()
 
 work = a.dir or tempfile.mkdtemp(prefix="xtimer_large_file_bench.")
 stacks, out = os.path.join(work, "stacks"), os.path.join(work, "out")
-subprocess.run([sys.executable, os.path.join(here, "many_threads.py"), stacks, "--threads", str(a.threads),
-                "--native", str(a.native), "--python", "2", "--unsymbolized"], check=True, stdout=subprocess.DEVNULL)
+subprocess.run(
+    [
+        sys.executable,
+        os.path.join(here, "many_threads.py"),
+        stacks,
+        "--threads",
+        str(a.threads),
+        "--native",
+        str(a.native),
+        "--python",
+        "2",
+        "--unsymbolized",
+    ],
+    check=True,
+    stdout=subprocess.DEVNULL,
+)
 (name,) = [n for n in os.listdir(stacks) if n.endswith(".stacktrace")]
 size_mb = os.path.getsize(os.path.join(stacks, name)) / 1e6
 
@@ -48,8 +62,10 @@ print(f"baseline, the file read whole (ReadStackFile), nothing merged: peak RSS 
 for fmt in ["svg,folded,dot,speedscope", "folded"]:
     shutil.rmtree(out, ignore_errors=True)
     mb, s = peak([a.viewer, "--path", stacks, "--out", out, "--quiet", "--format", fmt])
-    print(f"viewer --format {fmt}: peak RSS {mb:.0f} MB, {s:.1f} s; {mb / base:.2f}x the baseline, "
-          f"{mb / size_mb:.1f}x the file")
+    print(
+        f"viewer --format {fmt}: peak RSS {mb:.0f} MB, {s:.1f} s; {mb / base:.2f}x the baseline, "
+        f"{mb / size_mb:.1f}x the file"
+    )
 print("goal: the whole viewer run under the baseline:", "met" if mb / base < 1 else "NOT met")
 if not a.dir:
     shutil.rmtree(work, ignore_errors=True)

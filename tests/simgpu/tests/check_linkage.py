@@ -14,9 +14,14 @@ import re
 import subprocess
 import sys
 
-VERSIONED = {"libcudart.so.13": "libcudart.so.13", "libcublas.so.13": "libcublas.so.13",
-             "libcublasLt.so.13": "libcublasLt.so.13", "libcuda.so.1": None, "libnccl.so.2": None,
-             "libcupti.so.13": "libcupti.so.13"}
+VERSIONED = {
+    "libcudart.so.13": "libcudart.so.13",
+    "libcublas.so.13": "libcublas.so.13",
+    "libcublasLt.so.13": "libcublasLt.so.13",
+    "libcuda.so.1": None,
+    "libnccl.so.2": None,
+    "libcupti.so.13": "libcupti.so.13",
+}
 failures = []
 
 

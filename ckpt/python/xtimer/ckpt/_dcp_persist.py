@@ -62,8 +62,10 @@ def persist(args, core, step):
 
     got = copy_out(core, 1)
     if got is None or got[0]["step"] != step:
-        raise RuntimeError(f"step {step} is no longer the rank's snapshot in shared memory "
-                           f"(it holds {None if got is None else got[0]['step']})")
+        raise RuntimeError(
+            f"step {step} is no longer the rank's snapshot in shared memory "
+            f"(it holds {None if got is None else got[0]['step']})"
+        )
     local, glob_, values = got
     _say("copied", step)
     rank, world = local["rank"], local["world"]
@@ -112,10 +114,12 @@ def main():
         pass
     import warnings
     import torch
+
     torch.set_num_threads(1)
     # DCP's writer asks tensor.storage() about every tensor; torch 2.8 warns about it each time.
     warnings.filterwarnings("ignore", message="TypedStorage is deprecated")
     from xtimer import _ckpt
+
     core = _ckpt.RankCheckpointer(args["core_dir"], int(args["rank"]), args["shm_dir"], -1, 0, "", 300.0, 0)
     for line in sys.stdin:
         parts = line.split()

@@ -28,6 +28,7 @@ INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 def _torch():
     try:
         import torch
+
         return torch
     except ImportError:  # the NumPy-only path
         return None
@@ -36,6 +37,7 @@ def _torch():
 def _np():
     try:
         import numpy
+
         return numpy
     except ImportError:
         return None
@@ -107,7 +109,8 @@ class Flattener:
             return {"d": items}
         raise TypeError(
             f"{path or '<root>'}: cannot save a {type(obj).__module__}.{type(obj).__qualname__}; a state dict may "
-            "hold tensors, numpy arrays, numbers, strings, bytes, None and dicts/lists/tuples of them")
+            "hold tensors, numpy arrays, numbers, strings, bytes, None and dicts/lists/tuples of them"
+        )
 
 
 def flatten(obj):
@@ -118,4 +121,5 @@ def flatten(obj):
 def unflatten(node, leaves):
     """leaves[i] is the value of entry i (already a tensor or array)."""
     from .xtc import unflatten as _unflatten
+
     return _unflatten(node, leaves, as_torch=_torch() is not None)

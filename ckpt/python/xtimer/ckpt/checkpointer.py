@@ -34,14 +34,26 @@ CheckpointError = _ckpt.CheckpointError
 log = logging.getLogger("xtimer.ckpt")
 
 _NUMPY_DTYPES = {
-    "float32", "float64", "float16", "int8", "uint8", "int16", "int32", "int64", "bool", "uint16", "uint32",
-    "uint64", "complex64", "complex128",
+    "float32",
+    "float64",
+    "float16",
+    "int8",
+    "uint8",
+    "int16",
+    "int32",
+    "int64",
+    "bool",
+    "uint16",
+    "uint32",
+    "uint64",
+    "complex64",
+    "complex128",
 }
 
 
 class StorageType(enum.Enum):
     MEMORY = "memory"  # into shared memory only (and to disk by the saver if the process dies)
-    DISK = "disk"      # into shared memory, then written to disk behind the job
+    DISK = "disk"  # into shared memory, then written to disk behind the job
 
 
 def _saver_binary():
@@ -89,6 +101,7 @@ def _close_all():
 def _dist():
     try:
         import torch.distributed as dist
+
         if dist.is_available() and dist.is_initialized():
             return dist
     except ImportError:
@@ -128,9 +141,19 @@ class _Entries:
                 raise TypeError(f"{name}: cannot save a tensor on {dev}; move it to cpu or cuda first")
             self.keep.append(t)
             dtype = str(t.dtype).replace("torch.", "")
-            return (name, dtype, str(dev) if dev.type == "cpu" else f"cuda:{cuda}", list(t.shape), t.data_ptr(),
-                    t.numel() * t.element_size(), t.element_size(), list(t.stride()), cuda)
+            return (
+                name,
+                dtype,
+                str(dev) if dev.type == "cpu" else f"cuda:{cuda}",
+                list(t.shape),
+                t.data_ptr(),
+                t.numel() * t.element_size(),
+                t.element_size(),
+                list(t.stride()),
+                cuda,
+            )
         import numpy as np
+
         a = obj
         if a.dtype.hasobject or a.dtype.name not in _NUMPY_DTYPES:
             raise TypeError(f"{name}: cannot save a numpy array of dtype {a.dtype}")
@@ -139,16 +162,35 @@ class _Entries:
         if any(s < 0 or s % a.itemsize for s in a.strides):
             a = np.ascontiguousarray(a)
         self.keep.append(a)
-        return (name, a.dtype.name, "numpy", list(a.shape), a.ctypes.data, a.nbytes, a.itemsize,
-                [s // a.itemsize for s in a.strides], -1)
+        return (
+            name,
+            a.dtype.name,
+            "numpy",
+            list(a.shape),
+            a.ctypes.data,
+            a.nbytes,
+            a.itemsize,
+            [s // a.itemsize for s in a.strides],
+            -1,
+        )
 
 
 class Checkpointer:
     """One per rank. The rank and world size come from torch.distributed when it is initialised,
     else from RANK / WORLD_SIZE (default 0 / 1)."""
 
-    def __init__(self, checkpoint_dir, *, replicated=False, shm_dir=None, keep=None, persist_on_failure=None,
-                 copy_threads=0, saver=None, saver_idle_exit=300.0):
+    def __init__(
+        self,
+        checkpoint_dir,
+        *,
+        replicated=False,
+        shm_dir=None,
+        keep=None,
+        persist_on_failure=None,
+        copy_threads=0,
+        saver=None,
+        saver_idle_exit=300.0,
+    ):
         """checkpoint_dir: the folder on disk (shared by all ranks; DIR/<step>/rank_<r>.xtc).
         replicated: every rank saves the same whole state (DDP), so a step loads at any world
         size (rank r reads the file of rank r % saved_world); recorded in each file's tree.
@@ -179,9 +221,16 @@ class Checkpointer:
 
     def _get_core(self, rank):
         if self._core is None or self._rank != rank:
-            self._core = _ckpt.RankCheckpointer(self.checkpoint_dir, rank, self._shm_dir, self._keep,
-                                                self._persist_on_failure, self._saver, self._idle_exit,
-                                                self._threads)
+            self._core = _ckpt.RankCheckpointer(
+                self.checkpoint_dir,
+                rank,
+                self._shm_dir,
+                self._keep,
+                self._persist_on_failure,
+                self._saver,
+                self._idle_exit,
+                self._threads,
+            )
             self._rank = rank
         return self._core
 
@@ -194,8 +243,9 @@ class Checkpointer:
         previous snapshot stays current); a disk save waits for that instead."""
         if path is not None and not self._warned_path:
             self._warned_path = True
-            log.info("xtimer.ckpt: the path argument is ignored; files go to %s/<step>/rank_<r>.xtc",
-                     self.checkpoint_dir)
+            log.info(
+                "xtimer.ckpt: the path argument is ignored; files go to %s/<step>/rank_<r>.xtc", self.checkpoint_dir
+            )
         if isinstance(storage_type, str):
             storage_type = StorageType(storage_type.lower())
         if not isinstance(step, int) or isinstance(step, bool) or step < 0:
@@ -242,8 +292,12 @@ class Checkpointer:
                     step, ws, index_json = info
                     if ws != world:
                         core.release_memory()
-                        log.info("xtimer.ckpt: memory snapshot of step %d has world size %d, this job %d: not used",
-                                 step, ws, world)
+                        log.info(
+                            "xtimer.ckpt: memory snapshot of step %d has world size %d, this job %d: not used",
+                            step,
+                            ws,
+                            world,
+                        )
                     else:
                         index = json.loads(index_json)
                         leaves = self._alloc(index)
@@ -265,7 +319,7 @@ class Checkpointer:
                 index, leaves = mem
                 return mem_step, self._build(index, leaves, map_location)
             mem = None
-            corrupt = []    # what was wrong with each step tried, for the log and the error
+            corrupt = []  # what was wrong with each step tried, for the log and the error
             bound = disk_top
             while bound >= 0:
                 mine = next((s[0] for s in disk if s[0] <= bound), -1)
@@ -282,13 +336,19 @@ class Checkpointer:
                     raise CheckpointError(
                         f"step {cand} in {self.checkpoint_dir} was saved by {sw} ranks with per-rank (sharded) state "
                         f"and this job has {world}: it loads only at world size {sw}; state that every rank holds "
-                        "in full (DDP) is saved with Checkpointer(..., replicated=True) or DdpCheckpointer")
+                        "in full (DDP) is saved with Checkpointer(..., replicated=True) or DdpCheckpointer"
+                    )
                 if all_ok == _READ:
                     if corrupt:
                         log.warning("xtimer.ckpt: loaded step %d instead of a newer one that is not intact", cand)
                     if sw != world:
-                        log.info("xtimer.ckpt: step %d was saved at world size %d; loaded at world size %d "
-                                 "(replicated state)", cand, sw, world)
+                        log.info(
+                            "xtimer.ckpt: step %d was saved at world size %d; loaded at world size %d "
+                            "(replicated state)",
+                            cand,
+                            sw,
+                            world,
+                        )
                     return cand, self._build(result[0], result[1], map_location)
                 if ok == _READ:  # this rank's file was fine, another rank's was not
                     corrupt.append(f"step {cand}: another rank's file of it is not usable (see that rank's log)")
@@ -299,7 +359,8 @@ class Checkpointer:
                 raise CheckpointError(
                     "no intact checkpoint in %s (%d step(s) with rank files, none usable): %s; move the folder "
                     "away (or remove those steps) to start from scratch"
-                    % (self.checkpoint_dir, len(tried), "; ".join(corrupt) or "see the log"))
+                    % (self.checkpoint_dir, len(tried), "; ".join(corrupt) or "see the log")
+                )
             return 0, None
 
     def _read_step(self, found, step, rank, world):
@@ -322,18 +383,30 @@ class Checkpointer:
         try:
             f = _ckpt.XtcFile(_ckpt.rank_file(self.checkpoint_dir, step, src))
             if f.world_size != sw:
-                return _CORRUPT, None, sw, (
-                    f"step {step}: rank_{src}.xtc says world size {f.world_size}, rank_{ranks[0]}.xtc of the same "
-                    f"step says {sw} (files of different runs mixed in one folder)")
+                return (
+                    _CORRUPT,
+                    None,
+                    sw,
+                    (
+                        f"step {step}: rank_{src}.xtc says world size {f.world_size}, rank_{ranks[0]}.xtc of the same "
+                        f"step says {sw} (files of different runs mixed in one folder)"
+                    ),
+                )
             index = json.loads(f.index_json)
             if src != rank or sw != world:
                 if not (index.get("tree") or {}).get("replicated"):
                     if complete:
                         return _SHARDED_ELSEWHERE, None, sw, ""
                     missing = [r for r in range(sw) if r not in ranks]
-                    return _INCOMPLETE, None, sw, (
-                        f"step {step}: incomplete, rank file(s) {_ranges(missing)} of world size {sw} missing "
-                        "(per-rank state needs every rank's file)")
+                    return (
+                        _INCOMPLETE,
+                        None,
+                        sw,
+                        (
+                            f"step {step}: incomplete, rank file(s) {_ranges(missing)} of world size {sw} missing "
+                            "(per-rank state needs every rank's file)"
+                        ),
+                    )
             if all(e["offset"] % 64 == 0 for e in index["entries"]):
                 # In place: the file mapped (copy on write) and verified, tensors viewing it.
                 # Reading into new tensors would first touch every page of fresh memory, which
@@ -354,6 +427,7 @@ class Checkpointer:
         for e, kind in zip(index["entries"], kinds):
             if kind == "n" or torch is None:
                 import numpy as np
+
                 if e["dtype"] not in _NUMPY_DTYPES:
                     raise CheckpointError(f"entry {e['name']}: dtype {e['dtype']} needs torch")
                 out.append(np.empty(e["shape"], dtype=e["dtype"]))
@@ -374,6 +448,7 @@ class Checkpointer:
             off, nbytes, shape = e["offset"], e["nbytes"], e["shape"]
             if kind == "n" or torch is None:
                 import numpy as np
+
                 if e["dtype"] not in _NUMPY_DTYPES:
                     raise CheckpointError(f"entry {e['name']}: dtype {e['dtype']} needs torch")
                 dt = np.dtype(e["dtype"])
@@ -398,8 +473,10 @@ class Checkpointer:
                 dev = e["device"] if map_location is None else str(map_location)
                 if dev != "cpu":
                     if dev.startswith("cuda") and not torch.cuda.is_available():
-                        raise CheckpointError(f"entry {e['name']} was saved from {e['device']} but CUDA is not "
-                                              "available; pass map_location='cpu'")
+                        raise CheckpointError(
+                            f"entry {e['name']} was saved from {e['device']} but CUDA is not "
+                            "available; pass map_location='cpu'"
+                        )
                     leaves[i] = leaves[i].to(dev)
         root = index["tree"]["root"] if index.get("tree") else None
         return _tree.unflatten(root, leaves)
@@ -457,8 +534,14 @@ class DdpCheckpointer(Checkpointer):
     # DLRover's constructor arguments, accepted so that its users' calls run unchanged. Its
     # defaults (one shard: the whole state on every rank) are what this class does; the others
     # have no meaning here (one saver per node, files kept by XTIMER_CKPT_KEEP) and are said once.
-    _DLROVER_DEFAULTS = {"local_shard_num": 1, "global_shard_num": 1, "comm_backend": "", "deletion_strategy": None,
-                         "save_timeout": None, "replica_count": 0}
+    _DLROVER_DEFAULTS = {
+        "local_shard_num": 1,
+        "global_shard_num": 1,
+        "comm_backend": "",
+        "deletion_strategy": None,
+        "save_timeout": None,
+        "replica_count": 0,
+    }
 
     def __init__(self, checkpoint_dir, *args, **kwargs):
         names = list(self._DLROVER_DEFAULTS)
@@ -470,8 +553,10 @@ class DdpCheckpointer(Checkpointer):
                 given[name] = kwargs.pop(name)
         ignored = [f"{k}={v!r}" for k, v in given.items() if k != "save_timeout" and v != self._DLROVER_DEFAULTS[k]]
         if ignored:
-            log.warning("xtimer.ckpt: DdpCheckpointer saves the whole state on every rank; DLRover's %s "
-                        "has no effect here", ", ".join(ignored))
+            log.warning(
+                "xtimer.ckpt: DdpCheckpointer saves the whole state on every rank; DLRover's %s " "has no effect here",
+                ", ".join(ignored),
+            )
         kwargs.setdefault("replicated", True)
         super().__init__(checkpoint_dir, **kwargs)
 
@@ -488,8 +573,8 @@ class DdpCheckpointer(Checkpointer):
 
 # What one rank found in a step (all ranks take the minimum, so one bad file moves every rank on).
 _SHARDED_ELSEWHERE = -1  # complete, per-rank state, saved at another world size: an error
-_CORRUPT = 0             # this rank's file is missing or did not verify: try an older step
-_INCOMPLETE = 1          # files missing and the state is per-rank: try an older step
+_CORRUPT = 0  # this rank's file is missing or did not verify: try an older step
+_INCOMPLETE = 1  # files missing and the state is per-rank: try an older step
 _READ = 2
 
 
@@ -507,6 +592,7 @@ def _ranges(ranks):
 
 def _ptr(v):
     import numpy as np
+
     if isinstance(v, np.ndarray):
         return v.ctypes.data
     return v.data_ptr()
@@ -536,6 +622,7 @@ def _agree(dist, values, ops):
     if dist is None:
         return list(values)
     import torch
+
     dev = "cpu"
     if dist.get_backend() == "nccl":
         dev = torch.device("cuda", torch.cuda.current_device())

@@ -81,10 +81,10 @@ class _Engine(CheckpointEngine):
         super().__init__(None)
         self.name = "XtimerFlashCheckpointEngine"
         self.owner = owner
-        self.active = False   # within DeepSpeedCheckpointer.save_checkpoint
-        self.files = None     # relative path -> state dict, while such a save runs
+        self.active = False  # within DeepSpeedCheckpointer.save_checkpoint
+        self.files = None  # relative path -> state dict, while such a save runs
         self.to_disk = False  # the save also writes DeepSpeed's files
-        self.served = None    # (root, {relative path: state}) while a load from a snapshot runs
+        self.served = None  # (root, {relative path: state}) while a load from a snapshot runs
 
     def create(self, info):
         self.files = {} if self.active else None
@@ -139,8 +139,15 @@ class DeepSpeedCheckpointer:
         engine.checkpoint_engine = self._engine
 
     # --- save
-    def save_checkpoint(self, save_dir=None, tag=None, client_state=None, save_latest=True,
-                        storage_type=StorageType.DISK, exclude_frozen_parameters=False):
+    def save_checkpoint(
+        self,
+        save_dir=None,
+        tag=None,
+        client_state=None,
+        save_latest=True,
+        storage_type=StorageType.DISK,
+        exclude_frozen_parameters=False,
+    ):
         """engine.save_checkpoint into shared memory; with StorageType.DISK also DeepSpeed's files
         in save_dir (default: checkpoint_dir) and, with save_latest, `latest`. Returns True,
         or False if the memory save was skipped (the slot it would overwrite still waits for
@@ -155,9 +162,13 @@ class DeepSpeedCheckpointer:
         self._engine.active = True
         self._saved = True
         try:
-            self.engine.save_checkpoint(save_dir, tag=tag, client_state=client_state or {},
-                                        save_latest=save_latest and disk,
-                                        exclude_frozen_parameters=exclude_frozen_parameters)
+            self.engine.save_checkpoint(
+                save_dir,
+                tag=tag,
+                client_state=client_state or {},
+                save_latest=save_latest and disk,
+                exclude_frozen_parameters=exclude_frozen_parameters,
+            )
         finally:
             self._engine.to_disk = False
             self._engine.active = False

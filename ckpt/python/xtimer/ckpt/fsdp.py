@@ -45,13 +45,14 @@ log = logging.getLogger("xtimer.ckpt")
 
 __all__ = ["FsdpShardCheckpointer", "StorageType", "CheckpointError"]
 
-CORE_SUBDIR = ".xtimer-mem"      # the core's folder (segment key); nothing is written there
+CORE_SUBDIR = ".xtimer-mem"  # the core's folder (segment key); nothing is written there
 SIDECAR = ".xtimer-rank_%d.pkl"  # one per rank in DIR/<step>: its write results, then .metadata
 _FORMAT = "xtimer-dcp-snapshot-1"
 
 
 def _dist():
     import torch.distributed as dist
+
     if dist.is_available() and dist.is_initialized():
         return dist
     return None
@@ -94,11 +95,22 @@ class FsdpShardCheckpointer:
     copy_threads: threads of the copy into shared memory (0: automatic). DLRover's arguments
     (comm_backend, deletion_strategy, save_timeout) are accepted and have no effect."""
 
-    def __init__(self, checkpoint_dir, comm_backend="", deletion_strategy=None, save_timeout=None, *,
-                 shm_dir=None, keep=None, copy_threads=0):
+    def __init__(
+        self,
+        checkpoint_dir,
+        comm_backend="",
+        deletion_strategy=None,
+        save_timeout=None,
+        *,
+        shm_dir=None,
+        keep=None,
+        copy_threads=0,
+    ):
         if comm_backend or deletion_strategy is not None:
-            log.warning("xtimer.ckpt: FsdpShardCheckpointer ignores DLRover's comm_backend and deletion_strategy "
-                        "(files kept: XTIMER_CKPT_KEEP)")
+            log.warning(
+                "xtimer.ckpt: FsdpShardCheckpointer ignores DLRover's comm_backend and deletion_strategy "
+                "(files kept: XTIMER_CKPT_KEEP)"
+            )
         self.checkpoint_dir = os.path.realpath(os.fspath(checkpoint_dir))
         self._core_dir = os.path.join(self.checkpoint_dir, CORE_SUBDIR)
         self._shm_dir = shm_dir if shm_dir is not None else _ckpt.env_string("XTIMER_CKPT_SHM_DIR")
@@ -106,7 +118,7 @@ class FsdpShardCheckpointer:
         self._threads = int(copy_threads)
         self._core = None
         self._rank = None
-        self._layout = None       # (signature, global metadata pickle, owners) of the last save
+        self._layout = None  # (signature, global metadata pickle, owners) of the last save
         self._persister = None
         self._warned_path = False
         self._lock = threading.Lock()
@@ -133,9 +145,11 @@ class FsdpShardCheckpointer:
         had not yet copied the previous disk save (the previous snapshot stays current); a
         disk save waits for that instead."""
         import torch
+
         if isinstance(state_dict, torch.nn.Module):
             a = _named_args(["optimizer", "extra_sd", "path", "storage_type"], args, kwargs, "save_checkpoint")
             from torch.distributed.checkpoint.state_dict import get_state_dict
+
             msd, osd = get_state_dict(state_dict, a.get("optimizer") or [])
             state_dict = {"model": msd, "optim": osd}
             state_dict.update(a.get("extra_sd") or {})
@@ -157,8 +171,11 @@ class FsdpShardCheckpointer:
                 persister.wait_taken()
             got = self._snapshot(step, state_dict, rank, world, persister.taken())
             if got is None:
-                log.warning("xtimer.ckpt: memory save of step %d skipped: a persister has not yet copied step %d",
-                            step, persister.requested)
+                log.warning(
+                    "xtimer.ckpt: memory save of step %d skipped: a persister has not yet copied step %d",
+                    step,
+                    persister.requested,
+                )
                 return False
             entries, keep = got
             core = self._get_core(rank)
@@ -183,10 +200,23 @@ class FsdpShardCheckpointer:
         planner = DefaultSavePlanner()
         planner.set_up_planner(state_dict, None, rank == 0)
         plan = planner.create_local_plan()
-        sig_src = repr([(i.index.fqn, tuple(i.index.offset or ()), i.type.value,
-                         None if i.tensor_data is None else (tuple(i.tensor_data.size), tuple(i.tensor_data.chunk.sizes),
-                                                             str(i.tensor_data.properties.dtype)))
-                        for i in plan.items]) + repr(sorted((k, v) for k, v in (plan.planner_data or {}).items()))
+        sig_src = repr(
+            [
+                (
+                    i.index.fqn,
+                    tuple(i.index.offset or ()),
+                    i.type.value,
+                    None
+                    if i.tensor_data is None
+                    else (
+                        tuple(i.tensor_data.size),
+                        tuple(i.tensor_data.chunk.sizes),
+                        str(i.tensor_data.properties.dtype),
+                    ),
+                )
+                for i in plan.items
+            ]
+        ) + repr(sorted((k, v) for k, v in (plan.planner_data or {}).items()))
         sig = int.from_bytes(hashlib.sha256(sig_src.encode()).digest()[:7], "little")
         if not self._agree_layout(sig, plan, rank, world, ready):
             return None
@@ -205,10 +235,23 @@ class FsdpShardCheckpointer:
         if ents.cuda_devices:
             for d in ents.cuda_devices:
                 torch.cuda.synchronize(d)
-        local = pickle.dumps({"format": _FORMAT, "step": step, "rank": rank, "world": world, "items": items_pickle,
-                              "data": data, "disk": disk_of[rank]}, protocol=pickle.HIGHEST_PROTOCOL)
-        arrays = [np.frombuffer(local, dtype=np.uint8), np.frombuffer(global_pickle, dtype=np.uint8),
-                  np.frombuffer(bytes(blob), dtype=np.uint8)]
+        local = pickle.dumps(
+            {
+                "format": _FORMAT,
+                "step": step,
+                "rank": rank,
+                "world": world,
+                "items": items_pickle,
+                "data": data,
+                "disk": disk_of[rank],
+            },
+            protocol=pickle.HIGHEST_PROTOCOL,
+        )
+        arrays = [
+            np.frombuffer(local, dtype=np.uint8),
+            np.frombuffer(global_pickle, dtype=np.uint8),
+            np.frombuffer(bytes(blob), dtype=np.uint8),
+        ]
         head = [ents.entry(name, a) for name, a in zip(("xtimer.local", "xtimer.global", "xtimer.bytes"), arrays)]
         return head + tensors, (ents, arrays)
 
@@ -222,6 +265,7 @@ class FsdpShardCheckpointer:
         have = self._layout is not None and self._layout[0] == (sig, world)
         if dist is not None:
             import torch
+
             dev = "cuda" if dist.get_backend() == "nccl" else "cpu"
             t = torch.tensor([1 if ready else 0, 1 if have else 0], dtype=torch.int64, device=dev)
             dist.all_reduce(t, op=dist.ReduceOp.MIN)
@@ -271,6 +315,7 @@ class FsdpShardCheckpointer:
         self._get_persister(_rank_world()[0])
         if resume_path:
             from torch.distributed.checkpoint import FileSystemReader
+
             return FileSystemReader(resume_path)
         return _find_step(self)
 
@@ -280,11 +325,13 @@ class FsdpShardCheckpointer:
         optimizer (torch.distributed.checkpoint.state_dict) and returns the other saved entries."""
         import torch
         import torch.distributed.checkpoint as dcp
+
         reader = self.get_storage_reader(resume_path)
         if reader is None:
             return {}
         if isinstance(model_or_state_dict, torch.nn.Module):
             from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
             msd, osd = get_state_dict(model_or_state_dict, optimizer if optimizer is not None else [])
             sd = {"model": msd}
             if optimizer is not None:
@@ -296,8 +343,12 @@ class FsdpShardCheckpointer:
                         d = d.setdefault(part, {})
                     d[path[-1]] = None
             dcp.load(sd, storage_reader=reader)
-            set_state_dict(model_or_state_dict, optimizer if optimizer is not None else [],
-                           model_state_dict=sd["model"], optim_state_dict=sd.get("optim", {}))
+            set_state_dict(
+                model_or_state_dict,
+                optimizer if optimizer is not None else [],
+                model_state_dict=sd["model"],
+                optim_state_dict=sd.get("optim", {}),
+            )
             return {k: v for k, v in sd.items() if k not in ("model", "optim")}
         sd = model_or_state_dict if model_or_state_dict is not None else {}
         dcp.load(sd, storage_reader=reader)
@@ -312,10 +363,15 @@ class FsdpShardCheckpointer:
 def _tree_json(n_tensors):
     """The core's tree of a snapshot: three byte arrays (local plan, global layout, bytes items)
     and the tensors; `dcp` marks it for inspect and for Checkpointer (which does not load it)."""
-    root = {"d": [["local", {"n": 0}], ["global", {"n": 1}], ["bytes", {"n": 2}],
-                  ["tensors", {"l": [{"t": 3 + i} for i in range(n_tensors)]}]]}
-    return json.dumps({"format": "xtimer-ckpt-tree", "version": 1, "root": root, "dcp": _FORMAT},
-                      separators=(",", ":"))
+    root = {
+        "d": [
+            ["local", {"n": 0}],
+            ["global", {"n": 1}],
+            ["bytes", {"n": 2}],
+            ["tensors", {"l": [{"t": 3 + i} for i in range(n_tensors)]}],
+        ]
+    }
+    return json.dumps({"format": "xtimer-ckpt-tree", "version": 1, "root": root, "dcp": _FORMAT}, separators=(",", ":"))
 
 
 def _global_layout(plans):
@@ -325,6 +381,7 @@ def _global_layout(plans):
     from torch.distributed.checkpoint.default_planner import create_default_global_save_plan
     from torch.distributed.checkpoint.planner import SavePlan
     from torch.distributed.checkpoint._dedup_save_plans import dedup_save_plans
+
     full = [SavePlan(items=list(items), planner_data=pd) for items, pd in plans]
     deduped = dedup_save_plans(full)
     _, md = create_default_global_save_plan(deduped)
@@ -346,21 +403,37 @@ def _global_layout(plans):
 # ---------------------------------------------------------------------------------------------
 # The persister: one process per rank, started with the first save, writes DCP files.
 
+
 class _Persister:
     def __init__(self, owner, rank):
         self.rank = rank
-        self.requested = -1   # newest step asked for
-        self.copied = -1      # newest step the persister has copied out of shared memory
-        self.done = -1        # newest step written (or failed)
+        self.requested = -1  # newest step asked for
+        self.copied = -1  # newest step the persister has copied out of shared memory
+        self.done = -1  # newest step written (or failed)
         self.error = None
         self._cv = threading.Condition()
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(os.path.dirname(
-            os.path.abspath(__file__))))] + env.get("PYTHONPATH", "").split(os.pathsep) if p)
-        args = {"ckpt_dir": owner.checkpoint_dir, "core_dir": owner._core_dir, "rank": rank,
-                "shm_dir": owner._shm_dir, "keep": owner._keep}
-        self._proc = subprocess.Popen([sys.executable, "-m", "xtimer.ckpt._dcp_persist", json.dumps(args)],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True, bufsize=1)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p
+            for p in [os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))]
+            + env.get("PYTHONPATH", "").split(os.pathsep)
+            if p
+        )
+        args = {
+            "ckpt_dir": owner.checkpoint_dir,
+            "core_dir": owner._core_dir,
+            "rank": rank,
+            "shm_dir": owner._shm_dir,
+            "keep": owner._keep,
+        }
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "xtimer.ckpt._dcp_persist", json.dumps(args)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+            bufsize=1,
+        )
         self._thread = threading.Thread(target=self._read, name="xtimer-dcp-persist", daemon=True)
         self._thread.start()
 
@@ -422,6 +495,7 @@ class _Persister:
 # ---------------------------------------------------------------------------------------------
 # Loading
 
+
 def _disk_steps(ckpt_dir):
     """{step: {"complete": .metadata is there, "ranks": [ranks whose results file is there]}}."""
     out = {}
@@ -449,7 +523,7 @@ def _memory_snapshots(fc):
     [(saving rank, step, world)]."""
     core = fc._get_core(_rank_world()[0])
     base = os.path.basename(core.ctl_path)
-    prefix = base[:base.rindex("-r") + 2]
+    prefix = base[: base.rindex("-r") + 2]
     found = []
     for p in glob.glob(os.path.join(os.path.dirname(core.ctl_path), glob.escape(prefix) + "*.ctl")):
         m = re.search(r"-r(\d+)\.ctl$", p)
@@ -472,8 +546,11 @@ def _read_snapshot(fc, saving_rank):
     """Copies one snapshot of this node out of shared memory (checksums verified):
     (local dict, global dict, {key: tensor or bytes})."""
     rank = _rank_world()[0]
-    c = fc._get_core(rank) if saving_rank == rank else _ckpt.RankCheckpointer(
-        fc._core_dir, saving_rank, fc._shm_dir, -1, 0, "", 300.0, 0)
+    c = (
+        fc._get_core(rank)
+        if saving_rank == rank
+        else _ckpt.RankCheckpointer(fc._core_dir, saving_rank, fc._shm_dir, -1, 0, "", 300.0, 0)
+    )
     got = copy_out(c, fc._threads)
     if got is None:
         raise CheckpointError(f"the shared-memory snapshot of rank {saving_rank} went away during the load")
@@ -486,6 +563,7 @@ def copy_out(core, threads=0):
     dict, [tensor or bytes per local item]), or None if the segment holds none."""
     import numpy as np
     import torch
+
     info = core.memory_index()
     if info is None:
         return None
@@ -503,7 +581,7 @@ def copy_out(core, threads=0):
     local["items"] = pickle.loads(local["items"])
     glob_ = pickle.loads(out[1].tobytes())
     blob = out[2].tobytes()
-    values = [blob[d[1]:d[1] + d[2]] if d[0] == "b" else out[3 + d[1]] for d in local["data"]]
+    values = [blob[d[1] : d[1] + d[2]] if d[0] == "b" else out[3 + d[1]] for d in local["data"]]
     return local, glob_, values
 
 
@@ -593,11 +671,15 @@ def _find_step(fc, use_memory=True):
         _raise_missing(fc, problems, glob_, target)
     step, _ = chosen
     if problems:
-        log.warning("xtimer.ckpt: loading step %d; newer steps are not complete: %s", step,
-                    "; ".join(_problem_text(p, None) for p in problems))
+        log.warning(
+            "xtimer.ckpt: loading step %d; newer steps are not complete: %s",
+            step,
+            "; ".join(_problem_text(p, None) for p in problems),
+        )
     fc._loaded_from = {"step": step, "memory": sorted(assign), "disk": [r for r in range(world) if r not in assign]}
     if chosen[1] is None:
         from torch.distributed.checkpoint import FileSystemReader
+
         fc._loaded_from = {"step": step, "memory": [], "disk": "all"}
         return FileSystemReader(os.path.join(fc.checkpoint_dir, str(step)))
     fc._loaded_from["disk"] = [r for r in range(chosen[1]) if r not in assign]
@@ -610,8 +692,11 @@ def _problem_text(p, glob_):
     step, sw, missing = p
     text = f"step {step}: the shards of saving rank(s) {missing} (of {sw}) are neither in memory nor on disk"
     if glob_ is not None:
-        shards = [f"{_describe(k)} (rank {min(rs)})" for k, rs in sorted(glob_["owners"].items(), key=str)
-                  if all(r in missing for r in rs)]
+        shards = [
+            f"{_describe(k)} (rank {min(rs)})"
+            for k, rs in sorted(glob_["owners"].items(), key=str)
+            if all(r in missing for r in rs)
+        ]
         text += ": " + ", ".join(shards[:50]) + (f" and {len(shards) - 50} more" if len(shards) > 50 else "")
     return text
 
@@ -619,7 +704,8 @@ def _problem_text(p, glob_):
 def _raise_missing(fc, problems, glob_, target):
     raise CheckpointError(
         f"no complete checkpoint in {fc.checkpoint_dir} (memory of every node and disk): "
-        + "; ".join(_problem_text(p, glob_ if isinstance(p, tuple) and p[0] == target else None) for p in problems))
+        + "; ".join(_problem_text(p, glob_ if isinstance(p, tuple) and p[0] == target else None) for p in problems)
+    )
 
 
 class _Reader(StorageReader):
@@ -632,7 +718,7 @@ class _Reader(StorageReader):
         self.step = step
         self.md = glob_["md"]
         self.owners = glob_["owners"]
-        self.assign = assign                  # saving rank -> new rank that holds it in memory
+        self.assign = assign  # saving rank -> new rank that holds it in memory
         self.data = {}
         for sr, (local, data) in local_data.items():
             for k, v in data.items():
@@ -684,6 +770,7 @@ class _Reader(StorageReader):
 
     def read_data(self, plan, planner):
         from torch.futures import Future
+
         dist = _dist()
         rank, world = _rank_world()
         remote, from_disk = [], []
@@ -707,6 +794,7 @@ class _Reader(StorageReader):
     def _apply(self, req, value, planner):
         import torch
         from torch.distributed.checkpoint.planner import LoadItemType
+
         if req.type == LoadItemType.BYTE_IO:
             planner.load_bytes(req, io.BytesIO(value))
             return
@@ -715,8 +803,9 @@ class _Reader(StorageReader):
             src = torch.narrow(src, dim, off, ln)
         dst = planner.resolve_tensor(req).detach()
         if dst.size() != src.size():
-            raise CheckpointError(f"{_describe(_key(req.storage_index))}: size {tuple(src.size())} does not fit "
-                                  f"{tuple(dst.size())}")
+            raise CheckpointError(
+                f"{_describe(_key(req.storage_index))}: size {tuple(src.size())} does not fit " f"{tuple(dst.size())}"
+            )
         dst.copy_(src)
         planner.commit_tensor(req, dst)
 
@@ -725,8 +814,17 @@ class _Reader(StorageReader):
         all-gathered; tensor pieces go point to point, bytes items in a second all-gather."""
         import torch
         from torch.distributed.checkpoint.planner import LoadItemType
-        asks = [(self._holder(_key(r.storage_index)), _key(r.storage_index), r.type == LoadItemType.BYTE_IO,
-                 list(r.storage_offsets), list(r.lengths)) for r in remote]
+
+        asks = [
+            (
+                self._holder(_key(r.storage_index)),
+                _key(r.storage_index),
+                r.type == LoadItemType.BYTE_IO,
+                list(r.storage_offsets),
+                list(r.lengths),
+            )
+            for r in remote
+        ]
         everyone = [None] * world
         dist.all_gather_object(everyone, asks)
         dev = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else None
@@ -751,8 +849,9 @@ class _Reader(StorageReader):
             if is_bytes or holder == rank:
                 continue
             dst = planner.resolve_tensor(req).detach()
-            buf = torch.empty(dst.numel() * dst.element_size(), dtype=torch.uint8,
-                              device=dev if dev is not None else "cpu")
+            buf = torch.empty(
+                dst.numel() * dst.element_size(), dtype=torch.uint8, device=dev if dev is not None else "cpu"
+            )
             recv.append((req, dst, buf))
             ops.append(dist.P2POp(dist.irecv, buf, holder))
         if ops:
@@ -772,6 +871,7 @@ class _Reader(StorageReader):
     def _read_disk(self, reqs, planner):
         import torch
         from torch.distributed.checkpoint.planner import LoadItemType
+
         if not reqs:
             return
         storage = self._disk_storage()
@@ -780,8 +880,10 @@ class _Reader(StorageReader):
             k = _key(req.storage_index)
             info = storage.get(k)
             if info is None:
-                raise CheckpointError(f"step {self.step}: {_describe(k)} (saved by rank "
-                                      f"{min(self.owners.get(k, [-1]))}) is neither in memory nor in {self.step_dir}")
+                raise CheckpointError(
+                    f"step {self.step}: {_describe(k)} (saved by rank "
+                    f"{min(self.owners.get(k, [-1]))}) is neither in memory nor in {self.step_dir}"
+                )
             by_file[info.relative_path].append((req, info))
         for rel, items in by_file.items():
             with open(os.path.join(self.step_dir, rel), "rb") as f:
@@ -792,4 +894,3 @@ class _Reader(StorageReader):
                         planner.load_bytes(req, io.BytesIO(raw))
                     else:
                         self._apply(req, torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True), planner)
-

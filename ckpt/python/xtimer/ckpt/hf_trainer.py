@@ -68,18 +68,21 @@ class FlashCkptTrainer(Trainer):
         directory and settings)."""
         super().__init__(*args, **kwargs)
         if self.is_deepspeed_enabled or self.is_fsdp_enabled:
-            raise ValueError("FlashCkptTrainer saves the whole model and optimizer state of every rank (DDP); "
-                             "for DeepSpeed use xtimer.ckpt.deepspeed.DeepSpeedCheckpointer")
+            raise ValueError(
+                "FlashCkptTrainer saves the whole model and optimizer state of every rank (DDP); "
+                "for DeepSpeed use xtimer.ckpt.deepspeed.DeepSpeedCheckpointer"
+            )
         if memory_save_steps is not None and int(memory_save_steps) <= 0:
             raise ValueError(f"memory_save_steps must be a positive number of steps, not {memory_save_steps!r}")
         self.memory_save_steps = int(memory_save_steps) if memory_save_steps else 0
         if checkpointer is None:
-            checkpointer = Checkpointer(checkpoint_dir or os.path.join(self.args.output_dir, "flash_ckpt"),
-                                        replicated=True)
+            checkpointer = Checkpointer(
+                checkpoint_dir or os.path.join(self.args.output_dir, "flash_ckpt"), replicated=True
+            )
         self.flash_checkpointer = checkpointer
         self.flash_resumed_step = None  # the step train() resumed from, None when it started afresh
         self.flash_last_save_ok = None  # what the newest save returned
-        self._flash_state = None        # the loaded state while train() resumes from it
+        self._flash_state = None  # the loaded state while train() resumes from it
         self._memory_saves = _MemorySaves(self.memory_save_steps) if self.memory_save_steps else None
         if self._memory_saves is not None:
             self.add_callback(self._memory_saves)
@@ -91,8 +94,12 @@ class FlashCkptTrainer(Trainer):
             "model": model.state_dict(),
             "optimizer": self.optimizer.state_dict() if self.optimizer is not None else {},
             "scheduler": self.lr_scheduler.state_dict() if self.lr_scheduler is not None else {},
-            "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "cpu": torch.get_rng_state(),
-                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
+            "rng": {
+                "python": random.getstate(),
+                "numpy": np.random.get_state(),
+                "cpu": torch.get_rng_state(),
+                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            },
             "trainer_state": json.dumps(dataclasses.asdict(self.state), sort_keys=True),
         }
 
@@ -105,8 +112,9 @@ class FlashCkptTrainer(Trainer):
         self.store_flos()
         # False when a memory save was skipped: the slot it would overwrite still waits for its
         # disk write (the previous snapshot stays current; see Checkpointer.save_checkpoint).
-        self.flash_last_save_ok = self.flash_checkpointer.save_checkpoint(step, self._flash_state_dict(),
-                                                                          storage_type=storage)
+        self.flash_last_save_ok = self.flash_checkpointer.save_checkpoint(
+            step, self._flash_state_dict(), storage_type=storage
+        )
 
     # --- resume
     def train(self, resume_from_checkpoint=None, *args, **kwargs):

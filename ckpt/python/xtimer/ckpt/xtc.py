@@ -43,7 +43,7 @@ def checksum(data):
     words = buf[:full].view("<u8")
     step = 1 << 21
     for start in range(0, len(words), step):
-        part = words[start:start + step]
+        part = words[start : start + step]
         idx = np.arange(start + 1, start + 1 + len(part), dtype=np.uint64)
         a += int(part.sum(dtype=np.uint64))
         b += int((part * idx).sum(dtype=np.uint64))
@@ -77,7 +77,7 @@ def read_index(buf, what="image"):
     """Header and index of an image held in `buf` (bytes, mmap, numpy uint8)."""
     mv = memoryview(buf).cast("B")
     h = parse_header(bytes(mv[:80]), len(mv), what)
-    raw = bytes(mv[h["index_off"]:h["index_off"] + h["index_len"]])
+    raw = bytes(mv[h["index_off"] : h["index_off"] + h["index_len"]])
     if checksum(raw) != h["index_sum"]:
         raise XtcError(f"{what}: index checksum mismatch (the file is corrupt)")
     index = json.loads(raw)
@@ -100,7 +100,7 @@ def read_image(buf, what="image", verify=True, as_torch=False, copy=True):
         start, n = e["offset"], e["nbytes"]
         if start < h["data_off"] or start + n > h["index_off"]:
             raise XtcError(f"{what}: entry {e['name']} lies outside the data area")
-        raw = mv[start:start + n]
+        raw = mv[start : start + n]
         if verify and _hex(checksum(raw)) != e["checksum"]:
             raise XtcError(f"{what}: checksum mismatch in entry {e['name']} (the file is corrupt)")
         dt = np.dtype(RAW.get(e["dtype"], e["dtype"]))
@@ -127,8 +127,15 @@ def read_regular_file(path, what="checkpoint file"):
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) or \
-                stat.S_ISBLK(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode) else "not a file"
+            kind = (
+                "a FIFO"
+                if stat.S_ISFIFO(st.st_mode)
+                else "a device"
+                if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                else "a folder"
+                if stat.S_ISDIR(st.st_mode)
+                else "not a file"
+            )
             raise XtcError(f"{path} is {kind}, not a regular file; only a regular file is read as a {what}")
         with os.fdopen(fd, "rb", closefd=True) as f:
             fd = -1
@@ -163,6 +170,7 @@ def read_xtc(path, verify=True, as_torch=False):
 
 def _to_torch(arr, dtype):
     import torch
+
     if dtype in RAW:  # same-width signed ints, which torch can take from NumPy, then a bit view
         signed = {"<u2": np.int16, "<u4": np.int32, "u1": np.uint8}[RAW[dtype]]
         return torch.from_numpy(arr.view(signed).copy()).view(getattr(torch, dtype))
@@ -171,8 +179,10 @@ def _to_torch(arr, dtype):
 
 def unflatten(node, leaves, as_torch=False):
     """Rebuilds a state dict from its tree (docs/formats.md lists the node kinds)."""
+
     def tr():
         import torch
+
         return torch
 
     if node is None or isinstance(node, (bool, str, int)):
@@ -197,8 +207,9 @@ def unflatten(node, leaves, as_torch=False):
         if "d" in node:
             return {unflatten(k, leaves, as_torch): unflatten(v, leaves, as_torch) for k, v in node["d"]}
         if "o" in node:
-            od = collections.OrderedDict((unflatten(k, leaves, as_torch), unflatten(v, leaves, as_torch))
-                                         for k, v in node["o"])
+            od = collections.OrderedDict(
+                (unflatten(k, leaves, as_torch), unflatten(v, leaves, as_torch)) for k, v in node["o"]
+            )
             if "m" in node:
                 od._metadata = unflatten(node["m"], leaves, as_torch)
             return od
