@@ -9,8 +9,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
 
-# Label "long": the side-by-side benchmarks against the peers (minutes each), left out unless
-# --long is given; `ctest --test-dir build -L long -V` runs them alone.
+# Label "long": the benchmarks of a minute or more (the side-by-side ones against the peers, the
+# launch overhead, the collector under 10,000 ranks), left out unless --long is given;
+# `ctest --test-dir build -L long -V` runs them alone.
 build=build sanitize="" select=(-LE long)
 case "${1:-}" in
   --long) select=(); shift ;;
