@@ -153,6 +153,33 @@ void RemoveDeadLatestTemps(const std::string& ckpt_dir) {
   }
 }
 
+// The entries cut into pieces of at most kCopyPiece bytes, for the copy pool.
+struct Piece {
+  size_t entry;
+  uint64_t off, len;
+};
+
+std::vector<Piece> SplitIntoPieces(const std::vector<Entry>& entries) {
+  std::vector<Piece> pieces;
+  for (size_t i = 0; i < entries.size(); ++i)
+    for (uint64_t off = 0; off < entries[i].nbytes; off += kCopyPiece)
+      pieces.push_back({i, off, std::min(kCopyPiece, entries[i].nbytes - off)});
+  return pieces;
+}
+
+// Each entry's checksum from its pieces' (parts[k] is pieces[k]'s); Corrupt naming the first
+// entry that does not match.
+Status CheckPieceSums(const std::vector<Entry>& entries, const std::vector<Piece>& pieces,
+                      const std::vector<Fletcher>& parts, const std::string& path) {
+  std::vector<Fletcher> sums(entries.size());
+  for (size_t k = 0; k < pieces.size(); ++k) sums[pieces[k].entry].Append(parts[k]);
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (sums[i].Finish() != entries[i].sum)
+      return Status::Corrupt(path + ": checksum mismatch in entry " + entries[i].name +
+                             " (the file is corrupt; it was not loaded)");
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string StepDir(const std::string& ckpt_dir, int64_t step) { return ckpt_dir + "/" + std::to_string(step); }
@@ -443,14 +470,7 @@ Status CheckPlace(const std::string& path, const ImageInfo& info) {
 Status XtcFile::ReadInto(const std::vector<void*>& dst, const ProgressFn& progress) {
   const auto& entries = index_.entries;
   if (dst.size() != entries.size()) return Status::Error("internal: wrong number of destinations");
-  struct Piece {
-    size_t entry;
-    uint64_t off, len;
-  };
-  std::vector<Piece> pieces;
-  for (size_t i = 0; i < entries.size(); ++i)
-    for (uint64_t off = 0; off < entries[i].nbytes; off += kCopyPiece)
-      pieces.push_back({i, off, std::min(kCopyPiece, entries[i].nbytes - off)});
+  const std::vector<Piece> pieces = SplitIntoPieces(entries);
   std::vector<Fletcher> parts(pieces.size());
   std::vector<Status> errors(pieces.size());
   std::atomic<uint64_t> done{0};
@@ -466,13 +486,7 @@ Status XtcFile::ReadInto(const std::vector<void*>& dst, const ProgressFn& progre
   for (const Status& s : errors)
     if (!s.ok()) return s;
   if (progress) progress(done.load(), total);
-  std::vector<Fletcher> sums(entries.size());
-  for (size_t k = 0; k < pieces.size(); ++k) sums[pieces[k].entry].Append(parts[k]);
-  for (size_t i = 0; i < entries.size(); ++i)
-    if (sums[i].Finish() != entries[i].sum)
-      return Status::Corrupt(path_ + ": checksum mismatch in entry " + entries[i].name +
-                             " (the file is corrupt; it was not loaded)");
-  return Status::Ok();
+  return CheckPieceSums(entries, pieces, parts, path_);
 }
 
 XtcMapping::~XtcMapping() {
@@ -486,14 +500,7 @@ Status XtcFile::MapVerified(std::unique_ptr<XtcMapping>* out) {
   auto m = std::make_unique<XtcMapping>(static_cast<unsigned char*>(p), size_);
   madvise(p, size_, MADV_WILLNEED);  // read ahead what the page cache lacks
   const auto& entries = index_.entries;
-  struct Piece {
-    size_t entry;
-    uint64_t off, len;
-  };
-  std::vector<Piece> pieces;
-  for (size_t i = 0; i < entries.size(); ++i)
-    for (uint64_t off = 0; off < entries[i].nbytes; off += kCopyPiece)
-      pieces.push_back({i, off, std::min(kCopyPiece, entries[i].nbytes - off)});
+  const std::vector<Piece> pieces = SplitIntoPieces(entries);
   std::vector<Fletcher> parts(pieces.size());
   // The file may have shrunk since it was opened (it is never truncated by us): a read past its
   // end would be SIGBUS, so the size is checked again first.
@@ -504,12 +511,7 @@ Status XtcFile::MapVerified(std::unique_ptr<XtcMapping>* out) {
     const Piece& pc = pieces[k];
     parts[k] = ChecksumBytes(m->data() + entries[pc.entry].offset + pc.off, pc.len);
   });
-  std::vector<Fletcher> sums(entries.size());
-  for (size_t k = 0; k < pieces.size(); ++k) sums[pieces[k].entry].Append(parts[k]);
-  for (size_t i = 0; i < entries.size(); ++i)
-    if (sums[i].Finish() != entries[i].sum)
-      return Status::Corrupt(path_ + ": checksum mismatch in entry " + entries[i].name +
-                             " (the file is corrupt; it was not loaded)");
+  XT_RETURN_IF_ERROR(CheckPieceSums(entries, pieces, parts, path_));
   *out = std::move(m);
   return Status::Ok();
 }
