@@ -7,10 +7,16 @@ Checks: the restart resumes ZeRO-2 at step 5 and ZeRO-3 at step 6 with the state
 on disk are of step 3 and no snapshot was persisted; DeepSpeed's own loader reads our final DISK
 saves (the same bytes); and DeepSpeed's zero_to_fp32.py, run on them, gives the model the run
 ended with.
+
+Then the job again at 1 rank (RESIZE=1): DeepSpeedCheckpointer loads the 2-rank DISK saves of
+step 6 through DeepSpeed's universal checkpoint; the fp32 master weights and both Adam moments
+of every parameter, gathered by DeepSpeed, are the 2-rank run's final ones byte for byte (and
+Adam's step count), the master weights also zero_to_fp32.py's output; and the job trains on.
 """
 import glob
 import os
 import subprocess
+import time
 
 from checks import check
 from peers import base_env, run
@@ -45,7 +51,8 @@ def scenarios(args, peers, out, xtimer_run):
     )
     os.makedirs(env["XTIMER_CKPT_SHM_DIR"])
     here = os.path.dirname(os.path.abspath(__file__))
-    rc, _, _ = run(xtimer_run(args, 2, os.path.join(here, "deepspeed_worker.py"), restarts=1), env, out, "run", 400)
+    worker = os.path.join(here, "deepspeed_worker.py")
+    rc, _, _ = run(xtimer_run(args, 2, worker, restarts=1), env, out, "run", 400)
     check(rc == 0, f"the run ends with exit 0 after one restart ({rc})")
     saves, loads, reloads = (rows(os.path.join(out, f"{n}.jsonl")) for n in ("saves", "loads", "reloads"))
     saved = {(r["stage"], r["rank"], r["step"], r["restart"]): r["digest"] for r in saves}
@@ -91,18 +98,79 @@ def scenarios(args, peers, out, xtimer_run):
                 cmp.returncode == 0 and cmp.stdout.strip() == "same",
                 f"ZeRO-{stage}: its output is the model the run ended with ({cmp.stdout.strip()}{cmp.stderr[-300:]})",
             )
+    resize(args, peers, out, xtimer_run, env, worker)
+
+
+def resize(args, peers, out, xtimer_run, env, worker):
+    """The job again at 1 rank, from the 2-rank DISK saves of step STEPS."""
+    began = time.monotonic()
+    rc, _, _ = run(xtimer_run(args, 1, worker), dict(env, RESIZE="1"), out, "resize", 300)
+    print(f"the 1-rank job took {time.monotonic() - began:.1f} s")
+    check(rc == 0, f"the 1-rank job ends with exit 0 ({rc})")
+    ckpt = env["CKPT_DIR"]
+    for stage in (2, 3):
+        loads = [r["step"] for r in rows(os.path.join(out, "loads.jsonl")) if r["world"] == 1 and r["stage"] == stage]
+        check(loads == [STEPS], f"ZeRO-{stage} at 1 rank: the job resumes at step {STEPS} of the 2-rank run ({loads})")
+        check(
+            os.path.isfile(os.path.join(ckpt, f"zero{stage}", f"global_step{STEPS}_universal", "xtimer_converted")),
+            f"ZeRO-{stage}: through DeepSpeed's universal checkpoint (global_step{STEPS}_universal)",
+        )
+        on = [r["step"] for r in rows(os.path.join(out, "saves.jsonl")) if r["world"] == 1 and r["stage"] == stage]
+        check(on == [STEPS + 1], f"ZeRO-{stage} at 1 rank: trains and saves step {STEPS + 1} ({on})")
+        cmp = subprocess.run(
+            [
+                peers.python,
+                "-c",
+                COMPARE_RESIZED,
+                os.path.join(out, f"resized_zero{stage}.pt"),
+                os.path.join(out, f"final_zero{stage}.pt"),
+                os.path.join(out, f"fp32_zero{stage}"),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        check(
+            cmp.returncode == 0 and cmp.stdout.strip() == "same",
+            f"ZeRO-{stage} at 1 rank: fp32 master weights, exp_avg and exp_avg_sq of every parameter are the 2-rank "
+            f"run's, byte for byte, and the weights zero_to_fp32.py's ({cmp.stdout.strip()}{cmp.stderr[-300:]})",
+        )
 
 
 # zero_to_fp32.py writes a folder of safetensors (or pytorch_model.bin) shards.
-COMPARE = r"""
+FP32 = r"""
 import glob, os, sys, torch
-target, final = sys.argv[1], torch.load(sys.argv[2])
-got = {}
-for f in sorted(glob.glob(os.path.join(target, "*.safetensors"))):
-    from safetensors.torch import load_file
-    got.update(load_file(f))
-for f in sorted(glob.glob(os.path.join(target, "*.bin"))):
-    got.update(torch.load(f))
-same = sorted(got) == sorted(final) and all(torch.equal(got[k], final[k]) for k in final)
-print("same" if same else f"differs: {sorted(got)} vs {sorted(final)}")
+def fp32(target):
+    got = {}
+    for f in sorted(glob.glob(os.path.join(target, "*.safetensors"))):
+        from safetensors.torch import load_file
+        got.update(load_file(f))
+    for f in sorted(glob.glob(os.path.join(target, "*.bin"))):
+        got.update(torch.load(f))
+    return got
+def same(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.view(torch.uint8), b.view(torch.uint8))
 """
+COMPARE = (
+    FP32
+    + r"""
+got, final = fp32(sys.argv[1]), torch.load(sys.argv[2])["module"]
+ok = sorted(got) == sorted(final) and all(same(got[k], final[k]) for k in final)
+print("same" if ok else f"differs: {sorted(got)} vs {sorted(final)}")
+"""
+)
+# resized_zero<stage>.pt against final_zero<stage>.pt and zero_to_fp32.py's output.
+COMPARE_RESIZED = (
+    FP32
+    + r"""
+resized, final, z2f = torch.load(sys.argv[1]), torch.load(sys.argv[2]), fp32(sys.argv[3])
+bad = [n for n in final["full"] if not all(same(a, b) for a, b in zip(resized["full"].get(n, []), final["full"][n]))
+       or len(resized["full"].get(n, [])) != 3]
+bad += [f"{n} (module)" for n in final["module"] if not same(resized["module"][n], final["module"][n])]
+bad += [f"{n} (zero_to_fp32)" for n in z2f if not same(resized["full"][n][0], z2f[n])]
+bad += [] if resized["adam_steps"] == final["adam_steps"] else [f"Adam steps {resized['adam_steps']}"]
+ok = not bad and sorted(resized["full"]) == sorted(final["full"]) == sorted(z2f)
+print("same" if ok else f"differs: {bad} {sorted(resized['full'])} {sorted(z2f)}")
+"""
+)

@@ -7,12 +7,16 @@ save at DISK_AT. In the first round rank 1 exits 1 right after the memory save o
 of the last stage, so the restart must resume every stage from memory: the last at CRASH_AT,
 the earlier ones at STEPS (their files on disk are of DISK_AT). The restart, which finishes the
 job, ends each stage with a DISK save. Records (JSON lines in $OUT):
-  saves.jsonl  {"rank", "restart", "stage", "step", "digest"}: after each save;
-  loads.jsonl  {"rank", "restart", "stage", "step", "digest"}: after the load (step -1: none);
+  saves.jsonl  {"rank", "world", "restart", "stage", "step", "digest"}: after each save;
+  loads.jsonl  {"rank", "world", "restart", "stage", "step", "digest"}: after the load (-1: none);
   reloads.jsonl (the same) after DeepSpeed's own loader read the DISK save of the last step;
 the digest is sha256 over this rank's fp32 partition (ZeRO's master weights) and the whole
-module's parameters gathered from every rank. Rank 0 writes the whole model at the end
-($OUT/final_zero<stage>.pt) for the comparison with zero_to_fp32.py.
+module's parameters gathered from every rank. At the end rank 0 writes the whole model and,
+per parameter, the fp32 master weights and Adam's moments gathered by DeepSpeed
+($OUT/final_zero<stage>.pt), for the comparisons with zero_to_fp32.py and the resized job.
+
+With RESIZE=1 (a later job at another world size): load each stage, write the same whole state
+($OUT/resized_zero<stage>.pt), then train one step and save it to memory.
 """
 import hashlib
 import importlib
@@ -38,6 +42,7 @@ DISK_AT = int(os.environ.get("DISK_AT", "3"))
 CRASH_AT = int(os.environ.get("CRASH_AT", "5"))
 STAGES = [int(s) for s in os.environ.get("STAGES", "3,2").split(",")]
 RESTART = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+RESIZE = os.environ.get("RESIZE") == "1"
 
 
 def digest(engine, stage):
@@ -53,9 +58,30 @@ def digest(engine, stage):
     return h.hexdigest()
 
 
+def whole(engine, stage):
+    """The whole model, per parameter [fp32 master, exp_avg, exp_avg_sq] as DeepSpeed gathers them
+    from every rank (collective), and the step counts in Adam's state."""
+    from deepspeed.utils import safe_get_full_fp32_param, safe_get_full_optimizer_state
+
+    params = dict(engine.module.named_parameters())
+    full = {
+        n: [safe_get_full_fp32_param(p)] + [safe_get_full_optimizer_state(p, k) for k in ("exp_avg", "exp_avg_sq")]
+        for n, p in params.items()
+    }
+    with deepspeed.zero.GatheredParameters(list(params.values()), enabled=stage == 3):
+        module = {k: v.detach().clone() for k, v in params.items()}
+    steps = sorted({int(s["step"]) for s in engine.optimizer.optimizer.state.values() if "step" in s})
+    return {
+        "module": module,
+        "full": {n: [t.detach().clone() for t in ts] for n, ts in full.items()},
+        "adam_steps": steps,
+    }
+
+
 def record(name, **row):
     with open(os.path.join(OUT, name), "a") as f:
-        f.write(json.dumps(dict(rank=int(os.environ["RANK"]), restart=RESTART, **row)) + "\n")
+        row.update(rank=int(os.environ["RANK"]), world=int(os.environ["WORLD_SIZE"]), restart=RESTART)
+        f.write(json.dumps(row) + "\n")
 
 
 def run(stage, last):
@@ -75,7 +101,14 @@ def run(stage, last):
     start = engine.global_steps if path else 0
     record("loads.jsonl", stage=stage, step=start if path else -1, digest=digest(engine, stage))
     rank = engine.global_rank
-    for step in range(start + 1, STEPS + 1):
+    if RESIZE:
+        state = whole(engine, stage)
+        if rank == 0:
+            torch.save(state, os.path.join(OUT, f"resized_zero{stage}.pt"))
+        end = start + 1
+    else:
+        end = STEPS
+    for step in range(start + 1, end + 1):
         g = torch.Generator().manual_seed(1000 * step + rank)
         x, y = torch.randn(2, 16, generator=g), torch.randn(2, 4, generator=g)
         loss = torch.nn.functional.mse_loss(engine(x), y)
@@ -86,19 +119,20 @@ def run(stage, last):
         record("saves.jsonl", stage=stage, step=step, disk=disk, digest=digest(engine, stage))
         if last and RESTART == 0 and rank == 1 and step == CRASH_AT:
             os._exit(1)
-    if RESTART == 0:
+    if RESTART == 0 or RESIZE:
         return  # the round that finishes the job (after the crash) writes the final DISK save
     ckpt.save_checkpoint(save_dir, storage_type=StorageType.DISK)
     record("saves.jsonl", stage=stage, step=engine.global_steps, disk=True, final=True, digest=digest(engine, stage))
+    # The whole state saved, for the comparisons with zero_to_fp32.py's output and the resized
+    # job (before the reload below: after DeepSpeed's own ZeRO-1/2 load, its per-parameter views
+    # of Adam's state are linked again only by the next step).
+    state = whole(engine, stage)
+    if rank == 0:
+        torch.save(state, os.path.join(OUT, f"final_zero{stage}.pt"))
     # DeepSpeed's own loader (its default engine, torch.load) reads the DISK save of the last step.
     engine.checkpoint_engine = TorchCheckpointEngine()
     engine.load_checkpoint(save_dir)
     record("reloads.jsonl", stage=stage, step=engine.global_steps, digest=digest(engine, stage))
-    # The whole model, for the comparison with zero_to_fp32.py's output.
-    params = dict(engine.module.named_parameters())
-    with deepspeed.zero.GatheredParameters(list(params.values()), enabled=stage == 3):
-        if rank == 0:
-            torch.save({k: v.detach().clone() for k, v in params.items()}, os.path.join(OUT, f"final_zero{stage}.pt"))
 
 
 def main():

@@ -20,7 +20,10 @@ and 3 tested):
 - `load_checkpoint` loads the newest of the two: the snapshot (memory when every rank holds the
   same step, else the persisted one) when it is not older than the tag `latest` names, through
   DeepSpeed's own loading code, else DeepSpeed's files. A snapshot saved at another world size
-  is not used (DeepSpeed's files are; resharding them is DeepSpeed's universal checkpoint).
+  is not used (DeepSpeed's files are).
+- DeepSpeed's files of a tag saved at another data-parallel size are converted once by
+  DeepSpeed's ds_to_universal (rank 0, in its process) into `<dir>/<tag>_universal` and loaded
+  from there with DeepSpeed's `load_universal` switched on for that load.
 
 The step of a save is the engine's `global_steps`.
 """
@@ -42,6 +45,8 @@ from .checkpointer import Checkpointer, CheckpointError, StorageType
 __all__ = ["DeepSpeedCheckpointer", "StorageType"]
 log = logging.getLogger("xtimer.ckpt")
 _STEP_FILE = "xtimer_step"  # in <dir>/<tag>/: the engine's global_steps of a DISK save
+_CONVERTED = "xtimer_converted"  # in <dir>/<tag>_universal/: ds_to_universal completed
+_OPTIM_FILE = re.compile(r"(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_\d+_optim_states\.pt$")
 
 
 def _pack(obj):
@@ -199,7 +204,7 @@ class DeepSpeedCheckpointer:
         state); (None, None) when there is nothing to load."""
         load_dir = os.path.realpath(os.fspath(load_dir)) if load_dir else self.checkpoint_dir
         if tag is not None:
-            return self.engine.load_checkpoint(load_dir, tag=tag, **kwargs)
+            return self._load_tag(load_dir, str(tag), **kwargs)
         try:
             step, snap = self._ckpt.load_checkpoint(map_location="cpu")
         except CheckpointError as e:  # e.g. a snapshot of another world size
@@ -210,7 +215,55 @@ class DeepSpeedCheckpointer:
             return self._load_snapshot(load_dir, step, snap, **kwargs)
         if disk_tag is None:
             return None, None
-        return self.engine.load_checkpoint(load_dir, tag=disk_tag, **kwargs)
+        return self._load_tag(load_dir, disk_tag, **kwargs)
+
+    def _load_tag(self, load_dir, tag, **kwargs):
+        """DeepSpeed's files of a tag into the engine; saved at another data-parallel size, through
+        DeepSpeed's universal checkpoint (converted once, into <load_dir>/<tag>_universal)."""
+        saved = _dp_size(os.path.join(load_dir, tag))
+        here = int(getattr(self.engine, "seq_dp_world_size", None) or self.engine.dp_world_size)
+        if saved in (0, here):  # 0: no ZeRO partitions, DeepSpeed loads it at any size
+            return self.engine.load_checkpoint(load_dir, tag=tag, **kwargs)
+        universal = self._universal(load_dir, tag, saved, here)
+        log.info(
+            "xtimer.ckpt: DeepSpeed checkpoint %s saved at data-parallel size %d, loaded at %d through %s",
+            tag,
+            saved,
+            here,
+            universal,
+        )
+        config = self.engine._config
+        before = config.load_universal_checkpoint
+        config.load_universal_checkpoint = True
+        try:
+            return self.engine.load_checkpoint(load_dir, tag=universal, **kwargs)
+        finally:
+            config.load_universal_checkpoint = before
+
+    def _universal(self, load_dir, tag, saved, here):
+        """Tag of the universal checkpoint of <load_dir>/<tag>: rank 0 runs DeepSpeed's
+        ds_to_universal on it unless an earlier load did; every rank then checks that it sees the
+        result. Raises CheckpointError (on every rank) when that fails."""
+        universal = f"{tag}_universal"
+        out = os.path.join(load_dir, universal)
+        done = os.path.join(out, _CONVERTED)
+        why = ""
+        if self.engine.global_rank == 0 and not _newer(done, os.path.join(load_dir, tag)):
+            why = _convert(os.path.join(load_dir, tag), out)
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            whys = [why]
+            dist.broadcast_object_list(whys, src=0)
+            why = whys[0]
+        if not why and not os.path.exists(done):
+            why = f"{out} is not visible on this node (the checkpoint folder must be one that every node reads)"
+        if why:
+            raise CheckpointError(
+                f"{os.path.join(load_dir, tag)} was saved at data-parallel size {saved} and this job has {here}; "
+                f"converting it to DeepSpeed's universal checkpoint failed: {why}; restart at data-parallel size "
+                f"{saved}, or convert it with deepspeed/checkpoint/ds_to_universal.py and load it with "
+                '"checkpoint": {"load_universal": true}'
+            )
+        return universal
 
     def _load_snapshot(self, load_dir, step, snap, **kwargs):
         tag = snap["tag"]
@@ -247,6 +300,54 @@ class DeepSpeedCheckpointer:
     def wait_latest_checkpoint(self, timeout=1800):
         """Pending persists of snapshots are durable (DeepSpeed's files are written in the call)."""
         self._ckpt.wait(timeout)
+
+
+def _dp_size(tag_dir):
+    """Data-parallel size a DeepSpeed tag was saved at: the number of ZeRO partition files
+    (zero_pp_rank_<dp>_mp_rank_<mp>_optim_states.pt), 0 without ZeRO."""
+    try:
+        names = os.listdir(tag_dir)
+    except OSError:
+        return 0
+    return len({m.group(1) for m in map(_OPTIM_FILE.match, names) if m})
+
+
+def _newer(path, tag_dir):
+    """path exists and is not older than any file of tag_dir (a tag saved again is converted again)."""
+    try:
+        at = os.path.getmtime(path)
+        return all(os.path.getmtime(os.path.join(tag_dir, n)) <= at for n in os.listdir(tag_dir))
+    except OSError:
+        return False
+
+
+def _convert(tag_dir, out):
+    """DeepSpeed's ds_to_universal, in this process, of tag_dir into out; "" or why it failed."""
+    import argparse
+    import contextlib
+
+    from deepspeed.checkpoint import ds_to_universal
+
+    shutil.rmtree(out, ignore_errors=True)  # a conversion cut short
+    args = argparse.Namespace(
+        input_folder=tag_dir,
+        output_folder=out,
+        num_extract_workers=1,  # in this process: no pool of new interpreters
+        num_merge_workers=1,
+        keep_temp_folder=False,
+        strict=True,
+        inject_missing_state=True,  # DeepSpeed writes the universal info only for some models
+    )
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+            ds_to_universal.main(args)
+        with open(os.path.join(out, _CONVERTED), "w") as f:
+            f.write(f"{tag_dir}\n")
+    except Exception as e:  # noqa: BLE001  (any failure of the tool: said on every rank)
+        log.debug("xtimer.ckpt: ds_to_universal said:\n%s", said.getvalue())
+        return f"{type(e).__name__}: {e}".splitlines()[0]
+    return ""
 
 
 def _latest(load_dir):
