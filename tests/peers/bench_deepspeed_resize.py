@@ -42,6 +42,13 @@ def engine():
     return e
 
 
+def shm(name):
+    """A shared-memory folder of its own (a load from another one finds no snapshot in memory)."""
+    path = os.path.join(OUT, name)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
 def timed(f):
     t = time.perf_counter()
     f()
@@ -54,14 +61,14 @@ def main():
     world = e.dp_world_size
     if os.environ.get("PHASE") == "save":
         d = os.path.join(OUT, f"ckpt{world}")
-        DeepSpeedCheckpointer(e, d, shm_dir=os.path.join(OUT, "shm")).save_checkpoint(d, storage_type=StorageType.DISK)
+        DeepSpeedCheckpointer(e, d, shm_dir=shm("shm")).save_checkpoint(d, storage_type=StorageType.DISK)
         return
     own, other = os.path.join(OUT, "ckpt1"), os.path.join(OUT, "ckpt2")
-    ours = DeepSpeedCheckpointer(e, own, shm_dir=os.path.join(OUT, "shm"))
+    ours = DeepSpeedCheckpointer(e, own, shm_dir=shm("shm"))
     ours.save_checkpoint(own, storage_type=StorageType.DISK)
-    base = timed(lambda: DeepSpeedCheckpointer(e, own, shm_dir=os.path.join(OUT, "shm-own")).load_checkpoint())
-    first = timed(lambda: DeepSpeedCheckpointer(e, other, shm_dir=os.path.join(OUT, "shm-2")).load_checkpoint())
-    again = timed(lambda: DeepSpeedCheckpointer(e, other, shm_dir=os.path.join(OUT, "shm-2")).load_checkpoint())
+    base = timed(lambda: DeepSpeedCheckpointer(e, own, shm_dir=shm("shm-own")).load_checkpoint())
+    first = timed(lambda: DeepSpeedCheckpointer(e, other, shm_dir=shm("shm-2")).load_checkpoint())
+    again = timed(lambda: DeepSpeedCheckpointer(e, other, shm_dir=shm("shm-2")).load_checkpoint())
     nbytes = sum(
         os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(os.path.join(other, "global_step1")) for f in fs
     )
