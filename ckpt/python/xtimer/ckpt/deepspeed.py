@@ -19,8 +19,9 @@ and 3 tested):
   disk and leaves `latest` alone.
 - `load_checkpoint` loads the newest of the two: the snapshot (memory when every rank holds the
   same step, else the persisted one) when it is not older than the tag `latest` names, through
-  DeepSpeed's own loading code, else DeepSpeed's files. A snapshot saved at another world size
-  is not used (DeepSpeed's files are).
+  DeepSpeed's own loading code, else DeepSpeed's files. A memory snapshot of another world size
+  is not used; a persisted one is written out in DeepSpeed's layout
+  (`<dir>/xtimer-flash/deepspeed-<step>/<tag>/`) and loaded as below.
 - DeepSpeed's files of a tag saved at another data-parallel size are converted once by
   DeepSpeed's ds_to_universal (rank 0, in its process) into `<dir>/<tag>_universal` and loaded
   from there with DeepSpeed's `load_universal` switched on for that load.
@@ -40,6 +41,7 @@ import torch
 import torch.distributed as dist
 from deepspeed.runtime.checkpoint_engine.checkpoint_engine import CheckpointEngine
 
+from .. import _ckpt
 from .checkpointer import Checkpointer, CheckpointError, StorageType
 
 __all__ = ["DeepSpeedCheckpointer", "StorageType"]
@@ -205,22 +207,78 @@ class DeepSpeedCheckpointer:
         load_dir = os.path.realpath(os.fspath(load_dir)) if load_dir else self.checkpoint_dir
         if tag is not None:
             return self._load_tag(load_dir, str(tag), **kwargs)
+        elsewhere = None  # a complete persisted snapshot of another world size
         try:
             step, snap = self._ckpt.load_checkpoint(map_location="cpu")
         except CheckpointError as e:  # e.g. a snapshot of another world size
-            log.warning("xtimer.ckpt: the flash snapshot is not usable here (%s); loading DeepSpeed's files", e)
             step, snap = -1, None
+            elsewhere = self._persisted_elsewhere()
+            if elsewhere is None:
+                log.warning("xtimer.ckpt: the flash snapshot is not usable here (%s); loading DeepSpeed's files", e)
         disk_tag, disk_step = _latest(load_dir)
         if snap is not None and step >= disk_step:
             return self._load_snapshot(load_dir, step, snap, **kwargs)
+        if elsewhere is not None and elsewhere[0] >= disk_step:
+            return self._load_persisted(elsewhere, **kwargs)
         if disk_tag is None:
             return None, None
         return self._load_tag(load_dir, disk_tag, **kwargs)
 
-    def _load_tag(self, load_dir, tag, **kwargs):
+    def _persisted_elsewhere(self):
+        """The newest persisted snapshot step if it is complete and of another world size, as
+        scan_disk gives it (step, world, complete, ranks, problem); else None."""
+        world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+        found = _ckpt.scan_disk(self._ckpt.checkpoint_dir)
+        top = next((f for f in found if f[3]), None)
+        return top if top is not None and top[2] and not top[4] and top[1] != world else None
+
+    def _load_persisted(self, found, **kwargs):
+        """A snapshot persisted at another world size: rank 0 writes every saving rank's files out
+        in DeepSpeed's layout (<checkpoint_dir>/xtimer-flash/deepspeed-<step>/<tag>/), which then
+        loads through DeepSpeed's universal checkpoint like DeepSpeed's own files."""
+        step, saved = found[0], found[1]
+        root = os.path.join(self._ckpt.checkpoint_dir, f"deepspeed-{step}")
+        said = ["", None, 0]  # why it failed, the tag, its data-parallel size
+        if self.engine.global_rank == 0:
+            try:
+                said[1] = self._export(found, root)
+                said[2] = _dp_size(os.path.join(root, said[1]))
+            except Exception as e:  # noqa: BLE001  (said on every rank)
+                said[0] = f"{type(e).__name__}: {e}".splitlines()[0]
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            dist.broadcast_object_list(said, src=0)
+        if said[0]:
+            raise CheckpointError(
+                f"the snapshot of step {step} in {self._ckpt.checkpoint_dir}, saved by {saved} ranks, could not be "
+                f"written out as DeepSpeed's files: {said[0]}; restart with {saved} ranks"
+            )
+        log.info("xtimer.ckpt: snapshot of step %d saved by %d ranks, written out to %s", step, saved, root)
+        return self._load_tag(root, said[1], saved=said[2], **kwargs)
+
+    def _export(self, found, root):
+        """Every saving rank's files of a persisted snapshot into root, as DeepSpeed writes them;
+        returns the tag."""
+        from .checkpointer import _READ
+
+        step, saved = found[0], found[1]
+        shutil.rmtree(root, ignore_errors=True)
+        tag = None
+        for r in range(saved):
+            ok, result, _, why = self._ckpt._read_step(found, step, r, saved)
+            if ok != _READ:
+                raise CheckpointError(why or f"rank_{r}.xtc of step {step} is not readable")
+            snap = self._ckpt._build(result[0], result[1], "cpu")
+            tag = snap["tag"]
+            for rel, f in snap["files"].items():
+                path = os.path.join(root, rel)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                torch.save(_unpack(f["skeleton"], f["tensors"]), path)
+        return tag
+
+    def _load_tag(self, load_dir, tag, saved=None, **kwargs):
         """DeepSpeed's files of a tag into the engine; saved at another data-parallel size, through
         DeepSpeed's universal checkpoint (converted once, into <load_dir>/<tag>_universal)."""
-        saved = _dp_size(os.path.join(load_dir, tag))
+        saved = _dp_size(os.path.join(load_dir, tag)) if saved is None else saved
         here = int(getattr(self.engine, "seq_dp_world_size", None) or self.engine.dp_world_size)
         if saved in (0, here):  # 0: no ZeRO partitions, DeepSpeed loads it at any size
             return self.engine.load_checkpoint(load_dir, tag=tag, **kwargs)
