@@ -23,6 +23,7 @@ DIR/<step>. Every shard keeps its global offsets, so state saved by N ranks load
 When no step is complete, CheckpointError names the missing shards (fqn, offsets, saving rank).
 """
 import collections
+import functools
 import glob
 import hashlib
 import io
@@ -119,6 +120,8 @@ class FsdpShardCheckpointer:
         self._core = None
         self._rank = None
         self._layout = None  # (signature, global metadata pickle, owners) of the last save
+        self._plan = None  # (structure, its meshes, plan, signature, item kinds): _snapshot
+        self._bytes_cache = {}  # fqn -> (plain value, its torch.save bytes) under that plan
         self._persister = None
         self._warned_path = False
         self._lock = threading.Lock()
@@ -191,44 +194,53 @@ class FsdpShardCheckpointer:
         """Plans this rank's write items (DCP's default planner), agrees on the global layout
         and on whether every rank is `ready` (an all-reduce; an all-gather of the plans when the
         layout changed) and returns the core's entries: [local pickle, global pickle, bytes
-        blob, tensors...] and what keeps them alive; None on every rank if one is not ready."""
+        blob, tensors...] and what keeps them alive; None on every rank if one is not ready.
+
+        The plan is DCP's at the first save and whenever the state dict's structure changes
+        (keys, types, dtypes, shapes, DTensor meshes and placements: _structure); while it stays
+        the same, the cached plan is used and each item's data taken straight from its value
+        (a DTensor's local tensor, a tensor, torch.save bytes of anything else, kept while the
+        value is the same plain value), which DCP's planner would resolve to the same data."""
         import numpy as np
         import torch
         from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
-        from torch.distributed.checkpoint.planner import WriteItemType
 
         planner = DefaultSavePlanner()
         planner.set_up_planner(state_dict, None, rank == 0)
-        plan = planner.create_local_plan()
-        sig_src = repr(
-            [
-                (
-                    i.index.fqn,
-                    tuple(i.index.offset or ()),
-                    i.type.value,
-                    None
-                    if i.tensor_data is None
-                    else (
-                        tuple(i.tensor_data.size),
-                        tuple(i.tensor_data.chunk.sizes),
-                        str(i.tensor_data.properties.dtype),
-                    ),
-                )
-                for i in plan.items
-            ]
-        ) + repr(sorted((k, v) for k, v in (plan.planner_data or {}).items()))
-        sig = int.from_bytes(hashlib.sha256(sig_src.encode()).digest()[:7], "little")
+        flat = planner.state_dict  # fqn -> value, DCP's flattening
+        key, keep_alive = _structure(flat, planner.mappings)
+        cached = self._plan
+        if key is None or cached is None or cached[0] != key:
+            plan = planner.create_local_plan()
+            sig = _plan_signature(plan)
+            kinds = _item_kinds(plan.items, flat) if key is not None else None
+            cached = (key, keep_alive, plan, sig, kinds) if kinds is not None else None
+            self._plan = cached
+            self._bytes_cache = {}
+        else:
+            _, _, plan, sig, kinds = cached
         if not self._agree_layout(sig, plan, rank, world, ready):
             return None
         _, global_pickle, disk_of, items_pickle = self._layout
         ents = _Entries(torch)
         tensors, blob, data = [], bytearray(), []
+        bytes_cache = self._bytes_cache if kinds is not None else None
         for n, item in enumerate(plan.items):
-            obj = planner.resolve_data(item)
-            if item.type == WriteItemType.BYTE_IO:
-                b = obj.getbuffer()
-                data.append(("b", len(blob), len(b)))
-                blob += b
+            if kinds is None:
+                obj = planner.resolve_data(item)
+                kind = _BYTES if isinstance(obj, io.BytesIO) else _TENSOR
+            else:
+                kind = kinds[n]
+                obj = flat[item.index.fqn]
+                if kind == _DTENSOR:
+                    obj = obj._local_tensor
+            if kind == _BYTES:
+                if kinds is not None:
+                    obj = _torch_save_bytes(torch, obj, bytes_cache, item.index.fqn)
+                else:
+                    obj = obj.getbuffer()
+                data.append(("b", len(blob), len(obj)))
+                blob += obj
             else:
                 data.append(("t", len(tensors)))
                 tensors.append(ents.entry(f"{item.index.fqn}@{list(item.index.offset or ())}", obj))
@@ -263,7 +275,7 @@ class FsdpShardCheckpointer:
         Returns False (on every rank) if a rank is not ready."""
         dist = _dist()
         have = self._layout is not None and self._layout[0] == (sig, world)
-        if dist is not None:
+        if dist is not None and world > 1:
             import torch
 
             dev = "cuda" if dist.get_backend() == "nccl" else "cpu"
@@ -360,6 +372,132 @@ class FsdpShardCheckpointer:
         return getattr(self, "_loaded_from", None)
 
 
+_TENSOR, _DTENSOR, _BYTES = 0, 1, 2  # how an item's data is taken from its value
+
+
+def _structure(flat, mappings):
+    """What DCP's local plan of a flattened state dict depends on, as one comparable value, and
+    the meshes it names by id (kept alive with it, so that an id stays theirs); (None, None)
+    when a value is of a kind planned afresh at every save (ShardedTensor, other subclasses)."""
+    import torch
+    from torch.distributed.tensor import DTensor
+
+    plain = (torch.Tensor, torch.nn.Parameter)
+    parts, meshes = [torch.is_grad_enabled()], []
+    for fqn, v in flat.items():
+        tp = type(v)
+        if tp is DTensor:
+            lt = v._local_tensor
+            if type(lt) not in plain:
+                return None, None
+            mesh = v.device_mesh
+            meshes.append(mesh)
+            parts.append(
+                (fqn, _DTENSOR, v.dtype, v.shape, id(mesh), v.placements, v.requires_grad)
+                + (lt.shape, lt.layout, lt.is_pinned())
+            )
+        elif tp in plain:
+            parts.append((fqn, _TENSOR, v.dtype, v.shape, v.requires_grad, v.layout, v.is_pinned()))
+        elif isinstance(v, torch.Tensor):
+            return None, None
+        else:
+            parts.append((fqn, _BYTES))
+    return (tuple(parts), tuple(mappings.items())), meshes
+
+
+def _item_kinds(items, flat):
+    """For each write item of a local plan, how its data comes from its flattened value, or
+    None if an item is not one value taken whole (then DCP's planner resolves every item)."""
+    import torch
+    from torch.distributed.checkpoint.planner import WriteItemType
+    from torch.distributed.tensor import DTensor
+
+    kinds, seen = [], set()
+    for it in items:
+        fqn = it.index.fqn
+        if fqn in seen or fqn not in flat:
+            return None
+        seen.add(fqn)
+        v = flat[fqn]
+        if it.type == WriteItemType.BYTE_IO:
+            if isinstance(v, torch.Tensor):
+                return None
+            kinds.append(_BYTES)
+        elif type(v) is DTensor and tuple(it.tensor_data.chunk.sizes) == tuple(v._local_tensor.shape):
+            kinds.append(_DTENSOR)
+        elif isinstance(v, torch.Tensor) and not any(it.index.offset or ()):
+            kinds.append(_TENSOR)
+        else:
+            return None
+    return kinds
+
+
+def _plan_signature(plan):
+    """A digest of a local plan: what the cached global layout was computed from."""
+    src = repr(
+        [
+            (
+                i.index.fqn,
+                tuple(i.index.offset or ()),
+                i.type.value,
+                None
+                if i.tensor_data is None
+                else (
+                    tuple(i.tensor_data.size),
+                    tuple(i.tensor_data.chunk.sizes),
+                    str(i.tensor_data.properties.dtype),
+                ),
+            )
+            for i in plan.items
+        ]
+    ) + repr(sorted((k, v) for k, v in (plan.planner_data or {}).items()))
+    return int.from_bytes(hashlib.sha256(src.encode()).digest()[:7], "little")
+
+
+_PLAIN = (int, float, str, bool, bytes, type(None))
+
+
+def _frozen(v):
+    """A plain value (numbers, strings, None, lists/tuples/dicts of them) as an exact,
+    comparable copy (types kept, floats bit for bit), or None for anything else."""
+    tp = type(v)
+    if tp in _PLAIN:
+        return (tp, v.hex() if tp is float else v)
+    if tp in (list, tuple):
+        out = []
+        for x in v:
+            f = _frozen(x)
+            if f is None:
+                return None
+            out.append(f)
+        return (tp, tuple(out))
+    if tp is dict:
+        out = []
+        for k, x in v.items():
+            fk, fx = _frozen(k), _frozen(x)
+            if fk is None or fx is None:
+                return None
+            out.append((fk, fx))
+        return (tp, tuple(out))
+    return None
+
+
+def _torch_save_bytes(torch, obj, cache, fqn):
+    """torch.save(obj) as bytes (what DCP writes for a non-tensor value); a plain value that
+    is the same as at the previous save reuses that save's bytes."""
+    frozen = _frozen(obj)
+    hit = cache.get(fqn)
+    if frozen is not None and hit is not None and hit[0] == frozen:
+        return hit[1]
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    b = buf.getvalue()
+    if frozen is not None:
+        cache[fqn] = (frozen, b)
+    return b
+
+
+@functools.lru_cache(maxsize=8)
 def _tree_json(n_tensors):
     """The core's tree of a snapshot: three byte arrays (local plan, global layout, bytes items)
     and the tensors; `dcp` marks it for inspect and for Checkpointer (which does not load it)."""
