@@ -9,7 +9,8 @@
     torch.distributed.checkpoint.load(sd, storage_reader=reader)     # at any world size
 
 A save plans the rank's part of the state the way DCP does (DefaultSavePlanner: every tensor
-shard with its global offsets, plain objects as bytes), copies the shards into the rank's
+shard with its global offsets, plain objects as bytes; the plan is reused while the state dict's
+structure stays the same), copies the shards into the rank's
 shared-memory segment (the same core as Checkpointer: two slots, checksums, one atomic flip)
 and returns. A disk save also asks the rank's persister (a separate process, see _dcp_persist.py)
 to write the snapshot in DCP's own layout: DIR/<step>/__<rank>_0.distcp and, once every rank's
