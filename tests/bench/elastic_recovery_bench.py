@@ -27,7 +27,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,60 +35,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 TRAIN = os.path.join(HERE, "elastic_bench_train.py")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(pred, timeout, step=0.1):
-    until = time.time() + timeout
-    while time.time() < until:
-        v = pred()
-        if v:
-            return v
-        time.sleep(step)
-    return pred()
-
-
-class Etcd:
-    def __init__(self, tmp):
-        self.port, peer = free_port(), free_port()
-        self.proc = subprocess.Popen(
-            [
-                shutil.which("etcd"),
-                "--data-dir",
-                os.path.join(tmp, "etcd"),
-                "--listen-client-urls",
-                f"http://127.0.0.1:{self.port}",
-                "--advertise-client-urls",
-                f"http://127.0.0.1:{self.port}",
-                "--listen-peer-urls",
-                f"http://127.0.0.1:{peer}",
-                "--initial-advertise-peer-urls",
-                f"http://127.0.0.1:{peer}",
-                "--initial-cluster",
-                f"default=http://127.0.0.1:{peer}",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=open(os.path.join(tmp, "etcd.log"), "w"),
-        )
-
-        def up():
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return True
-            except OSError:
-                return False
-
-        if not wait_for(up, 20):
-            raise SystemExit("etcd did not start")
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
+from checks import free_port, wait_for  # noqa: E402
+from local_etcd import Etcd  # noqa: E402
 
 
 def steps(out):

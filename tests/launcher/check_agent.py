@@ -12,31 +12,15 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from checks import check, failures, load_json, wait_for  # noqa: E402
+from checks import check, failures, free_port, http_get, load_json, wait_for  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http_get(url):
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.read().decode()
-    except OSError:
-        return None
 
 
 def metric(text, series):

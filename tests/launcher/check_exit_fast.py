@@ -22,14 +22,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from checks import check, failures, wait_for  # noqa: E402
+from checks import check, failures, free_port, wait_for  # noqa: E402
 from slow_http import SlowClients, timed_get  # noqa: E402
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launch(binary, command, env):

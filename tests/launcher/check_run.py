@@ -22,7 +22,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,18 +29,13 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from checks import check, failures, wait_for  # noqa: E402
+from checks import check, failures, free_port, wait_for  # noqa: E402
+from local_etcd import Etcd  # noqa: E402
 
 import heartbeats  # noqa: E402  (tests/launcher: the re-rendezvous checks' shell workers)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = "/usr/bin/python3"  # Debian's, with torch
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def steps(out):
@@ -68,48 +62,6 @@ def alive(pid):
             return f.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
-
-
-class Etcd:
-    def __init__(self, tmp):
-        self.port = free_port()
-        peer = free_port()
-        exe = shutil.which("etcd")
-        if exe is None:
-            sys.exit("etcd is not installed (Debian package etcd-server; scripts/setup.sh installs it)")
-        self.proc = subprocess.Popen(
-            [
-                exe,
-                "--data-dir",
-                os.path.join(tmp, "etcd"),
-                "--listen-client-urls",
-                f"http://127.0.0.1:{self.port}",
-                "--advertise-client-urls",
-                f"http://127.0.0.1:{self.port}",
-                "--listen-peer-urls",
-                f"http://127.0.0.1:{peer}",
-                "--initial-advertise-peer-urls",
-                f"http://127.0.0.1:{peer}",
-                "--initial-cluster",
-                f"default=http://127.0.0.1:{peer}",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=open(os.path.join(tmp, "etcd.log"), "w"),
-        )
-        ok = wait_for(lambda: self._up(), 20, 0.1)
-        if not ok:
-            sys.exit("etcd did not start (see etcd.log)")
-
-    def _up(self):
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                return True
-        except OSError:
-            return False
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
 
 
 class Run:

@@ -18,31 +18,15 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
-from checks import check, failures, load_json  # noqa: E402
+from checks import check, failures, free_port, http_get, load_json  # noqa: E402
 
 SPEED = 2.0
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http_get(url):
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.read().decode()
-    except OSError:
-        return None
 
 
 def promtool_ok(text, what):

@@ -31,9 +31,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
-from checks import check, failures, load_json, wait_for  # noqa: E402
+from checks import check, failures, http_get, load_json, wait_for  # noqa: E402
 from peers import Etcd, base_env, free_port, peers_or_skip, run  # noqa: E402
-from check_agent import http_get  # noqa: E402  (tests/launcher, on the path through peers)
 
 WORKER = os.path.join(HERE, "ddp_worker.py")
 

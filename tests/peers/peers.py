@@ -1,6 +1,6 @@
 """What the peer tests share: finding the peer environment (.peers, scripts/setup_peers.sh) or
 skipping with one line, the environment every launcher of a comparison gets, running one
-launcher; a real etcd and a free port come from tests/launcher/check_run.py.
+launcher; a real etcd and a free port come from tests/common/.
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from peers import Peers, free_port, ...
@@ -11,7 +11,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "launcher"))
-from check_run import Etcd, free_port  # noqa: E402,F401  (a real etcd on loopback; a free port)
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
+from checks import free_port  # noqa: E402,F401
+from local_etcd import Etcd  # noqa: E402,F401  (a real etcd on loopback)
 
 SKIP = 77  # ctest SKIP_RETURN_CODE
 

@@ -24,7 +24,6 @@ import glob
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,15 +33,9 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
-from checks import check, failures, load_json, wait_for  # noqa: E402
+from checks import check, failures, free_port, load_json, wait_for  # noqa: E402
 
 ONSET_LIMIT_S = 15
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http_ok(url):
