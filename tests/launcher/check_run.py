@@ -277,6 +277,22 @@ def c_sigterm(args, out):
     check(not any(alive(p) for p in pids), "its workers are gone")
 
 
+def static_node_args(node_rank, port, nproc):
+    """xtimer_run's arguments for node `node_rank` of two static nodes on this host."""
+    return [
+        "--nnodes",
+        "2",
+        "--node-rank",
+        str(node_rank),
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        port,
+        "--nproc-per-node",
+        str(nproc),
+    ]
+
+
 def c_static(args, out):
     """torchrun's static rendezvous: two nodes, fixed ranks, node 0's address and port given. A
     worker of node 1 crashes; node 0's worker fails with its peer; each node restarts its own
@@ -288,19 +304,7 @@ def c_static(args, out):
         Run(
             args,
             out,
-            [
-                "--nnodes",
-                "2",
-                "--node-rank",
-                str(i),
-                "--master-addr",
-                "127.0.0.1",
-                "--master-port",
-                port,
-                "--nproc-per-node",
-                "1",
-            ]
-            + run_args,
+            static_node_args(i, port, 1) + run_args,
             [],
             env,
             name=f"node{i}",
@@ -1065,20 +1069,7 @@ def c_comm_perf(args, out):
         Run(
             args,
             out,
-            [
-                "--nnodes",
-                "2",
-                "--node-rank",
-                str(i),
-                "--master-addr",
-                "127.0.0.1",
-                "--master-port",
-                port,
-                "--nproc-per-node",
-                "2",
-                "--comm-perf-test",
-            ]
-            + worker,
+            static_node_args(i, port, 2) + ["--comm-perf-test"] + worker,
             [],
             sim,
             name=f"node{i}",
