@@ -8,12 +8,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include "common/atomic_file.h"
 #include "common/clock.h"
 #include "common/env.h"
-#include "common/json_writer.h"
 #include "common/log.h"
+#include "common/slowdown/step_file_writer.h"
 #include "preload/agent_link.h"
 #include "preload/op_names.h"
 #include "preload/python_hooks.h"
@@ -128,16 +129,23 @@ void StepSignals::Collect(uint64_t now_ns, uint64_t oldest_pending_ns) {
   if (!book_.open()) return;
   const int64_t wall_minus_mono = WallOffset();
   StepFacts f;
-  while (book_.TakeFinished(delayed_frontier_ns_, &f)) ready_ += RecordJson(f, wall_minus_mono) + "\n";
+  while (book_.TakeFinished(delayed_frontier_ns_, &f)) closed_.push_back(Record(f, wall_minus_mono));
 }
 
 void StepSignals::Publish(uint64_t now_ns) {
   std::string frames;
   if (sampler_.SampleIfDue(now_ns, &frames)) samples_.emplace_back(now_ns, std::move(frames));
-  if (ready_.empty()) return;
-  Write(ready_);
-  tracker_.agent().OfferSteps(ready_);
-  ready_.clear();
+  if (closed_.empty()) return;
+  // The agent's lines (layout 1) and the file's (layout 2), made outside the poller's lock.
+  std::string agent_lines, file_lines;
+  for (const slowdown::StepRecord& r : closed_) {
+    agent_lines += slowdown::StepRecordV1Json(r);
+    agent_lines += '\n';
+    lines_.Append(r, &file_lines);
+  }
+  closed_.clear();
+  Write(file_lines);
+  tracker_.agent().OfferSteps(agent_lines);
 }
 
 void StepSignals::Finish(uint64_t now_ns) {
@@ -145,91 +153,80 @@ void StepSignals::Finish(uint64_t now_ns) {
   while (python::Pop(&span)) book_.AddSpan(static_cast<SpanKind>(span.kind), span.begin_ns, span.end_ns);
   const int64_t wall_minus_mono = WallOffset();
   StepFacts f;
-  while (book_.TakeEnded(&f)) ready_ += RecordJson(f, wall_minus_mono) + "\n";
+  while (book_.TakeEnded(&f)) closed_.push_back(Record(f, wall_minus_mono));
   Publish(now_ns);
 }
 
-std::string StepSignals::RecordJson(const StepFacts& f, int64_t wall_minus_mono_ns) {
+slowdown::StepRecord StepSignals::Record(const StepFacts& f, int64_t wall_minus_mono_ns) {
+  // Host times to the microsecond, as both layouts write them (so that the agent's records and
+  // the file's read alike).
   auto wall = [&](uint64_t mono_ns) {
-    return static_cast<double>(static_cast<int64_t>(mono_ns) + wall_minus_mono_ns) / 1e9;
+    const int64_t ns = static_cast<int64_t>(mono_ns) + wall_minus_mono_ns;
+    return static_cast<double>((ns + 500) / 1000) / 1e6;
   };
-  const RankInfo r = tracker_.rank_info();
-  const double len_s = static_cast<double>(f.end_ns - f.begin_ns) / 1e9;
-  const double busy_s = static_cast<double>(f.busy_ns) / 1e9;
-  JsonWriter w;
-  w.BeginObject().Field("v", 1).Field("rank", r.rank).Field("world", r.world_size).Field("node", node_);
-  w.Field("pid", static_cast<int>(getpid())).Field("step", static_cast<unsigned long long>(f.step));
-  w.Key("t_begin").Fixed(wall(f.begin_ns), 6).Key("t_end").Fixed(wall(f.end_ns), 6);
-  w.Field("gpu_busy_s", busy_s).Field("gpu_idle_s", std::max(0.0, len_s - busy_s));
-  w.Key("issue_latency_s");
-  if (f.issue_latency_ns >= 0) {
-    w.Double(static_cast<double>(f.issue_latency_ns) / 1e9);
-  } else {
-    w.Null();
-  }
+  constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
+  const RankInfo info = tracker_.rank_info();
+  slowdown::StepRecord r;
+  r.rank = info.rank;
+  r.world = info.world_size;
+  r.node = node_;
+  r.pid = getpid();
+  r.step = static_cast<int64_t>(f.step);
+  r.t_begin = wall(f.begin_ns);
+  r.t_end = wall(f.end_ns);
+  r.gpu_busy_s = static_cast<double>(f.busy_ns) / 1e9;
+  r.gpu_idle_s = std::max(0.0, (r.t_end - r.t_begin) - r.gpu_busy_s);  // as the file's reader derives it
+  r.issue_latency_s = f.issue_latency_ns >= 0 ? static_cast<double>(f.issue_latency_ns) / 1e9 : kUnknown;
 
   // Kernels and GEMMs by total time, NCCL's own kernels left out (their time is mostly waiting).
   std::vector<std::pair<uint32_t, StepKernel>> ks(f.kernels.begin(), f.kernels.end());
   std::sort(ks.begin(), ks.end(), [](const auto& a, const auto& b) {
     return a.second.ns != b.second.ns ? a.second.ns > b.second.ns : a.first < b.first;
   });
-  w.Key("kernels").BeginArray();
-  size_t written = 0;
   for (const auto& [id, k] : ks) {
-    if (written == kMaxKernels) break;
+    if (r.kernels.size() == kMaxKernels) break;
     OpClass& c = tracker_.classes().at(id);
     const OpKey& key = c.key;
-    std::string sig;
-    double tflops = 0;
-    const double s = static_cast<double>(k.ns) / 1e9;
+    slowdown::KernelTime out;
+    out.n = static_cast<uint32_t>(k.n);
+    out.s = static_cast<double>(k.ns) / 1e9;
     if (key.kind == OpKind::kMatmul) {
       char buf[128];
       std::snprintf(buf, sizeof buf, "GEMM %s %lldx%lldx%lld", BlasTypeName(key.e), static_cast<long long>(key.a),
                     static_cast<long long>(key.b), static_cast<long long>(key.c));
-      sig = buf;
-      if (key.d > 1) sig += " x" + std::to_string(key.d);
-      if (s > 0) tflops = 2.0 * key.a * key.b * key.c * std::max<int64_t>(key.d, 1) * k.n / s / 1e12;
+      out.sig = buf;
+      if (key.d > 1) out.sig += " x" + std::to_string(key.d);
+      if (out.s > 0) out.tflops = 2.0 * key.a * key.b * key.c * std::max<int64_t>(key.d, 1) * k.n / out.s / 1e12;
     } else {
-      sig = NameOf(c);
-      if (IsNcclKernel(sig)) continue;
-      if (sig.size() > kMaxSigChars) sig.resize(kMaxSigChars);
+      out.sig = NameOf(c);
+      if (IsNcclKernel(out.sig)) continue;
+      if (out.sig.size() > kMaxSigChars) out.sig.resize(kMaxSigChars);
     }
-    w.BeginObject().Field("sig", sig).Field("n", static_cast<unsigned long long>(k.n)).Field("s", s);
-    w.Field("tflops", tflops).EndObject();
-    ++written;
+    r.kernels.push_back(std::move(out));
   }
-  w.EndArray();
 
-  w.Key("colls").BeginArray();
   for (const StepColl& c : f.colls) {
     OpClass& cls = tracker_.classes().at(c.class_id);
     const char* api = cls.key.api != nullptr ? cls.key.api : "?";
     if (std::strncmp(api, "nccl", 4) == 0) api += 4;
-    w.BeginObject();
+    slowdown::CollTime out;
     if (c.comm >= 0) {
       Comm& comm = tracker_.comms().at(c.comm);
-      w.Field("comm", comm.id).Field("seq", static_cast<unsigned long long>(c.seq)).Field("op", api);
-      w.Field("bytes", static_cast<long long>(cls.key.a)).Field("ranks", comm.size);
-    } else {
-      w.Field("comm", "").Field("seq", static_cast<unsigned long long>(c.seq)).Field("op", api);
-      w.Field("bytes", static_cast<long long>(cls.key.a)).Field("ranks", 0);
+      out.comm = comm.id;
+      out.ranks = comm.size;
     }
-    w.Key("call").Fixed(wall(c.call_ns), 6);
-    w.Key("start");
-    c.start_ns != 0 ? w.Fixed(wall(c.start_ns), 6) : w.Null();
-    w.Key("end");
-    c.end_ns != 0 ? w.Fixed(wall(c.end_ns), 6) : w.Null();
-    w.EndObject();
+    out.seq = static_cast<int64_t>(c.seq);
+    out.op = api;
+    out.bytes = static_cast<uint64_t>(cls.key.a);
+    out.call = wall(c.call_ns);
+    out.start = c.start_ns != 0 ? wall(c.start_ns) : kUnknown;
+    out.end = c.end_ns != 0 ? wall(c.end_ns) : kUnknown;
+    r.colls.push_back(std::move(out));
   }
-  w.EndArray();
-  w.Field("gc_s", static_cast<double>(f.gc_ns) / 1e9).Field("data_s", static_cast<double>(f.data_ns) / 1e9);
-  if (!f.samples.empty()) {
-    w.Key("samples").BeginArray();
-    for (const auto& [frames, n] : f.samples)
-      w.BeginObject().Field("frames", frames).Field("n", static_cast<unsigned>(n)).EndObject();
-    w.EndArray();
-  }
-  return w.EndObject().Take();
+  r.gc_s = static_cast<double>(f.gc_ns) / 1e9;
+  r.data_s = static_cast<double>(f.data_ns) / 1e9;
+  for (const auto& [frames, n] : f.samples) r.samples.push_back({frames, static_cast<uint32_t>(n)});
+  return r;
 }
 
 void StepSignals::Write(const std::string& lines) {

@@ -1,10 +1,11 @@
-// The rank's step records (docs/formats.md, "Step records"): one JSON line per completed training
+// The rank's step records (docs/formats.md, "Step records"): one record per completed training
 // step, found from the rank's own collectives (step_detector.h), with the step's GPU busy and idle
 // time, issue latency, kernel and GEMM time per signature, every collective's host call and GPU
 // start/end, Python GC and DataLoader time (python_hooks.h) and, while the node agent asks,
 // main-thread Python stack samples (python_sampler.h). Each record is appended to
-// <XTIMER_TIMELINE_PATH>/<rank>-<world>.steps.jsonl and handed to the agent link, which sends
-// them in batches.
+// <XTIMER_TIMELINE_PATH>/<rank>-<world>.steps.jsonl in the compact layout 2 (a header, dictionary
+// lines, one line per step: common/slowdown/step_file_writer.h) and handed to the agent link as a
+// self-contained layout-1 JSON object, which it sends in batches.
 //
 // Everything runs on the poller thread, from what the poller already sees: nothing is added to
 // the launch path and nothing waits on the GPU. The facts of a step are complete once every op
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/slowdown/step_file_writer.h"
 #include "preload/cupti_backend.h"
 #include "preload/op_record.h"
 #include "preload/python_sampler.h"
@@ -56,7 +58,7 @@ class StepSignals {
   bool wants_gpu() const { return book_.open() || detector_.locked(); }
 
  private:
-  std::string RecordJson(const StepFacts& f, int64_t wall_minus_mono_ns);
+  slowdown::StepRecord Record(const StepFacts& f, int64_t wall_minus_mono_ns);
   int64_t WallOffset();
   void Write(const std::string& lines);
 
@@ -68,7 +70,8 @@ class StepSignals {
   std::vector<std::pair<uint64_t, uint64_t>> frontier_;
   uint64_t delayed_frontier_ns_ = 0;
   std::vector<std::pair<uint64_t, std::string>> samples_;  // taken outside the lock, booked in Collect
-  std::string ready_;                                      // closed records, one per line
+  std::vector<slowdown::StepRecord> closed_;               // by Collect, written and sent by Publish
+  slowdown::StepFileWriter lines_;                         // the file's header and dictionary so far
   std::string file_;
   int fd_ = -1;
   bool file_failed_ = false;

@@ -31,21 +31,34 @@ bool ReadStepsFile(const std::string& path, const StepsFolderOptions& options, S
     out->problems.push_back(path + ": " + error + "; skipped");
     return false;
   }
-  size_t line_no = 0, bad = 0;
+  size_t line_no = 0, bad = 0, unresolved = 0;
   auto problem = [&](const std::string& why) {
     ++out->bad_lines;
     if (bad++ < options.max_problems_per_file)
       out->problems.push_back(path + ":" + std::to_string(line_no) + ": " + why + "; line skipped");
   };
+  slowdown::StepFileReader reader;
   auto take = [&](std::string_view line) {
     ++line_no;
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
     if (line.empty()) return;
     slowdown::StepRecord r;
     std::string why;
-    if (!slowdown::ParseStepLine(line, &r, &why)) return problem(why);
-    out->world = std::max(out->world, r.world);
-    out->records.push_back(std::move(r));
+    switch (reader.Take(line, &r, &why)) {
+      case slowdown::StepFileReader::Line::kRecord:
+        out->world = std::max(out->world, r.world);
+        out->records.push_back(std::move(r));
+        return;
+      case slowdown::StepFileReader::Line::kMeta: return;
+      case slowdown::StepFileReader::Line::kBad: return problem(why);
+      case slowdown::StepFileReader::Line::kUnresolved:
+        // Once per file: every step line after a lost header or dictionary line says the same.
+        ++out->bad_lines;
+        if (unresolved++ == 0)
+          out->problems.push_back(path + ":" + std::to_string(line_no) + ": " + why +
+                                  "; this line and every other such line of the file skipped");
+        return;
+    }
   };
   std::string pending;
   bool too_long = false;
@@ -83,6 +96,9 @@ bool ReadStepsFile(const std::string& path, const StepsFolderOptions& options, S
   } else if (!pending.empty()) {
     take(pending);  // the last line, without its newline: a file cut short is read to its end
   }
+  if (unresolved > 1)
+    out->problems.push_back(path + ": " + std::to_string(unresolved) +
+                            " lines skipped in all for a missing header or dictionary line");
   if (bad > options.max_problems_per_file)
     out->problems.push_back(path + ": " + std::to_string(bad - options.max_problems_per_file) +
                             " more bad lines not shown (" + std::to_string(bad) + " in all)");

@@ -1,7 +1,9 @@
 // Reads every `*.steps.jsonl` of a folder (docs/formats.md, "Step record"): the input of
 // xtimer_slowdown. Each file is read line by line as it streams in (a line over 1 MiB is not a
 // record); a line that is not a record (cut short by a crash, corrupt JSON, a field of the wrong
-// type) is named with its file and line number and skipped, and the rest of the file is read. A
+// type) is named with its file and line number and skipped, and the rest of the file is read. Step
+// lines that need a header or dictionary line the file lacks (its start was cut off) are named
+// once per file, at the first, and counted. Both layouts are read (common/slowdown/step_json.h). A
 // file that cannot be opened (missing, a FIFO, no permission) is named and skipped. Ranks of the
 // job (by the records' world size) without any record are named too.
 #pragma once

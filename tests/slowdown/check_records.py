@@ -7,12 +7,13 @@ ranks send: a slow GPU in that rank's GEMM TFLOPS, a slow node's network in the 
 every member's collectives, a host-side straggler in its late arrival and, once the agent asks
 for samples, in its Python stacks (the function it sleeps in), GC pauses in gc_s, a slow
 DataLoader in data_s. Healthy steps come out identical on every rank (same step numbers, same
-collectives) and in the files as in the messages.
+collectives) and in the files (their compact layout, read here on its own) as in the messages.
 
   check_records.py --mode cupti|event_pairs --lib libslowdown_train.so --preload libxtimer_preload.so
                    --site DIR --simgpu DIR [--python /usr/bin/python3] [--phases all|short]
 """
 import argparse
+import gzip
 import json
 import os
 import selectors
@@ -98,6 +99,85 @@ def median(xs, default=0.0):
 
 def in_window(recs, t0, t1):
     return [r for r in recs if t0 <= r["t_begin"] and r["t_end"] <= t1]
+
+
+def read_steps_file(path):
+    """A steps file's records as layout-1 objects, read independently of the C++ reader: layout-2
+    step lines (a header, dictionary lines) and layout-1 lines alike (docs/formats.md)."""
+    out, head, tables = [], None, {}
+    with open(path) as f:
+        for line in f:
+            j = json.loads(line)
+            if "d" in j:
+                table = tables.setdefault(j["d"], {})
+                for k, e in enumerate(j["add"]):
+                    table[j["i"] + k] = e
+            elif j.get("v") == 2:
+                head, tables = j, {}
+            elif "rank" in j:
+                out.append(j)
+            else:
+                b = head["t0"] * 1000000 + j["t"]
+                colls = []
+                for x in j.get("c", []):
+                    comm, op, size, ranks = tables["coll"][x[0]]
+                    call = b + x[2]
+                    timed = len(x) > 3
+                    colls.append(
+                        {
+                            "comm": comm,
+                            "seq": x[1],
+                            "op": op,
+                            "bytes": size,
+                            "ranks": ranks,
+                            "call": call / 1e6,
+                            "start": (call + x[3]) / 1e6 if timed else None,
+                            "end": (call + x[3] + x[4]) / 1e6 if timed else None,
+                        }
+                    )
+                out.append(
+                    {
+                        "rank": head["rank"],
+                        "world": head["world"],
+                        "node": head["node"],
+                        "pid": head["pid"],
+                        "step": j["step"],
+                        "t_begin": b / 1e6,
+                        "t_end": (b + j["len"]) / 1e6,
+                        "gpu_busy_s": j.get("busy", 0) / 1e6,
+                        "gpu_idle_s": j.get("idle", max(0, j["len"] - j.get("busy", 0))) / 1e6,
+                        "issue_latency_s": j["lat"] / 1e6 if "lat" in j else None,
+                        "kernels": [
+                            {"sig": tables["sig"][k[0]], "n": k[1], "s": k[2] / 1e6, "tflops": (k[3:] or [0])[0]}
+                            for k in j.get("k", [])
+                        ],
+                        "colls": colls,
+                        "gc_s": j.get("gc", 0) / 1e6,
+                        "data_s": j.get("dl", 0) / 1e6,
+                        "samples": [{"frames": tables["frames"][x[0]], "n": x[1]} for x in j.get("sm", [])],
+                    }
+                )
+    return out
+
+
+def same_record(a, b):
+    """The file's record `a` says what the message's `b` says (times to the µs, 6 digits of the
+    durations; a collective without a communicator is not in the file)."""
+
+    def near(x, y):
+        return (x is None) == (y is None) and (x is None or abs(x - y) <= 1e-5 * abs(y) + 1e-9)
+
+    colls = [c for c in b["colls"] if c["comm"]]
+    return (
+        all(a[k] == b[k] for k in ("rank", "world", "node", "pid", "step", "t_begin", "t_end"))
+        and all(near(a[k], b[k]) for k in ("gpu_busy_s", "issue_latency_s", "gc_s", "data_s"))
+        and abs(a["gpu_idle_s"] - b["gpu_idle_s"]) < 2e-6
+        and [(k["sig"], k["n"]) for k in a["kernels"]] == [(k["sig"], k["n"]) for k in b["kernels"]]
+        and all(near(x["s"], y["s"]) and near(x["tflops"], y["tflops"]) for x, y in zip(a["kernels"], b["kernels"]))
+        and [[c[k] for k in ("comm", "seq", "op", "bytes", "ranks", "call", "start", "end")] for c in a["colls"]]
+        == [[c[k] for k in ("comm", "seq", "op", "bytes", "ranks", "call", "start", "end")] for c in colls]
+        and a["samples"] == b.get("samples", [])
+    )
 
 
 def gemm_tflops(rec):
@@ -290,16 +370,17 @@ def main():
         check_shape(recs[r], r, args.mode)
         path = os.path.join(timeline, f"{r:05d}-{WORLD:05d}.steps.jsonl")
         try:
-            with open(path) as f:
-                in_file = [json.loads(line) for line in f]
-        except (OSError, ValueError) as e:
+            in_file = read_steps_file(path)
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
             in_file = []
-            check(False, f"rank {r}: {path} reads as JSON lines ({e})")
+            check(False, f"rank {r}: {path} reads as a steps file ({e!r})")
         sent = {x["step"] for x in recs[r]}
         check(
             in_file and {x["step"] for x in in_file} == sent,
             f"rank {r}: the steps file holds the records sent ({len(in_file)} in the file, {len(sent)} sent)",
         )
+        differ = [x["step"] for x in in_file if x["step"] in by_rank[r] and not same_record(x, by_rank[r][x["step"]])]
+        check(not differ, f"rank {r}: the file's records say what the messages say (steps {differ[:3]} differ)")
     same = all(set(by_rank[r]) == set(by_rank[0]) for r in range(WORLD))
     check(same, "every rank numbers the same steps")
     s0 = sorted(set(by_rank[0]) & set(by_rank[3]))[len(by_rank[0]) // 2]
@@ -316,12 +397,21 @@ def main():
     print(f"healthy: step {base_step * 1e3:.1f} ms, GEMM {base_tf:.1f} TFLOPS")
     check(85 < base_tf < 115, f"healthy GEMMs run at the simulated 100 TFLOPS ({base_tf:.1f})")
     check(all(not x.get("samples") for r in range(WORLD) for x in healthy[r]), "no samples unless asked")
-    sizes = [len(json.dumps(x, separators=(",", ":"))) for r in range(WORLD) for x in healthy[r]]
-    print(
-        f"figure: a step record is {median(sizes):.0f} bytes (3 collectives, 3 kernel signatures); "
-        f"{median(sizes) * 3600 / base_step / 1e6:.1f} MB per rank per hour at {1 / base_step:.1f} steps/s, "
-        f"{median(sizes) * 3600 / 1e6:.2f} MB at 1 step/s"
-    )
+    # The file against layout 1 (the messages' records, which is what the file held before) over
+    # the same steps: bytes a step as written, and gzipped.
+    steps_files = [os.path.join(timeline, f"{r:05d}-{WORLD:05d}.steps.jsonl") for r in range(WORLD)]
+    file_bytes = b"".join(open(p, "rb").read() for p in steps_files)
+    v1_bytes = b"".join((json.dumps(x, separators=(",", ":")) + "\n").encode() for r in range(WORLD) for x in recs[r])
+    n = sum(len(recs[r]) for r in range(WORLD))
+    for name, data in (("layout 1", v1_bytes), ("file", file_bytes)):
+        step = len(data) / n
+        print(
+            f"figure: steps {name}: {step:.0f} bytes a step over {n} steps, "
+            f"gzip {len(data) / len(gzip.compress(data)):.1f}x; "
+            f"{step * 3600 / 1e6:.2f} MB per rank per hour at 1 step/s, "
+            f"{step * 3600 / base_step / 1e6:.1f} MB at {1 / base_step:.1f} steps/s"
+        )
+    check(len(file_bytes) * 2 < len(v1_bytes), "the file is less than half the size of layout 1")
 
     gpu = {r: window("gpu", r) for r in range(WORLD)}
     tf = {r: median(gemm_tflops(x) for x in gpu[r]) for r in range(WORLD)}

@@ -323,7 +323,12 @@ def run(args, layout, started):
     check(not others, f"offline: {layout}: nothing else named ({others[:3]})")
     # ---- the records' size: bytes per rank per hour
     sizes = [os.path.getsize(p) for tl in job.timelines() for p in glob.glob(os.path.join(tl, "*.steps.jsonl"))]
-    lines = [sum(1 for _ in open(p)) for tl in job.timelines() for p in glob.glob(os.path.join(tl, "*.steps.jsonl"))]
+    # Step lines only (not the header and dictionary lines of the compact layout).
+    lines = [
+        sum(1 for line in open(p) if line.startswith(('{"step"', '{"v":1')))
+        for tl in job.timelines()
+        for p in glob.glob(os.path.join(tl, "*.steps.jsonl"))
+    ]
     span = phases[-1][4] - phases[0][2] if phases else 0
     if sizes and span > 0:
         per_rank = sum(sizes) / len(sizes)

@@ -12,6 +12,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "common/slowdown/step_file_writer.h"
 #include "common/slowdown/step_json.h"
 #include "tests/slowdown/synthetic_job.h"
 #include "viewer/steps_folder.h"
@@ -32,16 +33,28 @@ class OfflineTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  // Writes each rank's records of `seconds` of the job as <rank>-<world>.steps.jsonl.
-  void WriteJob(JobConfig c, double seconds, std::set<int> skip = {}) {
+  enum class Layout { kJson, kV1, kV2 };
+  // Writes each rank's records of `seconds` of the job as <rank>-<world>.steps.jsonl: nlohmann's
+  // JSON, layout 1 as ranks wrote it (times to the µs, 6 digits), or the compact layout 2.
+  void WriteJob(JobConfig c, double seconds, std::set<int> skip = {}, Layout layout = Layout::kJson,
+                const std::string& sub = "") {
     SyntheticJob job(c);
+    const std::string dir = dir_ + sub;
+    fs::create_directories(dir);
     std::map<int, std::ofstream> files;
+    std::map<int, StepFileWriter> writers;
     for (int r = 0; r < job.world(); ++r)
       if (!skip.contains(r))
-        files[r].open(dir_ + "/" + std::to_string(r) + "-" + std::to_string(job.world()) + ".steps.jsonl");
+        files[r].open(dir + "/" + std::to_string(r) + "-" + std::to_string(job.world()) + ".steps.jsonl");
     while (job.now() < c.start + seconds)
-      for (auto& [end, rec] : job.Step())
-        if (files.contains(rec.rank)) files[rec.rank] << StepRecordToJson(rec).dump() << "\n";
+      for (auto& [end, rec] : job.Step()) {
+        if (!files.contains(rec.rank)) continue;
+        std::string text;
+        if (layout == Layout::kJson) text = StepRecordToJson(rec).dump() + "\n";
+        if (layout == Layout::kV1) text = StepRecordV1Json(rec) + "\n";
+        if (layout == Layout::kV2) writers[rec.rank].Append(rec, &text);
+        files[rec.rank] << text;
+      }
   }
 
   // Runs the command; its exit status, stdout and stderr.
@@ -138,6 +151,48 @@ TEST_F(OfflineTest, BadInputIsNamedByFileAndLineAndTheRestIsJudged) {
   ASSERT_EQ(j["episodes"].size(), 1u) << j.dump();
   EXPECT_EQ(j["episodes"][0]["rank"], 2);
   EXPECT_EQ(j["episodes"][0]["cause"], "gpu_compute");
+}
+
+// Numbers within a millionth (durations keep 6 digits in both layouts), everything else equal.
+void ExpectAlike(const nlohmann::json& a, const nlohmann::json& b, const std::string& where) {
+  if (a.is_number() && b.is_number()) {
+    EXPECT_NEAR(a.get<double>(), b.get<double>(), 1e-6 * std::abs(b.get<double>()) + 1e-6) << where;
+  } else if (a.is_object() && b.is_object()) {
+    EXPECT_EQ(a.size(), b.size()) << where;
+    for (auto it = b.begin(); it != b.end(); ++it)
+      if (a.contains(it.key())) ExpectAlike(a[it.key()], it.value(), where + "." + it.key());
+  } else if (a.is_array() && b.is_array()) {
+    ASSERT_EQ(a.size(), b.size()) << where;
+    for (size_t i = 0; i < a.size(); ++i) ExpectAlike(a[i], b[i], where + "[" + std::to_string(i) + "]");
+  } else {
+    EXPECT_EQ(a, b) << where;
+  }
+}
+
+TEST_F(OfflineTest, TheCompactLayoutIsJudgedAsLayoutOne) {
+  JobConfig c;
+  c.clock_offset = {0, 2.0};
+  c.checkpoint_every = 50;
+  c.spike_p = 0.002;
+  c.injections = {{Injection::kSlowGpu, 6, 2.0, 30, 50},
+                  {Injection::kSlowNode, 1, 3.0, 70, 90},
+                  {Injection::kGc, 2, 0.06, 110, 130}};
+  WriteJob(c, 150, {}, Layout::kV1, "/v1");
+  WriteJob(c, 150, {}, Layout::kV2, "/v2");
+  std::uintmax_t v1 = 0, v2 = 0;
+  for (const auto& f : fs::directory_iterator(dir_ + "/v1")) v1 += f.file_size();
+  for (const auto& f : fs::directory_iterator(dir_ + "/v2")) v2 += f.file_size();
+  EXPECT_LT(v2 * 3, v1) << "layout 2 is a third of layout 1 or less";
+  std::string out1, err1, out2, err2;
+  ASSERT_EQ(Run("--path " + dir_ + "/v1", &out1, &err1), 0) << err1;
+  ASSERT_EQ(Run("--path " + dir_ + "/v2", &out2, &err2), 0) << err2;
+  EXPECT_EQ(err2, "");
+  nlohmann::json j1 = nlohmann::json::parse(Read(dir_ + "/v1/slowdown.json"));
+  nlohmann::json j2 = nlohmann::json::parse(Read(dir_ + "/v2/slowdown.json"));
+  ASSERT_EQ(j1["episodes"].size(), 3u) << j1["episodes"].dump();
+  j1.erase("updated");
+  j2.erase("updated");
+  ExpectAlike(j2, j1, "slowdown.json");
 }
 
 TEST_F(OfflineTest, NothingToReadIsOneLineAndExitTwo) {

@@ -3,9 +3,9 @@
 // step, while a second thread of each reports Python-like GC spans through the exported
 // xtimer_python_span, and a stand-in agent on XTIMER_AGENT_SOCKET takes the `steps` messages and
 // asks for samples (there is no Python here: the sampler says so and takes none). Checks the
-// records in the file and in the messages agree, the spans land in gc_s, nothing is lost. Built
-// under TSan (XTIMER_SANITIZE=thread) it is the race check of the poller, the link thread and the
-// span producers.
+// records in the file (the compact layout) and in the messages (layout 1) agree, the spans land in gc_s, nothing is
+// lost. Built under TSan (XTIMER_SANITIZE=thread) it is the race check of the poller, the link thread and the span
+// producers.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
@@ -24,11 +24,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "common/slowdown/step_json.h"
 
 extern "C" SIMGPU_KERNEL void sw_kernel(void** args) { simgpu_sleep_ns(*static_cast<int64_t*>(args[0])); }
 SIMGPU_KERNEL_PARAMS(sw_kernel, sizeof(int64_t));
@@ -166,6 +169,8 @@ int Rank(int rank, const ncclUniqueId& id) {
 }
 
 int Verify(const std::string& dir, const Agent& agent) {
+  using xtimer::slowdown::StepFileReader;
+  using xtimer::slowdown::StepRecord;
   CHECK(agent.bad == 0);
   CHECK(agent.sample_requests == kRanks);
   for (int rank = 0; rank < kRanks; ++rank) {
@@ -173,43 +178,69 @@ int Verify(const std::string& dir, const Agent& agent) {
     std::snprintf(name, sizeof name, "/%05d-%05d.steps.jsonl", rank, kRanks);
     std::ifstream in(dir + "/tl" + name);
     CHECK(in.good());
-    std::vector<nlohmann::json> recs;
+    // The file, in the compact layout: a header, dictionary lines, step lines; nothing else.
+    std::vector<StepRecord> recs;
+    StepFileReader reader;
+    size_t lines = 0, bytes = 0;
     for (std::string line; std::getline(in, line);) {
-      auto j = nlohmann::json::parse(line, nullptr, false);
-      CHECK(!j.is_discarded());
-      recs.push_back(j);
+      ++lines;
+      bytes += line.size() + 1;
+      StepRecord r;
+      std::string why;
+      StepFileReader::Line kind = reader.Take(line, &r, &why);
+      if (kind != StepFileReader::Line::kRecord && kind != StepFileReader::Line::kMeta)
+        std::fprintf(stderr, "%s:%zu: %s\n", name + 1, lines, why.c_str());
+      CHECK(kind == StepFileReader::Line::kRecord || kind == StepFileReader::Line::kMeta);
+      if (kind == StepFileReader::Line::kRecord) recs.push_back(std::move(r));
     }
     // 80 steps of one all-reduce: found after 32, written up to the last ended one.
-    std::fprintf(stderr, "rank %d: %zu step records\n", rank, recs.size());
+    std::fprintf(stderr, "rank %d: %zu step records, %zu lines, %zu bytes\n", rank, recs.size(), lines, bytes);
     CHECK(recs.size() >= 40 && recs.size() <= 48);
+    CHECK(lines <= recs.size() + 3);  // a header, the signatures, the collective: once each
     double gc_s = 0, len_s = 0;
-    int gemms = 0;
+    unsigned gemms = 0;
     for (size_t i = 0; i < recs.size(); ++i) {
-      const auto& r = recs[i];
-      CHECK(r["rank"] == rank && r["world"] == kRanks);
-      if (i > 0) CHECK(r["step"].get<int>() == recs[i - 1]["step"].get<int>() + 1);
-      CHECK(r["colls"].size() == 1 && r["colls"][0]["op"] == "AllReduce");
-      CHECK(!r["colls"][0]["start"].is_null() && !r["issue_latency_s"].is_null());  // from the first step on
+      const StepRecord& r = recs[i];
+      CHECK(r.rank == rank && r.world == kRanks);
+      if (i > 0) CHECK(r.step == recs[i - 1].step + 1);
+      CHECK(r.colls.size() == 1 && r.colls[0].op == "AllReduce");  // timed: a collective without GPU times is dropped
       // Kernels go to the step their GPU start falls in: one issued just before the next step's
       // anchor may start just after it, so only the total is exact.
-      for (const auto& k : r["kernels"])
-        if (k["sig"] == "GEMM f32 2048x2048x2048") gemms += k["n"].get<int>();
-      CHECK(!r.contains("samples"));  // no Python: nothing sampled
-      gc_s += r["gc_s"].get<double>();
-      len_s += r["t_end"].get<double>() - r["t_begin"].get<double>();
+      for (const auto& k : r.kernels)
+        if (k.sig == "GEMM f32 2048x2048x2048") gemms += k.n;
+      CHECK(r.samples.empty());  // no Python: nothing sampled
+      gc_s += r.gc_s;
+      len_s += r.t_end - r.t_begin;
     }
-    std::fprintf(stderr, "rank %d: %d GEMMs in %zu steps\n", rank, gemms, recs.size());
-    CHECK(std::abs(gemms - 3 * static_cast<int>(recs.size())) <= 3);
+    std::fprintf(stderr, "rank %d: %u GEMMs in %zu steps\n", rank, gemms, recs.size());
+    CHECK(std::abs(static_cast<int>(gemms) - 3 * static_cast<int>(recs.size())) <= 3);
     // A quarter of the time is "GC" (1 ms of every 4 ms, from the other thread).
     std::fprintf(stderr, "rank %d: gc_s %.3f of %.3f s\n", rank, gc_s, len_s);
     CHECK(gc_s > 0.1 * len_s && gc_s < 0.5 * len_s);
-    // The agent got the same records, the last ones included (sent at exit).
-    std::set<int> sent, written;
-    for (const auto& r : agent.records)
-      if (r["rank"] == rank) sent.insert(r["step"].get<int>());
-    for (const auto& r : recs) written.insert(r["step"].get<int>());
+    // The agent got the same records, the last ones included (sent at exit), in layout 1.
+    std::map<int64_t, StepRecord> sent;
+    for (const auto& j : agent.records) {
+      StepRecord r;
+      std::string why;
+      CHECK(xtimer::slowdown::StepRecordFromJson(j, &r, &why));
+      CHECK(!j["issue_latency_s"].is_null() && !j["colls"][0]["start"].is_null());  // from the first step on
+      if (r.rank == rank) sent[r.step] = r;
+    }
     std::fprintf(stderr, "rank %d: %zu records sent to the agent\n", rank, sent.size());
-    CHECK(sent == written);
+    CHECK(sent.size() == recs.size());
+    for (const StepRecord& r : recs) {
+      CHECK(sent.contains(r.step));
+      const StepRecord& m = sent[r.step];
+      CHECK(m.t_begin == r.t_begin && m.t_end == r.t_end && m.node == r.node && m.pid == r.pid);
+      CHECK(m.colls.size() == 1 && m.colls[0].seq == r.colls[0].seq && m.colls[0].start == r.colls[0].start &&
+            m.colls[0].end == r.colls[0].end && m.colls[0].comm == r.colls[0].comm);
+      CHECK(m.kernels.size() == r.kernels.size());
+      for (size_t k = 0; k < r.kernels.size(); ++k)
+        CHECK(m.kernels[k].sig == r.kernels[k].sig && m.kernels[k].n == r.kernels[k].n &&
+              std::abs(m.kernels[k].s - r.kernels[k].s) <= 1e-5 * r.kernels[k].s);
+      CHECK(std::abs(m.gc_s - r.gc_s) <= 1e-5 * r.gc_s &&
+            std::abs(m.issue_latency_s - r.issue_latency_s) <= 1e-5 * m.issue_latency_s);
+    }
   }
   return 0;
 }
