@@ -56,15 +56,21 @@ uint64_t GpuClock::HostTimeOf(int device, gpu::Event start, uint64_t issue_ns) {
   if (device < 0) return 0;
   See(device);
   DeviceClock& c = clocks_[device];
-  // Newest base recorded before the op was issued (so it precedes the op's start on the GPU).
+  // Newest base recorded before the op was issued (so it precedes the op's start on the GPU);
+  // for an op issued before the device's first base (launched before the poller first saw the
+  // device), the oldest base, with the event before it.
+  const Base* base = nullptr;
   for (size_t i = 0; i < std::min(c.next, kBases); ++i) {
     const Base& b = c.bases[(c.next - 1 - i) % kBases];
-    if (b.host_ns == 0 || b.host_ns > issue_ns) continue;
-    double ms = gpu::ElapsedMs(b.event, start);
-    if (ms < 0) return 0;
-    return b.host_ns + static_cast<uint64_t>(ms * 1e6);
+    if (b.host_ns == 0) continue;
+    base = &b;
+    if (b.host_ns <= issue_ns) break;
   }
-  return 0;
+  if (base == nullptr || (base->host_ns > issue_ns && c.next > kBases)) return 0;
+  double ms = 0;
+  if (gpu::ElapsedMs(base->event, start, &ms) != gpu::Query::kDone) return 0;
+  const int64_t t = static_cast<int64_t>(base->host_ns) + static_cast<int64_t>(ms * 1e6);
+  return t > 0 ? static_cast<uint64_t>(t) : 0;
 }
 
 }  // namespace xtimer

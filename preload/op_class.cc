@@ -5,21 +5,20 @@
 namespace xtimer {
 
 uint64_t OpKey::Hash() const {
-  // splitmix64-style mixing of the fields; never returns 0 (the empty-slot marker).
-  auto mix = [](uint64_t h, uint64_t v) {
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    h ^= h >> 31;
-    h *= 0xbf58476d1ce4e5b9ull;
-    return h ^ (h >> 29);
-  };
+  // One multiply per field, one final avalanche (splitmix64's finaliser): this runs on every
+  // launch. Never returns 0 (the empty-slot marker).
+  auto step = [](uint64_t h, uint64_t v) { return ((h ^ v) * 0x9e3779b97f4a7c15ull) ^ (h >> 32); };
   uint64_t h = static_cast<uint64_t>(kind) + 1;
-  h = mix(h, reinterpret_cast<uintptr_t>(api));
-  h = mix(h, reinterpret_cast<uintptr_t>(func));
-  h = mix(h, static_cast<uint64_t>(a));
-  h = mix(h, static_cast<uint64_t>(b));
-  h = mix(h, static_cast<uint64_t>(c));
-  h = mix(h, static_cast<uint64_t>(d));
-  h = mix(h, static_cast<uint64_t>(e));
+  h = step(h, reinterpret_cast<uintptr_t>(api));
+  h = step(h, reinterpret_cast<uintptr_t>(func));
+  h = step(h, static_cast<uint64_t>(a));
+  h = step(h, static_cast<uint64_t>(b));
+  h = step(h, static_cast<uint64_t>(c));
+  h = step(h, static_cast<uint64_t>(d));
+  h = step(h, static_cast<uint64_t>(e));
+  h ^= h >> 31;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 29;
   return h == 0 ? 1 : h;
 }
 

@@ -97,6 +97,7 @@ std::string SummaryJson(Tracker& t, bool final, size_t max_ops) {
   w.Field("no_event", static_cast<unsigned long long>(u.no_event.load()));
   w.Field("record_failed", static_cast<unsigned long long>(u.record_failed.load()));
   w.Field("queue_full", static_cast<unsigned long long>(u.queue_full.load()));
+  w.Field("no_start", static_cast<unsigned long long>(u.no_start.load()));
   if (t.cupti()) w.Field("cupti_dropped", static_cast<unsigned long long>(cupti::Dropped()));
   w.EndObject();
   w.EndObject();
