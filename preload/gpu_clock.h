@@ -22,7 +22,9 @@ class GpuClock {
   // Host CLOCK_MONOTONIC of an op's event, given when the op was issued; 0 if unknown. An op
   // issued before the device's first base (recorded when the device is first seen here) is
   // placed from that base, the event being before it.
-  uint64_t HostTimeOf(int device, gpu::Event start, uint64_t issue_ns);
+  // `base_pending` (optional) is set when the base to use has not completed yet (just recorded):
+  // the answer is then 0 for now, not for good.
+  uint64_t HostTimeOf(int device, gpu::Event start, uint64_t issue_ns, bool* base_pending = nullptr);
 
  private:
   struct Base {

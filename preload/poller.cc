@@ -143,7 +143,8 @@ gpu::Query Poller::Complete(StreamTail& tail, const Pending& p) {
   const bool for_steps = steps_ != nullptr && steps_->wants_gpu();
   bool timed = false;
   uint64_t dur_ns = 0, start_ns = 0, end_ns = 0;
-  auto host_end = [&] { return clock_.HostTimeOf(r.device, end, r.issue_ns); };
+  bool base_pending = false;  // the clock's reference has not completed: complete the op later
+  auto host_end = [&] { return clock_.HostTimeOf(r.device, end, r.issue_ns, &base_pending); };
   // One call both asks whether the op completed and, where it can, times it.
   double ms = 0;
   gpu::Query q;
@@ -155,7 +156,8 @@ gpu::Query Poller::Complete(StreamTail& tail, const Pending& p) {
     dur_ns = timed ? static_cast<uint64_t>(ms * 1e6 + 0.5) : 0;
     if (steps_ != nullptr) clock_.See(r.device);  // a reference before the steps are found
     if (timed && (one_event_ || trace_.enabled() || for_steps)) {
-      start_ns = clock_.HostTimeOf(r.device, start, r.issue_ns);
+      start_ns = clock_.HostTimeOf(r.device, start, r.issue_ns, &base_pending);
+      if (base_pending) return gpu::Query::kNotReady;
       end_ns = start_ns != 0 ? start_ns + dur_ns : 0;
     }
     tail.anchor_ns = r.issue_ns;
@@ -173,6 +175,7 @@ gpu::Query Poller::Complete(StreamTail& tail, const Pending& p) {
           end_ns = start_ns + dur_ns;
         } else {  // placed afresh: the chain's clock is anchored again
           end_ns = host_end();
+          if (base_pending) return gpu::Query::kNotReady;
           dur_ns = end_ns > start_ns ? end_ns - start_ns : 0;
           tail.anchor_ns = r.issue_ns;
         }
@@ -181,7 +184,11 @@ gpu::Query Poller::Complete(StreamTail& tail, const Pending& p) {
         q = gpu::QueryEvent(end);
         if (q != gpu::Query::kDone) break;
         end_ns = host_end();
-        if (end_ns == 0) break;
+        if (base_pending) return gpu::Query::kNotReady;
+        if (end_ns == 0) {  // not placed on the host clock: its start is not known
+          tracker_.untimed().no_start.fetch_add(1, std::memory_order_relaxed);
+          break;
+        }
         timed = true;
         start_ns = r.issue_ns;
         dur_ns = end_ns > start_ns ? end_ns - start_ns : 0;
@@ -190,8 +197,9 @@ gpu::Query Poller::Complete(StreamTail& tail, const Pending& p) {
       case StartFrom::kUnknown:
         q = gpu::QueryEvent(end);
         if (q != gpu::Query::kDone) break;
-        tracker_.untimed().no_start.fetch_add(1, std::memory_order_relaxed);
         end_ns = host_end();
+        if (base_pending) return gpu::Query::kNotReady;
+        tracker_.untimed().no_start.fetch_add(1, std::memory_order_relaxed);
         tail.anchor_ns = r.issue_ns;
         break;
     }

@@ -124,7 +124,9 @@ std::string TraceJson(Tracker& t, const std::vector<TraceEntry>& entries) {
     OpClass& c = t.classes().at(e.class_id);
     w.BeginObject();
     w.Field("name", NameOf(c)).Field("cat", Name(c.key.kind)).Field("ph", "X");
-    w.Field("ts", e.start_ns / 1e3).Field("dur", e.dur_ns / 1e3);
+    // Microseconds of CLOCK_MONOTONIC to the ns: %g's six digits would round ts to 0.1 s.
+    w.Key("ts").Fixed(e.start_ns / 1e3, 3);
+    w.Key("dur").Fixed(e.dur_ns / 1e3, 3);
     w.Field("pid", r.rank).Field("tid", it->second);
     if (e.seq != 0 || e.peer >= 0) {
       w.Key("args").BeginObject();

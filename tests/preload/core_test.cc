@@ -12,6 +12,7 @@
 #include "preload/comm_table.h"
 #include "preload/histogram.h"
 #include "preload/mpmc_queue.h"
+#include "preload/one_event.h"
 #include "preload/op_class.h"
 
 namespace xtimer {
@@ -157,6 +158,26 @@ TEST(CommTable, IdsAgreeForTheSameKeyAndRegistrationsAreFound) {
   EXPECT_EQ(comms->at(comms->Largest()).size, 8);
   comms->Forget(reinterpret_cast<void*>(0x10));  // destroyed at exit: still the rank's identity
   EXPECT_EQ(comms->at(comms->Largest()).size, 8);
+}
+
+// A kernel timed by its end event alone (preload/one_event.h): queued behind a running op it
+// starts at that op's end; launched after the stream went idle, at its launch; after an untimed
+// launch of its thread, when nobody knows.
+TEST(OneEvent, StartIsThePreviousEndWhileBusyElseTheLaunch) {
+  StreamTail tail;
+  EXPECT_EQ(DeriveStart(tail, 1000, false), StartFrom::kLaunch);  // first op on the stream
+  tail.end_event = 7;
+  tail.end_ns = 5000;
+  EXPECT_EQ(DeriveStart(tail, 4000, false), StartFrom::kPreviousEnd);  // launched while it ran
+  EXPECT_EQ(DeriveStart(tail, 6000, false), StartFrom::kLaunch);       // launched after it ended
+  EXPECT_EQ(DeriveStart(tail, 5000, false), StartFrom::kLaunch);       // at its end: either is right
+  EXPECT_EQ(DeriveStart(tail, 4000, true), StartFrom::kUnknown);       // an untimed launch between
+  EXPECT_EQ(DeriveStart(tail, 6000, true), StartFrom::kUnknown);
+  tail.end_ns = 0;  // the previous end could not be placed on the host clock
+  EXPECT_EQ(DeriveStart(tail, 4000, false), StartFrom::kLaunch);
+  tail.end_ns = 5000;
+  tail.end_event = kNoEvent;  // its event was given back: no GPU time to measure from
+  EXPECT_EQ(DeriveStart(tail, 4000, false), StartFrom::kLaunch);
 }
 
 }  // namespace
