@@ -3,6 +3,21 @@
 #include <algorithm>
 
 namespace xtimer {
+namespace {
+
+// Per thread, the class of the plain kernels it launched lately, direct-mapped by function: a
+// launch skips the hash and the table when its kernel is here. Classes are never removed, so an
+// entry stays right. 1 KiB of initial-exec TLS.
+struct KernelEntry {
+  const void* func = nullptr;
+  uint32_t id = 0;
+  uint32_t tag = 0;  // table serial << 1 | key.a (0: runtime stub, 1: CUfunction); 0 = empty
+};
+constexpr size_t kKernelEntries = 64;
+thread_local KernelEntry t_kernels[kKernelEntries] __attribute__((tls_model("initial-exec")));
+std::atomic<uint32_t> g_next_serial{1};
+
+}  // namespace
 
 uint64_t OpKey::Hash() const {
   // One multiply per field, one final avalanche (splitmix64's finaliser): this runs on every
@@ -23,7 +38,10 @@ uint64_t OpKey::Hash() const {
 }
 
 OpClassTable::OpClassTable()
-    : slots_(new Slot[kSlots]), classes_(new OpClass[kMaxClasses]), ready_(new std::atomic<bool>[kMaxClasses]) {
+    : slots_(new Slot[kSlots]),
+      classes_(new OpClass[kMaxClasses]),
+      ready_(new std::atomic<bool>[kMaxClasses]),
+      serial_(g_next_serial.fetch_add(1, std::memory_order_relaxed)) {
   for (uint32_t i = 0; i < kMaxClasses; ++i) ready_[i].store(false, std::memory_order_relaxed);
   // The first ids are the per-kind overflow classes.
   for (int k = 0; k < kTimedOpKinds; ++k) {
@@ -39,6 +57,18 @@ OpClassTable::OpClassTable()
 uint32_t OpClassTable::Overflow(OpKind kind) { return static_cast<uint32_t>(kind); }
 
 uint32_t OpClassTable::Intern(const OpKey& key) {
+  const bool cached = key.kind == OpKind::kKernel && key.api == nullptr && (key.a == 0 || key.a == 1) && key.b == 0 &&
+                      key.c == 0 && key.d == 0 && key.e == 0;
+  if (!cached) return InternInTable(key);
+  KernelEntry& e = t_kernels[(reinterpret_cast<uintptr_t>(key.func) >> 4) & (kKernelEntries - 1)];
+  const uint32_t tag = serial_ << 1 | static_cast<uint32_t>(key.a);
+  if (e.tag == tag && e.func == key.func) return e.id;
+  const uint32_t id = InternInTable(key);
+  e = KernelEntry{key.func, id, tag};
+  return id;
+}
+
+uint32_t OpClassTable::InternInTable(const OpKey& key) {
   const uint64_t h = key.Hash();
   for (uint32_t probe = 0, i = static_cast<uint32_t>(h) & (kSlots - 1); probe < kSlots;
        ++probe, i = (i + 1) & (kSlots - 1)) {

@@ -72,7 +72,9 @@ def run(bench, launch, simgpu, mode, step=False):
                 missed = sum(v for k, v in untimed.items() if k != "cupti_dropped")
                 missed -= untimed["sampled_out"] if mode[1] == "0" else 0
                 timed_share = timed / max(1, timed + missed) if mode[1] != "0" else 1.0
-    return {name: r["real_time"] for name, r in rows.items()}, timed_share, timing_mode
+    times = {name: r["real_time"] for name, r in rows.items()}
+    times.update({name + ":cpu": r["cpu_time"] for name, r in rows.items()})
+    return times, timed_share, timing_mode
 
 
 def main():
@@ -83,6 +85,7 @@ def main():
     if compare:  # the same runs with another build of the library (before a change), interleaved
         modes.update({"pairs_before": ("0", "1", compare), "cupti_before": ("1", "1", compare)})
     launch_ns = {m: [] for m in modes}
+    launch_cpu = {m: [] for m in modes}  # CPU time of the launching thread: what a busy machine moves least
     step_ns = {m: [] for m in modes}
     pair, single = [], []
     shares = {"pairs": [], "cupti": [], "pairs_before": []}
@@ -93,6 +96,7 @@ def main():
             if m == "cupti" and timing_mode != "cupti":
                 sys.exit(f"CUPTI mode did not run (timing_mode {timing_mode}); is libcupti.so.13 in {simgpu}?")
             launch_ns[m].append(r["BM_Launch"])
+            launch_cpu[m].append(r["BM_Launch:cpu"])
             rs, step_share, _ = run(bench, launch, simgpu, mode, step=True)
             step_ns[m].append(rs["BM_Step"])
             if m in step_shares:
@@ -140,6 +144,17 @@ def main():
     )
     print(f"    of which the hooks, besides the event     {med['pairs'] - bare - one:8.1f}")
     print(f"  added per timed launch, CUPTI mode          {med['cupti'] - bare:8.1f}")
+    cpu = {m: statistics.median(v) for m, v in launch_cpu.items()}
+    print(
+        f"  the same in CPU time of the launching thread: baseline {cpu['bare']:.1f}, added in event-pair mode "
+        f"{cpu['pairs'] - cpu['bare']:.1f} (target < 300), in CUPTI mode {cpu['cupti'] - cpu['bare']:.1f}"
+        + (
+            f"; before: event-pair mode {cpu['pairs_before'] - cpu['bare']:.1f}, CUPTI mode "
+            f"{cpu['cupti_before'] - cpu['bare']:.1f}"
+            if compare
+            else ""
+        )
+    )
     print(
         f"  added per launch with XTIMER_CUPTI=0 XTIMER_KERNEL_SAMPLE=0 (no events) {med['hooked'] - bare:8.1f}   "
         f"({med['hooked'] / bare:.2f}x baseline)"

@@ -104,6 +104,34 @@ TEST(OpClassTable, SameKeySameClassDifferentKeyDifferentClass) {
   EXPECT_TRUE(table->Ready(ia));
 }
 
+// Plain kernels are found in a per-thread cache: the same class as the table's, runtime stub and
+// CUfunction of one address apart, two tables apart, colliding entries replaced, not confused.
+TEST(OpClassTable, KernelCacheAgreesWithTheTable) {
+  auto one = std::make_unique<OpClassTable>();
+  auto two = std::make_unique<OpClassTable>();
+  static char funcs[3][64 * 16];  // the last two map to the same cache entry as the first
+  OpKey k{OpKind::kKernel, nullptr, &funcs[0][0], 0, 0, 0, 0, 0};
+  OpKey driver = k;
+  driver.a = 1;
+  OpKey other{OpKind::kMatmul, "cublasGemmEx", nullptr, 8, 8, 8, 1, 0};
+  two->Intern(other);  // the tables' ids for k differ
+  const uint32_t id1 = one->Intern(k), id2 = two->Intern(k), idd = one->Intern(driver);
+  EXPECT_NE(id1, id2);
+  EXPECT_NE(id1, idd);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(one->Intern(k), id1);
+    EXPECT_EQ(two->Intern(k), id2);
+    EXPECT_EQ(one->Intern(driver), idd);
+    OpKey collide = k;
+    collide.func = &funcs[1 + i % 2][0];
+    const uint32_t ic = one->Intern(collide);
+    EXPECT_NE(ic, id1);
+    EXPECT_TRUE(one->at(ic).key == collide);
+  }
+  EXPECT_TRUE(one->at(id1).key == k);
+  EXPECT_TRUE(one->at(idd).key == driver);
+}
+
 TEST(OpClassTable, ConcurrentInternAgrees) {
   auto table = std::make_unique<OpClassTable>();
   constexpr int kThreads = 4, kKeys = 500;
