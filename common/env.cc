@@ -28,6 +28,9 @@ constexpr Var kVars[] = {
     {"XTIMER_CUPTI", "1",
      "1: time kernels, copies and memsets from CUPTI activity records (every launch path, graph replays included) when "
      "libcupti.so.13 loads and no other CUPTI subscriber exists; 0: event pairs only."},
+    {"XTIMER_KERNEL_START_EVENT", "0",
+     "Event-pair mode: 1 records a start event before every timed plain kernel too; 0 records only its end and "
+     "derives its start from the previous op on its stream and the launch call."},
     {"XTIMER_TRACE", "0", "Keep the last N operations per rank and write them as Chrome trace-event JSON; 0 = off."},
     {"XTIMER_MAX_INFLIGHT", "65536",
      "Timed operations that may be in flight at once per process; beyond it launches go untimed (and are counted)."},

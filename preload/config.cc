@@ -16,6 +16,7 @@ PreloadConfig PreloadConfig::FromEnv() {
   c.report_interval_s = env::Double("XTIMER_REPORT_INTERVAL", 0, 1e9);
   c.kernel_sample = env::Int("XTIMER_KERNEL_SAMPLE", 0, INT32_MAX);
   c.cupti = env::Bool("XTIMER_CUPTI");
+  c.kernel_start_event = env::Bool("XTIMER_KERNEL_START_EVENT");
   c.trace_ops = env::Int("XTIMER_TRACE", 0, 1 << 24);
   c.max_inflight = env::Int("XTIMER_MAX_INFLIGHT", 64, 1 << 22);
   c.steps = env::Bool("XTIMER_STEPS");

@@ -14,7 +14,9 @@ struct PreloadConfig {
   double report_interval_s = 30;
   int64_t kernel_sample = 1;  // 0 = none, 1 = all, N = 1 in N
   bool cupti = true;          // try the CUPTI backend (cupti_backend.h)
-  int64_t trace_ops = 0;      // last N ops per rank, 0 = off
+  // Event-pair mode: a start event for plain kernels too (else only their end, timed_call.h).
+  bool kernel_start_event = false;
+  int64_t trace_ops = 0;  // last N ops per rank, 0 = off
   int64_t max_inflight = 65536;
   double hang_timeout_s = 300;
   HangAction hang_action = HangAction::kDump;

@@ -49,22 +49,33 @@ void GpuClock::See(int device) {
   if (device < 0) return;
   if (static_cast<size_t>(device) >= clocks_.size()) clocks_.resize(device + 1);
   // A device seen for the first time gets its first base now: ops issued from now on are placed.
-  if (clocks_[device].next == 0 && clocks_[device].last_ns == 0) RecordBase(device, MonotonicNs());
+  // The first record (on a new stream) may be too slow to keep: try again at once.
+  DeviceClock& c = clocks_[device];
+  for (int i = 0; i < 3 && c.next == 0 && c.last_ns == 0 && !c.failed; ++i) RecordBase(device, MonotonicNs());
 }
 
-uint64_t GpuClock::HostTimeOf(int device, gpu::Event start, uint64_t issue_ns) {
+uint64_t GpuClock::HostTimeOf(int device, gpu::Event start, uint64_t issue_ns, bool* base_pending) {
   if (device < 0) return 0;
   See(device);
   DeviceClock& c = clocks_[device];
-  // Newest base recorded before the op was issued (so it precedes the op's start on the GPU).
+  // Newest base recorded before the op was issued (so it precedes the op's start on the GPU);
+  // for an op issued before the device's first base (launched before the poller first saw the
+  // device), the oldest base, with the event before it.
+  const Base* base = nullptr;
   for (size_t i = 0; i < std::min(c.next, kBases); ++i) {
     const Base& b = c.bases[(c.next - 1 - i) % kBases];
-    if (b.host_ns == 0 || b.host_ns > issue_ns) continue;
-    double ms = gpu::ElapsedMs(b.event, start);
-    if (ms < 0) return 0;
-    return b.host_ns + static_cast<uint64_t>(ms * 1e6);
+    if (b.host_ns == 0) continue;
+    base = &b;
+    if (b.host_ns <= issue_ns) break;
   }
-  return 0;
+  if (base == nullptr || (base->host_ns > issue_ns && c.next > kBases)) return 0;
+  double ms = 0;
+  const gpu::Query q = gpu::ElapsedMs(base->event, start, &ms);
+  // A base just recorded completes a moment later (its stream is idle): ask again then.
+  if (q == gpu::Query::kNotReady && base_pending != nullptr) *base_pending = true;
+  if (q != gpu::Query::kDone) return 0;
+  const int64_t t = static_cast<int64_t>(base->host_ns) + static_cast<int64_t>(ms * 1e6);
+  return t > 0 ? static_cast<uint64_t>(t) : 0;
 }
 
 }  // namespace xtimer

@@ -18,10 +18,13 @@ struct InflightOp {
   std::string comm;     // hex communicator id, empty if not NCCL
   int comm_rank = -1;
   int comm_size = -1;
-  uint64_t seq = 0;        // per-communicator call number, from 1; 0 if not NCCL
-  int peer = -1;           // p2p peer rank, else -1
-  uint64_t bytes = 0;      // 0 if not known / not applicable
-  bool running = false;    // started on its stream (start event complete)
+  uint64_t seq = 0;      // per-communicator call number, from 1; 0 if not NCCL
+  int peer = -1;         // p2p peer rank, else -1
+  uint64_t bytes = 0;    // 0 if not known / not applicable
+  bool running = false;  // started on its stream (start event complete)
+  // Event-pair mode, a plain kernel timed by its end alone: `running` means the ops before it on
+  // its stream completed; it may still wait for another stream (cudaStreamWaitEvent).
+  bool start_derived = false;
   int blocked_by = -1;     // index in the list of the op it waits behind, or -1
   double in_flight_s = 0;  // since start (running) or since issue (pending)
   // CUPTI mode, a stream with unfinished work (stream_watch.h): `name` is the last op launched

@@ -45,7 +45,8 @@ class OpClassTable {
   static constexpr uint32_t kNoClass = 0xffffffffu;
 
   OpClassTable();
-  // Launch path: the class id of `key`, interning it on first sight.
+  // Launch path: the class id of `key`, interning it on first sight. A plain kernel the calling
+  // thread launched lately is found in a small per-thread cache first (no hash, no table).
   uint32_t Intern(const OpKey& key);
   OpClass& at(uint32_t id) { return classes_[id]; }
   uint32_t size() const { return std::min<uint32_t>(next_.load(std::memory_order_acquire), kMaxClasses); }
@@ -59,11 +60,13 @@ class OpClassTable {
     std::atomic<uint32_t> id{kNoClass};  // kNoClass while the inserting thread fills the class
   };
   uint32_t Overflow(OpKind kind);
+  uint32_t InternInTable(const OpKey& key);
 
   std::unique_ptr<Slot[]> slots_;
   std::unique_ptr<OpClass[]> classes_;
   std::unique_ptr<std::atomic<bool>[]> ready_;
   std::atomic<uint32_t> next_{0};
+  uint32_t serial_;  // tells the per-thread cache's entries of two tables apart (tests make several)
 };
 
 }  // namespace xtimer

@@ -125,16 +125,26 @@ Query QueryStream(Stream stream, void* context) {
 }
 
 double ElapsedMs(Event start, Event end) {
-  float ms = -1;
+  double ms = -1;
+  return ElapsedMs(start, end, &ms) == Query::kDone && ms >= 0 ? ms : -1;
+}
+
+Query ElapsedMs(Event start, Event end, double* ms) {
+  float f_ms = 0;
   if (HaveRuntime()) {
     auto f = real_cudaEventElapsedTime.get();
-    if (f && f(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)) == cudaSuccess) return ms;
-    return -1;
+    if (!f) return Query::kError;
+    cudaError_t r = f(&f_ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end));
+    if (r != cudaSuccess) return r == cudaErrorNotReady ? Query::kNotReady : Query::kError;
+  } else {
+    auto f = real_cuEventElapsedTime.get();
+    if (f == nullptr) f = real_cuEventElapsedTime_v1.get();
+    if (!f) return Query::kError;
+    CUresult r = f(&f_ms, static_cast<CUevent>(start), static_cast<CUevent>(end));
+    if (r != CUDA_SUCCESS) return r == CUDA_ERROR_NOT_READY ? Query::kNotReady : Query::kError;
   }
-  auto f = real_cuEventElapsedTime.get();
-  if (f == nullptr) f = real_cuEventElapsedTime_v1.get();
-  if (f && f(&ms, static_cast<CUevent>(start), static_cast<CUevent>(end)) == CUDA_SUCCESS) return ms;
-  return -1;
+  *ms = f_ms;
+  return Query::kDone;
 }
 
 void DestroyEvent(Event e) {

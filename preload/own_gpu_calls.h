@@ -36,6 +36,8 @@ Query QueryEvent(Event e);
 Query QueryStream(Stream stream, void* context);
 // Milliseconds between two completed events; < 0 on error.
 double ElapsedMs(Event start, Event end);
+// The same, negative when `end` completed first; kNotReady while either has not completed.
+Query ElapsedMs(Event start, Event end, double* ms);
 void DestroyEvent(Event e);
 // Resource-free stream for the library's own events (trace clock); nullptr on failure.
 Stream CreatePrivateStream(int device);

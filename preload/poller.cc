@@ -18,6 +18,13 @@ namespace xtimer {
 namespace {
 constexpr size_t kAgentSummaryOps = 200;  // keeps a summary message well under the socket's limit
 constexpr uint64_t kAgentSummaryEveryNs = 2000000000ull;
+// A stream's tail is kept this long after its last op completed: an op issued before that end
+// may still be on its way into the queue (its launch call had not returned).
+constexpr uint64_t kTailKeepNs = 1000000000ull;
+// A chain of one-event kernels is placed on the host clock from its first one (the stream was
+// idle) by GPU time differences; after this long the next end is placed afresh (gpu_clock.h), so
+// the GPU's and the host's clock rates cannot drift apart along a stream that is never idle.
+constexpr uint64_t kChainAnchorNs = 1000000000ull;
 }  // namespace
 
 Poller::Poller(Tracker& tracker) : tracker_(tracker) {
@@ -26,6 +33,7 @@ Poller::Poller(Tracker& tracker) : tracker_(tracker) {
 }
 
 void Poller::Start() {
+  one_event_ = tracker_.end_only_kernels();
   thread_ = StartInternalThread("xtimer-poller", [this] {
     // Our event queries must never invalidate a CUDA graph capture running elsewhere.
     UseRelaxedCaptureModeOnThisThread();
@@ -49,7 +57,7 @@ void Poller::Loop() {
       if (StreamWatch* watch = cupti::Watch(); watch != nullptr && flushed != 0)
         watch->AfterFlush(flushed, tracker_.config().hang_timeout_s / 2);
       uint64_t now = MonotonicNs();
-      if (trace_.enabled() || steps_ != nullptr) clock_.Tick(now);
+      if (trace_.enabled() || steps_ != nullptr || one_event_) clock_.Tick(now);
       if (steps_ != nullptr) steps_->Collect(now, OldestPending());
       if (now >= next_report_ns_) {
         WriteReports(false);
@@ -73,62 +81,147 @@ void Poller::Loop() {
 
 void Poller::DrainQueue() {
   OpRecord rec;
+  uint64_t key = 0;
+  StreamOps* s = nullptr;  // the stream of the previous record (map nodes do not move)
   while (tracker_.queue().Pop(&rec)) {
-    streams_[rec.stream_key].push_back(Pending{rec, 0});
+    // One-event kernels are placed on the host clock: a device gets its first reference now.
+    if (one_event_ && (s == nullptr || rec.device != s->fifo.back().rec.device)) clock_.See(rec.device);
+    if (s == nullptr || rec.stream_key != key) {
+      key = rec.stream_key;
+      s = &streams_[key];
+    }
+    s->fifo.push_back(Pending{rec, 0});
     if (steps_ != nullptr) steps_->OnIssued(rec);
   }
 }
 
 uint64_t Poller::OldestPending() const {
   uint64_t oldest = UINT64_MAX;
-  for (const auto& [key, fifo] : streams_)
-    if (!fifo.empty()) oldest = std::min(oldest, fifo.front().rec.issue_ns);
+  for (const auto& [key, s] : streams_)
+    if (!s.fifo.empty()) oldest = std::min(oldest, s.fifo.front().rec.issue_ns);
   return oldest;
 }
 
 bool Poller::CompleteFinished() {
   bool pending = false;
   const uint64_t now = MonotonicNs();
+  EventPools& pools = tracker_.pools();
   for (auto it = streams_.begin(); it != streams_.end();) {
-    auto& fifo = it->second;
+    auto& fifo = it->second.fifo;
+    StreamTail& tail = it->second.tail;
     while (!fifo.empty()) {
       Pending& head = fifo.front();
-      const EventPair& ev = tracker_.pools().Get(head.rec.pair);
-      gpu::Query q = gpu::QueryEvent(ev.end);
-      if (q == gpu::Query::kNotReady) {
-        if (head.started_ns == 0 && gpu::QueryEvent(ev.start) == gpu::Query::kDone) head.started_ns = now;
+      if (Complete(tail, head) == gpu::Query::kNotReady) {
+        // A one-event kernel at the head runs: what the stream had before it has completed.
+        if (head.started_ns == 0 &&
+            (head.rec.start == kNoEvent || gpu::QueryEvent(pools.Get(head.rec.start)) == gpu::Query::kDone))
+          head.started_ns = now;
         break;
       }
-      if (q == gpu::Query::kDone) {
-        double ms = gpu::ElapsedMs(ev.start, ev.end);
-        if (ms >= 0) Account(head, ms);
-      }
-      tracker_.pools().Give(head.rec.pair);
       fifo.pop_front();
     }
-    if (fifo.empty()) {
-      it = streams_.erase(it);
-    } else {
+    if (!fifo.empty()) {
       pending = true;
       ++it;
+    } else if (tail.end_event != kNoEvent && tail.end_ns != 0 && tail.end_ns + kTailKeepNs > now) {
+      ++it;
+    } else {
+      pools.Give(tail.end_event);
+      it = streams_.erase(it);
     }
   }
   return pending;
 }
 
-void Poller::Account(const Pending& p, double ms) {
+gpu::Query Poller::Complete(StreamTail& tail, const Pending& p) {
+  EventPools& pools = tracker_.pools();
+  const OpRecord& r = p.rec;
+  const gpu::Event end = pools.Get(r.end);
+  // The GPU start on the host clock costs one more event query: for pairs only where the trace,
+  // the steps (once found; a job with no collectives never has any) or one-event kernels
+  // after it on the stream need it.
+  const bool for_steps = steps_ != nullptr && steps_->wants_gpu();
+  bool timed = false;
+  uint64_t dur_ns = 0, start_ns = 0, end_ns = 0;
+  bool base_pending = false;  // the clock's reference has not completed: complete the op later
+  auto host_end = [&] { return clock_.HostTimeOf(r.device, end, r.issue_ns, &base_pending); };
+  // One call both asks whether the op completed and, where it can, times it.
+  double ms = 0;
+  gpu::Query q;
+  if (r.start != kNoEvent) {
+    const gpu::Event start = pools.Get(r.start);
+    q = gpu::ElapsedMs(start, end, &ms);
+    if (q == gpu::Query::kNotReady) return q;
+    timed = q == gpu::Query::kDone && ms >= 0;
+    dur_ns = timed ? static_cast<uint64_t>(ms * 1e6 + 0.5) : 0;
+    if (steps_ != nullptr) clock_.See(r.device);  // a reference before the steps are found
+    if (timed && (one_event_ || trace_.enabled() || for_steps)) {
+      start_ns = clock_.HostTimeOf(r.device, start, r.issue_ns, &base_pending);
+      if (base_pending) return gpu::Query::kNotReady;
+      end_ns = start_ns != 0 ? start_ns + dur_ns : 0;
+    }
+    tail.anchor_ns = r.issue_ns;
+    pools.Give(r.start);
+  } else {
+    switch (DeriveStart(tail, r.issue_ns, r.after_untimed)) {
+      case StartFrom::kPreviousEnd:
+        q = gpu::ElapsedMs(pools.Get(tail.end_event), end, &ms);
+        if (q == gpu::Query::kNotReady) return q;
+        if (q != gpu::Query::kDone) break;
+        timed = true;
+        start_ns = tail.end_ns;
+        if (r.issue_ns - std::min(r.issue_ns, tail.anchor_ns) < kChainAnchorNs) {
+          dur_ns = ms > 0 ? static_cast<uint64_t>(ms * 1e6 + 0.5) : 0;
+          end_ns = start_ns + dur_ns;
+        } else {  // placed afresh: the chain's clock is anchored again
+          end_ns = host_end();
+          if (base_pending) return gpu::Query::kNotReady;
+          dur_ns = end_ns > start_ns ? end_ns - start_ns : 0;
+          tail.anchor_ns = r.issue_ns;
+        }
+        break;
+      case StartFrom::kLaunch:
+        q = gpu::QueryEvent(end);
+        if (q != gpu::Query::kDone) break;
+        end_ns = host_end();
+        if (base_pending) return gpu::Query::kNotReady;
+        if (end_ns == 0) {  // not placed on the host clock: its start is not known
+          tracker_.untimed().no_start.fetch_add(1, std::memory_order_relaxed);
+          break;
+        }
+        timed = true;
+        start_ns = r.issue_ns;
+        dur_ns = end_ns > start_ns ? end_ns - start_ns : 0;
+        tail.anchor_ns = r.issue_ns;
+        break;
+      case StartFrom::kUnknown:
+        q = gpu::QueryEvent(end);
+        if (q != gpu::Query::kDone) break;
+        end_ns = host_end();
+        if (base_pending) return gpu::Query::kNotReady;
+        tracker_.untimed().no_start.fetch_add(1, std::memory_order_relaxed);
+        tail.anchor_ns = r.issue_ns;
+        break;
+    }
+    if (q == gpu::Query::kNotReady) return q;
+  }
+  if (timed) Account(p, dur_ns, start_ns);
+  if (!one_event_ || q != gpu::Query::kDone) {
+    pools.Give(r.end);
+    return q;
+  }
+  pools.Give(tail.end_event);
+  tail.end_event = r.end;
+  tail.end_ns = end_ns;
+  return q;
+}
+
+void Poller::Account(const Pending& p, uint64_t ns, uint64_t start) {
   OpClass& c = tracker_.classes().at(p.rec.class_id);
   if (!c.hist) c.hist = std::make_unique<Histogram>();
-  uint64_t ns = static_cast<uint64_t>(ms * 1e6 + 0.5);
   c.hist->Add(ns);
   c.bytes += p.rec.bytes;
-  // The GPU start on the host clock costs one more event query: only for the trace, or once the
-  // steps are found (a job with no collectives never has any).
   const bool for_steps = steps_ != nullptr && steps_->wants_gpu();
-  if (steps_ != nullptr) clock_.See(p.rec.device);  // a reference before the steps are found
-  if (!trace_.enabled() && !for_steps) return;
-  const EventPair& ev = tracker_.pools().Get(p.rec.pair);
-  const uint64_t start = clock_.HostTimeOf(p.rec.device, ev.start, p.rec.issue_ns);
   if (for_steps) steps_->OnTimed(p.rec, start, ns);
   if (trace_.enabled())
     trace_.Add(TraceEntry{p.rec.class_id, p.rec.stream, p.rec.device, start != 0 ? start : p.rec.issue_ns, ns,
@@ -225,11 +318,14 @@ void Poller::SnapshotLocked(InflightOps* out) {
   DrainQueue();
   const uint64_t now = MonotonicNs();
   const size_t first = out->size();
-  for (auto& [key, fifo] : streams_) {
+  for (auto& [key, s] : streams_) {
     int first_index = -1;
-    for (Pending& p : fifo) {
-      const EventPair& ev = tracker_.pools().Get(p.rec.pair);
-      if (p.started_ns == 0 && gpu::QueryEvent(ev.start) == gpu::Query::kDone) p.started_ns = now;
+    for (Pending& p : s.fifo) {
+      // A one-event kernel has started once it is the head: what its stream had before it completed.
+      const bool started = p.rec.start == kNoEvent
+                               ? first_index < 0
+                               : gpu::QueryEvent(tracker_.pools().Get(p.rec.start)) == gpu::Query::kDone;
+      if (p.started_ns == 0 && started) p.started_ns = now;
       OpClass& c = tracker_.classes().at(p.rec.class_id);
       InflightOp op;
       op.name = NameOf(c);
@@ -245,6 +341,7 @@ void Poller::SnapshotLocked(InflightOps* out) {
       op.peer = p.rec.peer;
       op.bytes = p.rec.bytes;
       op.running = p.started_ns != 0;
+      op.start_derived = p.rec.start == kNoEvent;
       op.in_flight_s = (now - (op.running ? p.started_ns : p.rec.issue_ns)) / 1e9;
       // Everything behind the stream's head waits for the head (a stream runs in order).
       if (first_index >= 0) op.blocked_by = first_index;

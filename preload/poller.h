@@ -1,7 +1,8 @@
 // The one thread that reads completions. It drains the launch queue into per-stream FIFOs
-// (a stream completes in order, so only each FIFO's head needs querying), turns event pairs
-// into durations, keeps per-class statistics, grows the event pools, and writes the summary
-// (and trace) every XTIMER_REPORT_INTERVAL seconds and at exit.
+// (a stream completes in order, so only each FIFO's head needs querying), turns events into
+// durations (a one-event kernel's start from the op before it, one_event.h), keeps per-class
+// statistics, grows the event pools, and writes the summary (and trace) every
+// XTIMER_REPORT_INTERVAL seconds and at exit.
 #pragma once
 
 #include <atomic>
@@ -16,6 +17,7 @@
 #include "preload/cupti_backend.h"
 #include "preload/gpu_clock.h"
 #include "preload/inflight_op.h"
+#include "preload/one_event.h"
 #include "preload/op_record.h"
 #include "preload/trace_buffer.h"
 
@@ -49,14 +51,22 @@ class Poller {
  private:
   struct Pending {
     OpRecord rec;
-    uint64_t started_ns = 0;  // when the poller first saw the start event complete
+    uint64_t started_ns = 0;  // when the poller first saw the op start (its start event, or at the head)
+  };
+  struct StreamOps {
+    std::deque<Pending> fifo;  // issued, not completed, in issue order
+    StreamTail tail;           // the last op completed (one-event kernels start from its end)
   };
   void Loop();
   void DrainQueue() XT_REQUIRES(mu_);
   // Completes finished heads; returns true if anything is still pending.
   bool CompleteFinished() XT_REQUIRES(mu_);
+  // The stream's head op: kNotReady while it runs; else accounts it (its duration and GPU start),
+  // gives its events back and moves the stream's tail to its end.
+  gpu::Query Complete(StreamTail& tail, const Pending& p);
   void SnapshotLocked(InflightOps* out) XT_REQUIRES(mu_);
-  void Account(const Pending& p, double ms);
+  // `start_ns`: the GPU start on the host clock, 0 when not known (or not asked for).
+  void Account(const Pending& p, uint64_t dur_ns, uint64_t start_ns);
   // CUPTI mode: appends the streams `watch` finds stalled to the Snapshot's `out` (whose paired
   // ops start at `first`).
   void AddStalledStreams(StreamWatch& watch, size_t first, InflightOps* out);
@@ -68,7 +78,8 @@ class Poller {
 
   Tracker& tracker_;
   Mutex mu_;  // the poller vs. Snapshot
-  std::unordered_map<uint64_t, std::deque<Pending>> streams_ XT_GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, StreamOps> streams_ XT_GUARDED_BY(mu_);
+  bool one_event_ = false;  // plain kernels carry their end event alone: keep each stream's tail
   std::unordered_map<std::string, uint32_t> cupti_kernels_;  // kernel name -> class (poller only)
   TraceBuffer trace_;
   GpuClock clock_;                // GPU event times on the host clock (trace, steps)

@@ -97,6 +97,7 @@ std::string SummaryJson(Tracker& t, bool final, size_t max_ops) {
   w.Field("no_event", static_cast<unsigned long long>(u.no_event.load()));
   w.Field("record_failed", static_cast<unsigned long long>(u.record_failed.load()));
   w.Field("queue_full", static_cast<unsigned long long>(u.queue_full.load()));
+  w.Field("no_start", static_cast<unsigned long long>(u.no_start.load()));
   if (t.cupti()) w.Field("cupti_dropped", static_cast<unsigned long long>(cupti::Dropped()));
   w.EndObject();
   w.EndObject();
@@ -123,7 +124,9 @@ std::string TraceJson(Tracker& t, const std::vector<TraceEntry>& entries) {
     OpClass& c = t.classes().at(e.class_id);
     w.BeginObject();
     w.Field("name", NameOf(c)).Field("cat", Name(c.key.kind)).Field("ph", "X");
-    w.Field("ts", e.start_ns / 1e3).Field("dur", e.dur_ns / 1e3);
+    // Microseconds of CLOCK_MONOTONIC to the ns: %g's six digits would round ts to 0.1 s.
+    w.Key("ts").Fixed(e.start_ns / 1e3, 3);
+    w.Key("dur").Fixed(e.dur_ns / 1e3, 3);
     w.Field("pid", r.rank).Field("tid", it->second);
     if (e.seq != 0 || e.peer >= 0) {
       w.Key("args").BeginObject();

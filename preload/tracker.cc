@@ -22,6 +22,8 @@ constinit Mutex g_init_mu;
 
 thread_local uint64_t t_sample_counter __attribute__((tls_model("initial-exec"))) = 0;
 thread_local char t_thread_marker __attribute__((tls_model("initial-exec")));
+// A launch of this thread went untimed since its last timed op (OpRecord::after_untimed).
+thread_local bool t_missed __attribute__((tls_model("initial-exec"))) = false;
 
 // The stream a record is ordered in. Handles 0, 1 (legacy) and 2 (per-thread) are per device;
 // the per-thread default stream is also per thread.
@@ -41,7 +43,7 @@ void AtExit() {
 
 Tracker::Tracker(const PreloadConfig& config)
     : config_(config),
-      pools_(static_cast<uint32_t>(config.max_inflight)),
+      pools_(static_cast<uint32_t>(2 * config.max_inflight)),  // a start and an end per op at most
       queue_(static_cast<size_t>(config.max_inflight)) {
   const RankEnv env = ReadRankEnv();
   env_rank_ = env.rank;
@@ -92,10 +94,14 @@ bool Tracker::SampleKernel() {
 }
 
 void Tracker::ChooseTimingMode() {
+  // Sampled kernels keep their pairs: the launches between two timed ones run unseen, so the
+  // end of the op before a kernel is not its start.
+  end_only_kernels_ = !config_.kernel_start_event && config_.kernel_sample == 1;
   if (!config_.cupti) {
     timing_note_ = "XTIMER_CUPTI=0";
   } else if (cupti::Start(&timing_note_)) {
     cupti_ = true;
+    end_only_kernels_ = false;  // plain kernels pass straight through
     Log(LogLevel::kDebug, "timing kernels, copies and memsets from CUPTI activity records");
     return;
   }
@@ -103,31 +109,39 @@ void Tracker::ChooseTimingMode() {
       timing_note_.c_str());
 }
 
-void Tracker::Begin(uint32_t class_id, void* stream, gpu::Path path, bool per_thread, int device, OpTicket* t) {
-  BeginPair(class_id, stream, path, per_thread, device, t);
+void Tracker::Begin(uint32_t class_id, void* stream, gpu::Path path, bool per_thread, int device, OpTicket* t,
+                    bool end_only) {
+  BeginTimed(class_id, stream, path, per_thread, device, end_only, t);
   // CUPTI mode: the kernels this matmul/collective launches are timed by its pair already.
   t->owned = cupti_ && classes_.at(class_id).key.kind != OpKind::kKernel;
   if (t->owned) cupti::EnterOwnedCall(class_id);
 }
 
-void Tracker::BeginPair(uint32_t class_id, void* stream, gpu::Path path, bool per_thread, int device, OpTicket* t) {
+void Tracker::BeginTimed(uint32_t class_id, void* stream, gpu::Path path, bool per_thread, int device, bool end_only,
+                         OpTicket* t) {
   t->stream = stream;
   t->path = path;
   t->per_thread = per_thread;
   t->timed = false;
   t->rec.class_id = class_id;
   if (device < 0) device = gpu::CurrentDevice(path);
-  PairId pair = pools_.Take(device, path);
-  if (pair == kNoPair) {
+  EventId end = pools_.Take(device, path);
+  EventId start = end == kNoEvent || end_only ? kNoEvent : pools_.Take(device, path);
+  if (end == kNoEvent || (start == kNoEvent && !end_only)) {
+    pools_.Give(end);
     untimed_.no_event.fetch_add(1, std::memory_order_relaxed);
+    t_missed = true;
     return;
   }
-  if (!gpu::Record(pools_.Get(pair).start, stream, path, per_thread)) {
-    pools_.Give(pair);
+  if (start != kNoEvent && !gpu::Record(pools_.Get(start), stream, path, per_thread)) {
+    pools_.Give(start);
+    pools_.Give(end);
     untimed_.record_failed.fetch_add(1, std::memory_order_relaxed);
+    t_missed = true;
     return;
   }
-  t->rec.pair = pair;
+  t->rec.start = start;
+  t->rec.end = end;
   t->rec.device = static_cast<uint8_t>(device);
   t->rec.path = static_cast<uint8_t>(path);
   t->rec.stream = reinterpret_cast<uintptr_t>(stream);
@@ -139,21 +153,27 @@ void Tracker::BeginPair(uint32_t class_id, void* stream, gpu::Path path, bool pe
 void Tracker::End(OpTicket* t, bool call_ok) {
   if (t->owned) cupti::LeaveOwnedCall();
   if (!t->timed) return;
-  PairId pair = t->rec.pair;
-  if (!call_ok) {  // nothing was enqueued; the start event alone is harmless
-    pools_.Give(pair);
+  OpRecord& rec = t->rec;
+  if (!call_ok) {  // nothing was enqueued; a start event alone is harmless
+    pools_.Give(rec.start);
+    pools_.Give(rec.end);
     return;
   }
-  if (!gpu::Record(pools_.Get(pair).end, t->stream, t->path, t->per_thread)) {
-    pools_.Give(pair);
+  rec.after_untimed = t_missed;
+  if (!gpu::Record(pools_.Get(rec.end), t->stream, t->path, t->per_thread)) {
     untimed_.record_failed.fetch_add(1, std::memory_order_relaxed);
+  } else if (!queue_.Push(rec)) {
+    untimed_.queue_full.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    t_missed = false;
     return;
   }
-  if (!queue_.Push(t->rec)) {
-    pools_.Give(pair);
-    untimed_.queue_full.fetch_add(1, std::memory_order_relaxed);
-  }
+  pools_.Give(rec.start);
+  pools_.Give(rec.end);
+  t_missed = true;
 }
+
+void Tracker::MissedOnThisThread() { t_missed = true; }
 
 RankInfo Tracker::rank_info() {
   RankInfo r;

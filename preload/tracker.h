@@ -34,9 +34,12 @@ struct OpTicket {
 
 struct UntimedCounters {
   std::atomic<uint64_t> sampled_out{0};    // kernels skipped by XTIMER_KERNEL_SAMPLE
-  std::atomic<uint64_t> no_event{0};       // no free event pair (more than XTIMER_MAX_INFLIGHT in flight)
+  std::atomic<uint64_t> no_event{0};       // no free event (more than XTIMER_MAX_INFLIGHT in flight)
   std::atomic<uint64_t> record_failed{0};  // the event record was refused (e.g. stream of another context)
   std::atomic<uint64_t> queue_full{0};
+  // A one-event kernel launched after an untimed launch of its thread: its end is known, its
+  // start is not (one_event.h). Counted by the poller.
+  std::atomic<uint64_t> no_start{0};
 };
 
 class Tracker {
@@ -59,6 +62,8 @@ class Tracker {
   // How kernels and copies are timed: by CUPTI records (true) or by event pairs; why not CUPTI.
   bool cupti() const { return cupti_; }
   const std::string& timing_note() const { return timing_note_; }
+  // Event-pair mode: plain kernels are timed with their end event alone (timed_call.h).
+  bool end_only_kernels() const { return end_only_kernels_; }
   AgentLink& agent() { return *agent_; }
 
   // Launch path.
@@ -68,8 +73,13 @@ class Tracker {
     return id;
   }
   bool SampleKernel();
-  void Begin(uint32_t class_id, void* stream, gpu::Path path, bool per_thread, int device, OpTicket* t);
+  // `end_only`: record only the op's end event (a plain kernel in event-pair mode, timed_call.h).
+  void Begin(uint32_t class_id, void* stream, gpu::Path path, bool per_thread, int device, OpTicket* t,
+             bool end_only = false);
   void End(OpTicket* t, bool call_ok);
+  // A launch of the calling thread goes untimed (sampled out): the next one-event kernel of the
+  // thread cannot take its start from the op before it.
+  static void MissedOnThisThread();
 
   // Rank and world: RANK/WORLD_SIZE/LOCAL_RANK, else the largest NCCL communicator, else 0/1.
   RankInfo rank_info();
@@ -90,7 +100,8 @@ class Tracker {
   explicit Tracker(const PreloadConfig& config);
   void RegisterExitHandler();
   void ChooseTimingMode();
-  void BeginPair(uint32_t class_id, void* stream, gpu::Path path, bool per_thread, int device, OpTicket* t);
+  void BeginTimed(uint32_t class_id, void* stream, gpu::Path path, bool per_thread, int device, bool end_only,
+                  OpTicket* t);
   std::atomic<bool> exit_registered_{false};
   PreloadConfig config_;
   OpClassTable classes_;
@@ -103,6 +114,7 @@ class Tracker {
   AgentLink* agent_ = nullptr;
   int env_rank_ = -1, env_world_ = -1, env_local_rank_ = -1;
   bool cupti_ = false;
+  bool end_only_kernels_ = false;
   std::string timing_note_;
 };
 

@@ -85,7 +85,15 @@ std::string Watchdog::FindHang() {
   if (tracker_.poller().Snapshot(&ops, kSnapshotWaitMs)) {
     for (const InflightOp& op : ops)
       if (op.running && (oldest == nullptr || op.in_flight_s > oldest->in_flight_s)) oldest = &op;
-    const InflightOp* hung = oldest != nullptr && oldest->in_flight_s >= timeout ? oldest : nullptr;
+    // The op named hung: the longest-running one past the timeout, one seen to start (its start
+    // event) before a one-event kernel, which may be waiting for another stream's op instead.
+    const InflightOp* hung = nullptr;
+    for (const InflightOp& op : ops) {
+      if (!op.running || op.in_flight_s < timeout) continue;
+      if (hung == nullptr || (hung->start_derived && !op.start_derived) ||
+          (hung->start_derived == op.start_derived && op.in_flight_s > hung->in_flight_s))
+        hung = &op;
+    }
     if (hung != nullptr) {
       int index = static_cast<int>(hung - ops.data());
       int behind = static_cast<int>(

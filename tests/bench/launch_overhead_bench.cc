@@ -1,8 +1,8 @@
 // Host-side cost of a kernel launch on the simulated runtime, for launch_overhead.py, which runs
 // this program once without and once under xtimer_launch and prints the difference:
 //   BM_Launch          cudaLaunchKernel as the program sees it (the xtimer hook when preloaded);
-//   BM_EventRecordPair two cudaEventRecord calls: what timing with events costs by itself, which
-//                      the target (< 300 ns added per launch) excludes;
+//   BM_EventRecord     one cudaEventRecord: what event-pair mode records per plain kernel (its end);
+//   BM_EventRecordPair two cudaEventRecord calls: what a start/end pair costs by itself;
 //   BM_Step            256 launches and a stream synchronisation, per step.
 // The baseline has to be a process without the library: inside one, even a launch that skips the
 // runtime hook is timed by the driver hook below it (the runtime reaches the driver through
@@ -72,15 +72,31 @@ void BM_Launch(benchmark::State& state) {
   OpenGate();
 }
 
-void BM_EventRecordPair(benchmark::State& state) {
-  // A ring of events, as the hook's pool hands out, rather than one pair recorded over and over.
-  constexpr int kRing = 1024;
+// A ring of events, as the hook's pool hands out, rather than one event recorded over and over.
+constexpr int kRing = 1024;
+cudaEvent_t* Ring() {
   static cudaEvent_t ring[kRing];
   static bool created = [] {
     for (cudaEvent_t& e : ring) cudaEventCreate(&e);
     return true;
   }();
   (void)created;
+  return ring;
+}
+
+void BM_EventRecord(benchmark::State& state) {
+  cudaEvent_t* ring = Ring();
+  Regate();
+  int64_t i = 0;
+  for (auto _ : state) {
+    cudaEventRecord(ring[i % kRing], Stream());
+    Drain(state, ++i);
+  }
+  OpenGate();
+}
+
+void BM_EventRecordPair(benchmark::State& state) {
+  cudaEvent_t* ring = Ring();
   Regate();
   int64_t i = 0;
   for (auto _ : state) {
@@ -105,6 +121,7 @@ void BM_Step(benchmark::State& state) {
 
 BENCHMARK(BM_Launch)->MinTime(0.5);
 BENCHMARK(BM_Step)->MinTime(0.5);
+BENCHMARK(BM_EventRecord)->MinTime(0.5);
 BENCHMARK(BM_EventRecordPair)->MinTime(0.5);
 
 }  // namespace

@@ -5,7 +5,7 @@ Runs tests/preload/timing_workload (linked against the real CUDA toolkit) under 
 with LD_LIBRARY_PATH pointing at the simulated libraries, and checks the summary files.
 
   check_preload.py CHECK --bin BUILD/bin --workload PATH --simgpu DIR
-  CHECK: kernels | gemm | nccl | same-results | no-cuda
+  CHECK: kernels | gemm | nccl | same-results | no-cuda | bad-output | one-event
 """
 import argparse
 import glob
@@ -207,6 +207,59 @@ def check_bad_output(args):
         check(bool(lines) and "XTIMER_TIMELINE_PATH" in lines[0], "... the line says what to set")
 
 
+def check_one_event(args):
+    """Event-pair mode times a plain kernel by its end event alone; its GPU start is derived
+    (preload/one_event.h). Durations and GPU starts must come out as with a start event: a kernel
+    queued behind another or behind a matmul starts at its end, one launched on an idle stream
+    when it is launched. Run with one event and with XTIMER_KERNEL_START_EVENT=1 (both events)."""
+    for start_event in ("0", "1"):
+        mode = "one event" if start_event == "0" else "start event too"
+        with tempfile.TemporaryDirectory() as out:
+            env = base_env(args, out)
+            env.update(XTIMER_CUPTI="0", XTIMER_TRACE="200", XTIMER_KERNEL_START_EVENT=start_event, SIMGPU_TFLOPS="1")
+            p = run([args.launch, args.workload, "chain"], env)
+            check(p.returncode == 0 and "chain ok" in p.stdout, f"{mode}: workload ran under xtimer_launch")
+            s = summary(out)
+            check(s.get("timing_mode") == "event_pairs", f"{mode}: timing mode {s.get('timing_mode')}")
+            missed = {k: v for k, v in s["untimed"].items() if v}
+            check(not missed, f"{mode}: every launch timed (untimed: {missed})")
+            for name, ms in (("xt_first_8ms", 8), ("xt_queued_4ms", 4), ("xt_after_gemm_2ms", 2), ("xt_idle_3ms", 3)):
+                o = op(s, name)
+                check(o is not None and o["count"] == 5, f"{mode}: {name} timed 5 times")
+                if o:
+                    p50, top = o["p50_us"] / 1e3, o["max_us"] / 1e3
+                    check(
+                        within(p50, ms, 0.05) and within(top, ms, 0.05),
+                        f"{mode}: {name} p50 {p50:.3f} ms, max {top:.3f} ms, within 5% of {ms} ms",
+                    )
+            with open(os.path.join(out, "00000-00001.trace.json")) as f:
+                xs = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"][1:]  # after the warm-up
+            launches = [float(l.split()[1]) for l in p.stdout.splitlines() if l.startswith("idle_launch_us")]
+            check(len(xs) == 25 and len(launches) == 10, f"{mode}: 25 ops in the trace ({len(xs)}), 10 launch times")
+            if len(xs) != 25 or len(launches) != 10:
+                continue
+            names = [e["name"] for e in xs]
+            want = ["xt_first_8ms", "xt_queued_4ms", "cublasGemmEx", "xt_after_gemm_2ms", "xt_idle_3ms"] * 5
+            check(names == want, f"{mode}: trace in launch order: {names[:5]}")
+            # Queued: starts where the op before it ended, to within 50 us.
+            gaps = [
+                b["ts"] - (a["ts"] + a["dur"])
+                for a, b in zip(xs, xs[1:])
+                if b["name"] in ("xt_queued_4ms", "xt_after_gemm_2ms")
+            ]
+            check(
+                all(abs(g) < 50 for g in gaps),
+                f"{mode}: queued kernels start at the previous op's end (gaps us {gaps})",
+            )
+            # Launched on an idle stream: starts when launched (printed just before), within 0.5 ms.
+            idle = [e for e in xs if e["name"] in ("xt_first_8ms", "xt_idle_3ms")]
+            late = [round(e["ts"] - t, 1) for e, t in zip(idle, launches)]
+            check(
+                all(-1 <= d < 500 for d in late),
+                f"{mode}: kernels on an idle stream start at their launch (us after it: {late})",
+            )
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("check")
@@ -222,6 +275,7 @@ def main():
         "same-results": check_same_results,
         "no-cuda": check_no_cuda,
         "bad-output": check_bad_output,
+        "one-event": check_one_event,
     }[args.check](args)
     if failures:
         print(f"{len(failures)} check(s) failed")

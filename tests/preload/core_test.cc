@@ -12,6 +12,7 @@
 #include "preload/comm_table.h"
 #include "preload/histogram.h"
 #include "preload/mpmc_queue.h"
+#include "preload/one_event.h"
 #include "preload/op_class.h"
 
 namespace xtimer {
@@ -103,6 +104,34 @@ TEST(OpClassTable, SameKeySameClassDifferentKeyDifferentClass) {
   EXPECT_TRUE(table->Ready(ia));
 }
 
+// Plain kernels are found in a per-thread cache: the same class as the table's, runtime stub and
+// CUfunction of one address apart, two tables apart, colliding entries replaced, not confused.
+TEST(OpClassTable, KernelCacheAgreesWithTheTable) {
+  auto one = std::make_unique<OpClassTable>();
+  auto two = std::make_unique<OpClassTable>();
+  static char funcs[3][64 * 16];  // the last two map to the same cache entry as the first
+  OpKey k{OpKind::kKernel, nullptr, &funcs[0][0], 0, 0, 0, 0, 0};
+  OpKey driver = k;
+  driver.a = 1;
+  OpKey other{OpKind::kMatmul, "cublasGemmEx", nullptr, 8, 8, 8, 1, 0};
+  two->Intern(other);  // the tables' ids for k differ
+  const uint32_t id1 = one->Intern(k), id2 = two->Intern(k), idd = one->Intern(driver);
+  EXPECT_NE(id1, id2);
+  EXPECT_NE(id1, idd);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(one->Intern(k), id1);
+    EXPECT_EQ(two->Intern(k), id2);
+    EXPECT_EQ(one->Intern(driver), idd);
+    OpKey collide = k;
+    collide.func = &funcs[1 + i % 2][0];
+    const uint32_t ic = one->Intern(collide);
+    EXPECT_NE(ic, id1);
+    EXPECT_TRUE(one->at(ic).key == collide);
+  }
+  EXPECT_TRUE(one->at(id1).key == k);
+  EXPECT_TRUE(one->at(idd).key == driver);
+}
+
 TEST(OpClassTable, ConcurrentInternAgrees) {
   auto table = std::make_unique<OpClassTable>();
   constexpr int kThreads = 4, kKeys = 500;
@@ -157,6 +186,26 @@ TEST(CommTable, IdsAgreeForTheSameKeyAndRegistrationsAreFound) {
   EXPECT_EQ(comms->at(comms->Largest()).size, 8);
   comms->Forget(reinterpret_cast<void*>(0x10));  // destroyed at exit: still the rank's identity
   EXPECT_EQ(comms->at(comms->Largest()).size, 8);
+}
+
+// A kernel timed by its end event alone (preload/one_event.h): queued behind a running op it
+// starts at that op's end; launched after the stream went idle, at its launch; after an untimed
+// launch of its thread, when nobody knows.
+TEST(OneEvent, StartIsThePreviousEndWhileBusyElseTheLaunch) {
+  StreamTail tail;
+  EXPECT_EQ(DeriveStart(tail, 1000, false), StartFrom::kLaunch);  // first op on the stream
+  tail.end_event = 7;
+  tail.end_ns = 5000;
+  EXPECT_EQ(DeriveStart(tail, 4000, false), StartFrom::kPreviousEnd);  // launched while it ran
+  EXPECT_EQ(DeriveStart(tail, 6000, false), StartFrom::kLaunch);       // launched after it ended
+  EXPECT_EQ(DeriveStart(tail, 5000, false), StartFrom::kLaunch);       // at its end: either is right
+  EXPECT_EQ(DeriveStart(tail, 4000, true), StartFrom::kUnknown);       // an untimed launch between
+  EXPECT_EQ(DeriveStart(tail, 6000, true), StartFrom::kUnknown);
+  tail.end_ns = 0;  // the previous end could not be placed on the host clock
+  EXPECT_EQ(DeriveStart(tail, 4000, false), StartFrom::kLaunch);
+  tail.end_ns = 5000;
+  tail.end_event = kNoEvent;  // its event was given back: no GPU time to measure from
+  EXPECT_EQ(DeriveStart(tail, 4000, false), StartFrom::kLaunch);
 }
 
 }  // namespace

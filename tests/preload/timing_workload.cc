@@ -9,6 +9,7 @@
 //   timing_workload long MS                 one kernel that runs MS milliseconds, then a sync
 //   timing_workload steady SECONDS          1,000 short launches/s next to 1.5 s kernels on a side stream
 //   timing_workload fork                    fork and exec after CUDA is in use
+//   timing_workload chain                   kernels back to back, after a matmul, and on an idle stream
 // It prints what it computed; the output must be the same with and without xtimer.
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -49,6 +50,10 @@ __attribute__((visibility("default"))) void gelu_bwd(void**) { SleepMs(0.4); }
 __attribute__((visibility("default"))) void adamw_step(void**) { SleepMs(1.5); }
 __attribute__((visibility("default"))) void xt_long_kernel(void** args) { SleepMs(*static_cast<int*>(args[0])); }
 __attribute__((visibility("default"))) void xt_short_kernel(void**) { SleepMs(0.2); }
+__attribute__((visibility("default"))) void xt_first_8ms(void**) { SleepMs(8); }
+__attribute__((visibility("default"))) void xt_queued_4ms(void**) { SleepMs(4); }
+__attribute__((visibility("default"))) void xt_after_gemm_2ms(void**) { SleepMs(2); }
+__attribute__((visibility("default"))) void xt_idle_3ms(void**) { SleepMs(3); }
 // Adds args[1] to the int at args[0]: something whose result the output can show.
 __attribute__((visibility("default"))) void xt_add(void** args) {
   **static_cast<int**>(args[0]) += *static_cast<int*>(args[1]);
@@ -316,6 +321,48 @@ static int Fork() {
   return bad == 0 ? 0 : 1;
 }
 
+// What a kernel timed by its end event alone must get right (preload/one_event.h): a kernel
+// queued behind another (starts when that one ends), one queued behind a matmul, and one
+// launched on an idle stream (starts when launched). Prints the CLOCK_MONOTONIC time of each
+// launch onto the idle stream ("idle_launch_us"), to compare with the trace.
+static int Chain() {
+  cudaStream_t stream;
+  CHECK(cudaStreamCreate(&stream));
+  cublasHandle_t handle;
+  CHECK(cublasCreate(&handle));
+  CHECK(cublasSetStream(handle, stream));
+  void *a, *b, *c;
+  CHECK(cudaMalloc(&a, 64));
+  CHECK(cudaMalloc(&b, 64));
+  CHECK(cudaMalloc(&c, 64));
+  float alpha = 1, beta = 0;
+  dim3 one(1);
+  // The first launch starts the library (its event pool, its threads): not a launch to time.
+  CHECK(cudaLaunchKernel((const void*)xt_short_kernel, one, one, nullptr, 0, stream));
+  CHECK(cudaStreamSynchronize(stream));
+  for (int i = 0; i < 5; ++i) {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    std::printf("idle_launch_us %.1f\n", ts.tv_sec * 1e6 + ts.tv_nsec / 1e3);
+    CHECK(cudaLaunchKernel((const void*)xt_first_8ms, one, one, nullptr, 0, stream));
+    CHECK(cudaLaunchKernel((const void*)xt_queued_4ms, one, one, nullptr, 0, stream));
+    CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, 1024, 1024, 1024, &alpha, a, CUDA_R_16BF, 1024, b, CUDA_R_16BF,
+                       1024, &beta, c, CUDA_R_16BF, 1024, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    CHECK(cudaLaunchKernel((const void*)xt_after_gemm_2ms, one, one, nullptr, 0, stream));
+    CHECK(cudaStreamSynchronize(stream));
+    SleepMs(20);  // the stream stays idle
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    std::printf("idle_launch_us %.1f\n", ts.tv_sec * 1e6 + ts.tv_nsec / 1e3);
+    CHECK(cudaLaunchKernel((const void*)xt_idle_3ms, one, one, nullptr, 0, stream));
+    CHECK(cudaStreamSynchronize(stream));
+    SleepMs(5);
+  }
+  std::printf("chain ok\n");
+  cublasDestroy(handle);
+  CHECK(cudaStreamDestroy(stream));
+  return 0;
+}
+
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "kernels") return Kernels();
@@ -324,6 +371,7 @@ int main(int argc, char** argv) {
   if (mode == "long" && argc == 3) return Long(std::atoi(argv[2]));
   if (mode == "steady" && argc == 3) return Steady(std::atof(argv[2]));
   if (mode == "fork") return Fork();
+  if (mode == "chain") return Chain();
   if (mode == "train" && argc == 6) return Train(std::atoi(argv[2]), std::atoi(argv[3]), argv[4], std::atoi(argv[5]));
   std::fprintf(stderr,
                "usage: timing_workload kernels | gemm | nccl RANK WORLD IDFILE | train RANK WORLD IDFILE STEPS\n");
