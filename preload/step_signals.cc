@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "common/slowdown/step_file_writer.h"
 #include "preload/agent_link.h"
+#include "preload/event_pool.h"
 #include "preload/op_names.h"
 #include "preload/python_hooks.h"
 #include "preload/report_writer.h"
@@ -98,7 +99,9 @@ void StepSignals::OnTimed(const OpRecord& rec, uint64_t start_ns, uint64_t dur_n
   }
   if (start_ns == 0) return;
   book_.AddInterval(start_ns, start_ns + dur_ns);
-  book_.AddIssueLatency(rec.issue_ns, start_ns);
+  // A plain kernel timed by its end event alone has a derived start (the previous op's end or
+  // its own call): GPU start minus call would be queueing, not issue latency.
+  if (rec.start != kNoEvent) book_.AddIssueLatency(rec.issue_ns, start_ns);
   if (kind == OpKind::kKernel || kind == OpKind::kMatmul) book_.AddKernel(rec.class_id, start_ns, dur_ns);
 }
 
