@@ -1,12 +1,16 @@
 """check_frameworks.py deepspeed: deepspeed_worker.py under xtimer_run, 2 ranks, ZeRO-3 then
-ZeRO-2 on the CPU; rank 1 dies right after the memory save of ZeRO-2's step 5 (persist-on-failure
-off, so that step is only in memory), one restart.
+ZeRO-2 on the CPU; rank 1 dies right after the DISK save of ZeRO-2's step 5, its persister
+stopped before that save and killed (persist-on-failure off, so that step is only in memory and,
+partly, in rank 0's files), one restart.
 
 Checks: the restart resumes ZeRO-2 at step 5 and ZeRO-3 at step 6 with the state saved then
 (this rank's fp32 partition and the whole model, byte for byte), from memory: DeepSpeed's files
 on disk are of step 3 and no snapshot was persisted; DeepSpeed's own loader reads our final DISK
 saves (the same bytes); and DeepSpeed's zero_to_fp32.py, run on them, gives the model the run
-ended with.
+ended with. DISK saves are written behind the job: the DISK save of step 3 returns while the
+rank's persister is stopped, with neither the rank's files nor `latest` there, and both appear
+once it runs on. After the crash, `latest` still names step 3 and DeepSpeed's own loader reads
+it, the state saved then byte for byte.
 
 Then the job again at 1 rank (RESIZE=1): DeepSpeedCheckpointer loads the 2-rank DISK saves of
 step 6 through DeepSpeed's universal checkpoint; the fp32 master weights and both Adam moments
@@ -98,7 +102,39 @@ def scenarios(args, peers, out, xtimer_run):
                 cmp.returncode == 0 and cmp.stdout.strip() == "same",
                 f"ZeRO-{stage}: its output is the model the run ended with ({cmp.stdout.strip()}{cmp.stderr[-300:]})",
             )
+    behind_the_job(out, ckpt)
     resize(args, peers, out, xtimer_run, env, worker)
+
+
+def behind_the_job(out, ckpt):
+    """DISK saves are written by the persisters, after the call, and a persister killed before
+    it wrote a step leaves `latest` at the previous complete one."""
+    for r in rows(os.path.join(out, "behind.jsonl")):
+        what = f"ZeRO-{r['stage']} rank {r['rank']}, step {r['step']}"
+        check(
+            r["during"] == [False, False],
+            f"{what}: the DISK save returned before its files and `latest` were written ({r['during']})",
+        )
+        check(r["after"] == [True, True], f"{what}: then its persister wrote them ({r['after']})")
+    stages = sorted({(r["stage"], r["rank"]) for r in rows(os.path.join(out, "behind.jsonl"))})
+    check(stages == [(2, 0), (2, 1), (3, 0), (3, 1)], f"both stages, both ranks saved behind the job ({stages})")
+    saved = {
+        (r["stage"], r["rank"], r["step"], r["restart"]): r["digest"] for r in rows(os.path.join(out, "saves.jsonl"))
+    }
+    loads = rows(os.path.join(out, "disk_loads.jsonl"))
+    check(len(loads) == 2, f"after the crash, both ranks read the files on disk with DeepSpeed's loader ({len(loads)})")
+    for r in loads:
+        check(
+            r["latest"] == "global_step3" and r["step"] == 3 and r["digest"] == saved.get((2, r["rank"], 3, 0)),
+            f"ZeRO-2 rank {r['rank']}: rank 1's persister killed before it wrote step {CRASH_AT}, `latest` still "
+            f"names step 3 ({r['latest']}) and DeepSpeed loads its state byte for byte (step {r['step']})",
+        )
+    check(
+        not os.path.exists(
+            os.path.join(ckpt, "zero2", f"global_step{CRASH_AT}", "zero_pp_rank_1_mp_rank_00_optim_states.pt")
+        ),
+        f"rank 1's files of step {CRASH_AT} were never written",
+    )
 
 
 def resize(args, peers, out, xtimer_run, env, worker):
