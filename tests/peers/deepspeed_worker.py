@@ -12,7 +12,9 @@ stage's files with DeepSpeed's own loader, and ends each stage with a DISK save.
 lines in $OUT):
   saves.jsonl  {"rank", "world", "restart", "stage", "step", "digest"}: after each save;
   loads.jsonl  {"rank", "world", "restart", "stage", "step", "digest"}: after the load (-1: none);
-  reloads.jsonl (the same) after DeepSpeed's own loader read the DISK save of the last step;
+  reloads.jsonl (the same) after DeepSpeed's own loader read the DISK save of step STEPS, which
+    the last stage does after one more step, saved to memory only, and its whole state
+    ($OUT/memory_zero<stage>.pt); the job ends without closing (as a crash: the segments stay);
   disk_loads.jsonl (the same, and "latest") after DeepSpeed's own loader read `latest` on restart;
   behind.jsonl {"during", "after": [this rank's file of the tag is there, `latest` names it]}
     for the DISK save at DISK_AT, while its persister is stopped and after it wrote the files;
@@ -21,7 +23,8 @@ module's parameters gathered from every rank. At the end rank 0 writes the whole
 per parameter, the fp32 master weights and Adam's moments gathered by DeepSpeed
 ($OUT/final_zero<stage>.pt), for the comparisons with zero_to_fp32.py and the resized job.
 
-With RESIZE=1 (a later job at another world size): load each stage, write the same whole state
+With RESIZE=1 (a later job at another world size): load each stage (the last one from the 2-rank
+job's shared-memory snapshots, the others from DeepSpeed's files), write the same whole state
 ($OUT/resized_zero<stage>.pt), then train one step and save it to memory.
 """
 import hashlib
@@ -148,11 +151,7 @@ def run(stage, last):
     else:
         end = STEPS
     for step in range(start + 1, end + 1):
-        g = torch.Generator().manual_seed(1000 * step + rank)
-        x, y = torch.randn(2, 16, generator=g), torch.randn(2, 4, generator=g)
-        loss = torch.nn.functional.mse_loss(engine(x), y)
-        engine.backward(loss)
-        engine.step()
+        train(engine, rank, step)
         crash = last and RESTART == 0 and not RESIZE and step == CRASH_AT
         disk = step == DISK_AT or crash
         if disk and RESTART == 0 and not RESIZE and not crash:
@@ -177,16 +176,36 @@ def run(stage, last):
     state = whole(engine, stage)
     if rank == 0:
         torch.save(state, os.path.join(OUT, f"final_zero{stage}.pt"))
-    # DeepSpeed's own loader (its default engine, torch.load) reads the DISK save of the last step.
+    if last:
+        # One more step, saved to memory only: the job at 1 rank resumes from these snapshots.
+        train(engine, rank, STEPS + 1)
+        ckpt.save_checkpoint(save_dir, storage_type=StorageType.MEMORY)
+        record("saves.jsonl", stage=stage, step=engine.global_steps, disk=False, digest=digest(engine, stage))
+        state = whole(engine, stage)
+        if rank == 0:
+            torch.save(state, os.path.join(OUT, f"memory_zero{stage}.pt"))
+    # DeepSpeed's own loader (its default engine, torch.load) reads the DISK save of step STEPS.
     engine.checkpoint_engine = TorchCheckpointEngine()
     engine.load_checkpoint(save_dir)
     record("reloads.jsonl", stage=stage, step=engine.global_steps, digest=digest(engine, stage))
+
+
+def train(engine, rank, step):
+    g = torch.Generator().manual_seed(1000 * step + rank)
+    x, y = torch.randn(2, 16, generator=g), torch.randn(2, 4, generator=g)
+    loss = torch.nn.functional.mse_loss(engine(x), y)
+    engine.backward(loss)
+    engine.step()
 
 
 def main():
     deepspeed.init_distributed(dist_backend="gloo")
     for i, stage in enumerate(STAGES):
         run(stage, i == len(STAGES) - 1)
+    if RESTART == 1 and not RESIZE:
+        # Ends as a crash would (no close): the segments stay for the job at 1 rank.
+        torch.distributed.barrier()
+        os._exit(0)
 
 
 if __name__ == "__main__":

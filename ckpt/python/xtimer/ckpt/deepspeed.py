@@ -20,16 +20,19 @@ and 3 tested):
   if DeepSpeed had saved it. A MEMORY save writes nothing to disk and leaves `latest` alone.
 - `load_checkpoint` loads the newest of the two: the snapshot (memory when every rank holds the
   same step, else the persisted one) when it is not older than the tag `latest` names, through
-  DeepSpeed's own loading code, else DeepSpeed's files. A memory snapshot of another world size
-  is not used; a persisted one is written out in DeepSpeed's layout
-  (`<dir>/xtimer-flash/deepspeed-<step>/<tag>/`) and loaded as below.
+  DeepSpeed's own loading code, else DeepSpeed's files. Snapshots of another world size (the
+  persisted ones, or those every saving rank left in the shared memory of this job's nodes) are
+  written out in DeepSpeed's layout (`<dir>/xtimer-flash/deepspeed-<step>/<tag>/`) and loaded as
+  below when newer than DeepSpeed's files.
 - DeepSpeed's files of a tag saved at another data-parallel size are converted once by
   DeepSpeed's ds_to_universal (rank 0, in its process) into `<dir>/<tag>_universal` and loaded
   from there with DeepSpeed's `load_universal` switched on for that load.
 
 The step of a save is the engine's `global_steps`.
 """
+import glob
 import io
+import json
 import logging
 import os
 import re
@@ -44,7 +47,7 @@ from .. import _ckpt
 from ._ds_persist import STEP_FILE as _STEP_FILE
 from ._ds_persist import _pack, _unpack
 from ._persister import Persister
-from .checkpointer import Checkpointer, CheckpointError, StorageType, _agree
+from .checkpointer import Checkpointer, CheckpointError, StorageType, _agree, _ptr
 
 __all__ = ["DeepSpeedCheckpointer", "StorageType"]
 log = logging.getLogger("xtimer.ckpt")
@@ -208,6 +211,10 @@ class DeepSpeedCheckpointer:
         disk_tag, disk_step = _latest(load_dir)
         if snap is not None and step >= disk_step:
             return self._load_snapshot(load_dir, step, snap, **kwargs)
+        # Every rank got the same answer above: the same ranks look at the nodes' memory.
+        memory = self._memory_elsewhere() if snap is None else None
+        if memory is not None and memory[0] > max(disk_step, elsewhere[0] if elsewhere else -1):
+            return self._load_memory_elsewhere(memory, **kwargs)
         if elsewhere is not None and elsewhere[0] >= disk_step:
             return self._load_persisted(elsewhere, **kwargs)
         if disk_tag is None:
@@ -245,6 +252,89 @@ class DeepSpeedCheckpointer:
         log.info("xtimer.ckpt: snapshot of step %d saved by %d ranks, written out to %s", step, saved, root)
         return self._load_tag(root, said[1], saved=said[2], **kwargs)
 
+    def _memory_elsewhere(self):
+        """Collective. The newest step of another world size whose snapshots, of every rank that
+        saved it, are in the shared memory of some node of this job: (step, saved world size,
+        {saving rank: the lowest rank of a node holding it}); None if there is none."""
+        rank, world = self._ckpt._rank_world()
+        core = self._ckpt._get_core(rank)
+        base = os.path.basename(core.ctl_path)
+        prefix = base[: base.rindex("-r") + 2]
+        mine = []
+        for p in glob.glob(os.path.join(os.path.dirname(core.ctl_path), glob.escape(prefix) + "*.ctl")):
+            m = re.search(r"-r(\d+)\.ctl$", p)
+            if not m:
+                continue
+            r = int(m.group(1))
+            try:
+                c = core if r == rank else self._segment(r)
+                info = c.memory_index()
+                c.release_memory()
+            except CheckpointError:
+                continue
+            if info is not None and info[1] != world:
+                mine.append((r, info[0], info[1]))
+        every = [mine]
+        if dist.is_available() and dist.is_initialized() and world > 1:
+            every = [None] * world
+            dist.all_gather_object(every, mine)
+        holders = {}  # (step, saved world) -> {saving rank: reader}
+        for g, held in enumerate(every):
+            for r, step, saved in held:
+                holders.setdefault((step, saved), {}).setdefault(r, g)
+        full = [(k, v) for k, v in holders.items() if sorted(v) == list(range(k[1]))]
+        if not full:
+            return None
+        (step, saved), readers = max(full, key=lambda kv: kv[0])
+        return step, saved, readers
+
+    def _segment(self, r):
+        """Reads the shared-memory snapshot of saving rank r (never saves into it)."""
+        return _ckpt.RankCheckpointer(self._ckpt.checkpoint_dir, r, self._ckpt._shm_dir, -1, 0, "", 300.0, 0)
+
+    def _load_memory_elsewhere(self, found, **kwargs):
+        """Snapshots in the nodes' shared memory, saved at another world size: each is written out
+        in DeepSpeed's layout by the rank that found it (<checkpoint_dir>/xtimer-flash/
+        deepspeed-<step>/<tag>/, a folder every node shares), then loaded like DeepSpeed's files
+        of that size (through DeepSpeed's universal checkpoint)."""
+        step, saved, readers = found
+        rank, world = self._ckpt._rank_world()
+        root = os.path.join(self._ckpt.checkpoint_dir, f"deepspeed-{step}")
+        on = dist.is_available() and dist.is_initialized() and world > 1
+        if rank == 0:
+            shutil.rmtree(root, ignore_errors=True)
+        if on:
+            dist.barrier()
+        said = ["", None]  # why it failed, the tag
+        try:
+            for r in sorted(r for r, g in readers.items() if g == rank):
+                c = self._ckpt._get_core(rank) if r == rank else self._segment(r)
+                info = c.memory_index()
+                if info is None or info[0] != step:
+                    c.release_memory()
+                    raise CheckpointError(f"the snapshot of rank {r} is no longer step {step}")
+                index = json.loads(info[2])
+                leaves = self._ckpt._alloc(index)
+                c.copy_memory_into([_ptr(v) for v in leaves], self._ckpt._threads)
+                snap = self._ckpt._build(index, leaves, "cpu")
+                said[1] = snap["tag"]
+                _write_files(snap, root)
+        except Exception as e:  # noqa: BLE001  (said on every rank)
+            said[0] = f"rank {rank}: {type(e).__name__}: {e}".splitlines()[0]
+        every = [said]
+        if on:
+            every = [None] * world
+            dist.all_gather_object(every, said)
+        why = "; ".join(w for w, _ in every if w)
+        if why:
+            raise CheckpointError(
+                f"the shared-memory snapshots of step {step}, saved by {saved} ranks, could not be written out as "
+                f"DeepSpeed's files in {root}: {why}; restart with {saved} ranks"
+            )
+        tag = next(t for _, t in every if t)
+        log.info("xtimer.ckpt: memory snapshots of step %d saved by %d ranks, written out to %s", step, saved, root)
+        return self._load_tag(root, tag, saved=_dp_size(os.path.join(root, tag)), **kwargs)
+
     def _export(self, found, root):
         """Every saving rank's files of a persisted snapshot into root, as DeepSpeed writes them;
         returns the tag."""
@@ -259,10 +349,7 @@ class DeepSpeedCheckpointer:
                 raise CheckpointError(why or f"rank_{r}.xtc of step {step} is not readable")
             snap = self._ckpt._build(result[0], result[1], "cpu")
             tag = snap["tag"]
-            for rel, f in snap["files"].items():
-                path = os.path.join(root, rel)
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                torch.save(_unpack(f["skeleton"], f["tensors"]), path)
+            _write_files(snap, root)
         return tag
 
     def _load_tag(self, load_dir, tag, saved=None, **kwargs):
@@ -351,6 +438,14 @@ class DeepSpeedCheckpointer:
         if self._persister is not None:
             self._persister.wait_done(timeout)
         self._ckpt.wait(timeout)
+
+
+def _write_files(snap, root):
+    """A snapshot's files into root, as DeepSpeed writes them."""
+    for rel, f in snap["files"].items():
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        torch.save(_unpack(f["skeleton"], f["tensors"]), path)
 
 
 def _dp_size(tag_dir):
