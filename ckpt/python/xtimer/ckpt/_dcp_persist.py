@@ -4,12 +4,12 @@ snapshot in torch.distributed.checkpoint's layout.
 
     python -m xtimer.ckpt._dcp_persist '{"ckpt_dir": ..., "core_dir": ..., "rank": R, "shm_dir": ..., "keep": K}'
 
-The loop, its priority and its answers are _persister.serve's. For each "persist STEP": copies
-the current snapshot out of shared memory (the slot is pinned only for that copy; the buffers
-are reused by the next persist) and answers "copied STEP", writes
+The loop, its priority and its answers are _persister.serve's. For each request of STEP:
+copies the current snapshot out of shared memory (the slot is pinned only for that copy; the
+buffers are reused by the next persist) and says it has (copied()), writes
 DIR/STEP/__R_0.distcp with DCP's FileSystemWriter (fsync), then DIR/STEP/.xtimer-rank_R.pkl (its
-write results, renamed into place) and answers "done STEP" ("failed STEP why" on an error). The
-persister that finds every rank's results there writes DIR/STEP/.metadata (under a lock) and
+write results, renamed into place); serve then answers "done" ("failed ... why" on an error).
+The persister that finds every rank's results there writes DIR/STEP/.metadata (under a lock) and
 removes complete steps older than the KEEP newest that it wrote itself.
 """
 import fcntl

@@ -3,9 +3,9 @@ writes the rank's shared-memory snapshot of a DISK save as DeepSpeed's own files
 
     python -m xtimer.ckpt._ds_persist '{"core_dir": ..., "rank": R, "shm_dir": ...}'
 
-For each "persist STEP {"save_dir": D, "world": W, "latest": bool}": copies the current snapshot
-out of shared memory (the slot is pinned only for that copy; the buffers are reused by the next
-persist of the same layout) and answers "copied STEP"; writes each of the rank's files of the tag
+For each request of STEP, {"save_dir": D, "world": W, "latest": bool} (_persister.serve): copies
+the current snapshot out of shared memory (the slot is pinned only for that copy; the buffers are
+reused by the next persist of the same layout) and says it has (copied()); writes each of the rank's files of the tag
 as DeepSpeed's engine does (torch.save of the same state dict) into D/<tag>/..., each into a
 temporary name, fsynced and renamed, then the folders fsynced; then D/<tag>/.xtimer-done-rank_R
 (the step, fsynced). The persister that finds the markers of all W ranks for this step (under a
