@@ -4,12 +4,12 @@ snapshot in torch.distributed.checkpoint's layout.
 
     python -m xtimer.ckpt._dcp_persist '{"ckpt_dir": ..., "core_dir": ..., "rank": R, "shm_dir": ..., "keep": K}'
 
-Runs at nice 10 with one thread. Reads "persist STEP" lines on stdin (EOF: finish and exit).
-For each: copies the current snapshot out of shared memory (the slot is pinned only for that
-copy) and answers "copied STEP", writes
+The loop, its priority and its answers are _persister.serve's. For each request of STEP:
+copies the current snapshot out of shared memory (the slot is pinned only for that copy; the
+buffers are reused by the next persist) and says it has (copied()), writes
 DIR/STEP/__R_0.distcp with DCP's FileSystemWriter (fsync), then DIR/STEP/.xtimer-rank_R.pkl (its
-write results, renamed into place) and answers "done STEP" ("failed STEP why" on an error). The
-persister that finds every rank's results there writes DIR/STEP/.metadata (under a lock) and
+write results, renamed into place); serve then answers "done" ("failed ... why" on an error).
+The persister that finds every rank's results there writes DIR/STEP/.metadata (under a lock) and
 removes complete steps older than the KEEP newest that it wrote itself.
 """
 import fcntl
@@ -20,27 +20,7 @@ import pickle
 import shutil
 import sys
 
-
-def _say(*words):
-    sys.stdout.write(" ".join(str(w) for w in words) + "\n")
-    sys.stdout.flush()
-
-
-def _atomic_pickle(path, obj):
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
-        f.flush()
-        os.fsync(f.fileno())
-    os.rename(tmp, path)
-
-
-def _fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+from xtimer.ckpt._persister import fsync_dir, serve, write_atomic
 
 
 class _Planner:
@@ -54,20 +34,23 @@ class _Planner:
         return io.BytesIO(v) if isinstance(v, (bytes, bytearray)) else v
 
 
-def persist(args, core, step):
+_BUFFERS = {}  # copy_out's buffers, copied into again by the next persist of the same layout
+
+
+def persist(args, core, step, copied):
     from torch.distributed.checkpoint import FileSystemWriter
     from torch.distributed.checkpoint.filesystem import _StoragePrefix
     from torch.distributed.checkpoint.planner import SavePlan
     from xtimer.ckpt.fsdp import SIDECAR, _disk_steps, copy_out
 
-    got = copy_out(core, 1)
+    got = copy_out(core, 1, _BUFFERS)
     if got is None or got[0]["step"] != step:
         raise RuntimeError(
             f"step {step} is no longer the rank's snapshot in shared memory "
             f"(it holds {None if got is None else got[0]['step']})"
         )
     local, glob_, values = got
-    _say("copied", step)
+    copied()
     rank, world = local["rank"], local["world"]
     step_dir = os.path.join(args["ckpt_dir"], str(step))
     os.makedirs(step_dir, exist_ok=True)
@@ -78,8 +61,9 @@ def persist(args, core, step):
     writer = FileSystemWriter(step_dir, single_file_per_rank=True, sync_files=True, thread_count=1, overwrite=True)
     plan = SavePlan(items=items, storage_data=_StoragePrefix(f"__{rank}_"))
     results = writer.write_data(plan, _Planner(by_index)).wait()
-    _atomic_pickle(os.path.join(step_dir, SIDECAR % rank), {"step": step, "world": world, "results": results})
-    _fsync_dir(step_dir)
+    side = {"step": step, "world": world, "results": results}
+    write_atomic(os.path.join(step_dir, SIDECAR % rank), lambda f: pickle.dump(side, f, pickle.HIGHEST_PROTOCOL))
+    fsync_dir(step_dir)
     # The last rank to finish writes .metadata.
     with open(os.path.join(step_dir, ".xtimer.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -96,7 +80,7 @@ def persist(args, core, step):
                 raise RuntimeError(f"{p} was written at world size {side['world']}, this step has {world}")
             every.append(side["results"])
         writer.finish(glob_["md"], every)
-        _fsync_dir(step_dir)
+        fsync_dir(step_dir)
     # Keep the newest complete steps (those this checkpointer wrote).
     keep = max(1, int(args.get("keep", 3)))
     complete = sorted(s for s, d in _disk_steps(args["ckpt_dir"]).items() if d["complete"] and d["ranks"])
@@ -106,32 +90,13 @@ def persist(args, core, step):
 
 def main():
     args = json.loads(sys.argv[1])
-    # The training loop comes first: one thread, at a lower priority (what it costs the loop and
-    # the time to disk: docs/benchmarks.md).
-    try:
-        os.nice(10)
-    except OSError:
-        pass
-    import warnings
-    import torch
-
-    torch.set_num_threads(1)
-    # DCP's writer asks tensor.storage() about every tensor; torch 2.8 warns about it each time.
-    warnings.filterwarnings("ignore", message="TypedStorage is deprecated")
     from xtimer import _ckpt
 
     core = _ckpt.RankCheckpointer(args["core_dir"], int(args["rank"]), args["shm_dir"], -1, 0, "", 300.0, 0)
-    for line in sys.stdin:
-        parts = line.split()
-        if len(parts) != 2 or parts[0] != "persist":
-            continue
-        step = int(parts[1])
-        try:
-            persist(args, core, step)
-            _say("done", step)
-        except Exception as e:  # reported to the training process; the next request is served
-            msg = f"rank {args['rank']}: writing step {step} to {args['ckpt_dir']} failed: {e}".replace("\n", " ")
-            _say("failed", step, msg)
+    serve(
+        lambda step, _, copied: persist(args, core, step, copied),
+        lambda step: f"rank {args['rank']}: writing step {step} to {args['ckpt_dir']}",
+    )
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
     from xtimer.ckpt.deepspeed import DeepSpeedCheckpointer, StorageType
     ckpt = DeepSpeedCheckpointer(engine, "/ckpt/run1")
     ckpt.save_checkpoint("/ckpt/run1", tag=None, storage_type=StorageType.MEMORY)  # about a copy
-    ckpt.save_checkpoint("/ckpt/run1", storage_type=StorageType.DISK)  # DeepSpeed's own files too
+    ckpt.save_checkpoint("/ckpt/run1", storage_type=StorageType.DISK)  # + DeepSpeed's files, behind
     load_path, client_state = ckpt.load_checkpoint("/ckpt/run1")       # newest: memory, else disk
 
 It plugs a checkpoint engine into DeepSpeed (`engine.checkpoint_engine`), so DeepSpeed itself
@@ -13,68 +13,46 @@ and 3 tested):
   rank's files of the tag: tensors copied by the core, the rest pickled alongside); when a
   training process dies the node's saver persists the newest snapshot
   (`<dir>/xtimer-flash/<step>/rank_<r>.xtc`);
-- a DISK save also writes DeepSpeed's own layout, `<dir>/<tag>/*.pt` and `<dir>/latest`
-  (synchronously, as DeepSpeed does), so that `engine.load_checkpoint` and `zero_to_fp32.py`
-  read it as if DeepSpeed had saved it. A MEMORY save writes nothing to
-  disk and leaves `latest` alone.
+- a DISK save returns after that copy too; the rank's persister (a process, _ds_persist.py)
+  then writes DeepSpeed's own layout from the snapshot, `<dir>/<tag>/*.pt`, and the last rank
+  to finish moves `<dir>/latest` (every file fsynced and renamed into place first, so `latest`
+  only names complete tags), so that `engine.load_checkpoint` and `zero_to_fp32.py` read it as
+  if DeepSpeed had saved it. A MEMORY save writes nothing to disk and leaves `latest` alone.
 - `load_checkpoint` loads the newest of the two: the snapshot (memory when every rank holds the
   same step, else the persisted one) when it is not older than the tag `latest` names, through
-  DeepSpeed's own loading code, else DeepSpeed's files. A memory snapshot of another world size
-  is not used; a persisted one is written out in DeepSpeed's layout
-  (`<dir>/xtimer-flash/deepspeed-<step>/<tag>/`) and loaded as below.
+  DeepSpeed's own loading code, else DeepSpeed's files. Snapshots of another world size (the
+  persisted ones, or those every saving rank left in the shared memory of this job's nodes) are
+  written out in DeepSpeed's layout (`<dir>/xtimer-flash/deepspeed-<step>/<tag>/`) and loaded as
+  below when newer than DeepSpeed's files.
 - DeepSpeed's files of a tag saved at another data-parallel size are converted once by
   DeepSpeed's ds_to_universal (rank 0, in its process) into `<dir>/<tag>_universal` and loaded
   from there with DeepSpeed's `load_universal` switched on for that load.
 
 The step of a save is the engine's `global_steps`.
 """
+import glob
 import io
+import json
 import logging
 import os
-import pickle
 import re
 import shutil
 import tempfile
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from deepspeed.runtime.checkpoint_engine.checkpoint_engine import CheckpointEngine
 
 from .. import _ckpt
-from .checkpointer import Checkpointer, CheckpointError, StorageType
+from ._ds_persist import STEP_FILE as _STEP_FILE
+from ._ds_persist import _pack, _unpack
+from ._persister import Persister
+from .checkpointer import Checkpointer, CheckpointError, StorageType, _agree, _ptr
 
 __all__ = ["DeepSpeedCheckpointer", "StorageType"]
 log = logging.getLogger("xtimer.ckpt")
-_STEP_FILE = "xtimer_step"  # in <dir>/<tag>/: the engine's global_steps of a DISK save
 _CONVERTED = "xtimer_converted"  # in <dir>/<tag>_universal/: ds_to_universal completed
 _OPTIM_FILE = re.compile(r"(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_\d+_optim_states\.pt$")
-
-
-def _pack(obj):
-    """One file's state dict as (pickled skeleton as uint8 array, list of tensors)."""
-    tensors = []
-
-    class P(pickle.Pickler):
-        def persistent_id(self, o):
-            if isinstance(o, torch.Tensor):
-                tensors.append(o.detach())
-                return ("t", len(tensors) - 1, isinstance(o, torch.nn.Parameter), o.requires_grad)
-            return None
-
-    buf = io.BytesIO()
-    P(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
-    return np.frombuffer(buf.getvalue(), dtype=np.uint8).copy(), tensors
-
-
-def _unpack(skeleton, tensors):
-    class U(pickle.Unpickler):
-        def persistent_load(self, pid):
-            _, i, is_param, requires_grad = pid
-            t = tensors[i]
-            return torch.nn.Parameter(t, requires_grad=requires_grad) if is_param else t
-
-    return U(io.BytesIO(np.asarray(skeleton).tobytes())).load()
 
 
 class _Engine(CheckpointEngine):
@@ -90,14 +68,13 @@ class _Engine(CheckpointEngine):
         self.owner = owner
         self.active = False  # within DeepSpeedCheckpointer.save_checkpoint
         self.files = None  # relative path -> state dict, while such a save runs
-        self.to_disk = False  # the save also writes DeepSpeed's files
         self.served = None  # (root, {relative path: state}) while a load from a snapshot runs
 
     def create(self, info):
         self.files = {} if self.active else None
 
     def makedirs(self, path, exist_ok=False):
-        if self.to_disk or not self.active:
+        if not self.active:  # ours: the persister makes the tag's folder
             os.makedirs(path, exist_ok=exist_ok)
 
     def save(self, state_dict, path):
@@ -108,8 +85,6 @@ class _Engine(CheckpointEngine):
         # The tensors are copied into shared memory at commit(), before save_checkpoint returns
         # and before any training step can change them.
         self.files[rel] = state_dict
-        if self.to_disk:
-            torch.save(state_dict, path)
 
     def commit(self, info):
         files, self.files = self.files, None
@@ -142,7 +117,7 @@ class DeepSpeedCheckpointer:
         self._ckpt = Checkpointer(os.path.join(self.checkpoint_dir, "xtimer-flash"), **kwargs)
         self._engine = _Engine(self)
         self._save_dir = self.checkpoint_dir
-        self._storage = StorageType.MEMORY
+        self._persister = None  # the rank's persister process (_get_persister)
         engine.checkpoint_engine = self._engine
 
     # --- save
@@ -155,17 +130,27 @@ class DeepSpeedCheckpointer:
         storage_type=StorageType.DISK,
         exclude_frozen_parameters=False,
     ):
-        """engine.save_checkpoint into shared memory; with StorageType.DISK also DeepSpeed's files
-        in save_dir (default: checkpoint_dir) and, with save_latest, `latest`. Returns True,
-        or False if the memory save was skipped (the slot it would overwrite still waits for
-        its disk write; the previous snapshot stays current)."""
+        """engine.save_checkpoint into shared memory; with StorageType.DISK the rank's persister
+        then writes DeepSpeed's files into save_dir (default: checkpoint_dir) and, with
+        save_latest, moves `latest` once every rank's files are there. Collective. Returns
+        True, or False on every rank if a memory save was skipped because some rank's persister
+        had not yet copied the previous disk save out of shared memory (the previous snapshot
+        stays current); a disk save waits for that instead."""
         if isinstance(storage_type, str):
             storage_type = StorageType(storage_type.lower())
         save_dir = os.path.realpath(os.fspath(save_dir)) if save_dir else self.checkpoint_dir
         disk = storage_type == StorageType.DISK
+        persister = self._get_persister() if disk else self._persister
+        if disk:
+            persister.wait_taken()
+        on = dist.is_available() and dist.is_initialized()
+        world = dist.get_world_size() if on else 1
+        (ready,) = _agree(dist if world > 1 else None, [int(persister is None or persister.taken())], ["min"])
+        if not ready:
+            log.warning("xtimer.ckpt: memory save skipped: a persister has not yet copied the last disk save")
+            return False
         os.makedirs(save_dir, exist_ok=True)  # DeepSpeed copies zero_to_fp32.py there on every save
         self._save_dir = save_dir
-        self._engine.to_disk = disk
         self._engine.active = True
         self._saved = True
         try:
@@ -173,14 +158,26 @@ class DeepSpeedCheckpointer:
                 save_dir,
                 tag=tag,
                 client_state=client_state or {},
-                save_latest=save_latest and disk,
+                save_latest=False,  # the persister moves `latest` once the files are there
                 exclude_frozen_parameters=exclude_frozen_parameters,
             )
         finally:
-            self._engine.to_disk = False
             self._engine.active = False
             self._engine.files = None
+        if disk and self._saved:
+            persister.request(
+                int(self.engine.global_steps), {"save_dir": save_dir, "world": world, "latest": bool(save_latest)}
+            )
         return self._saved
+
+    def _get_persister(self):
+        """The rank's persister; started by the first load or DISK save (its interpreter takes
+        seconds to start, behind the job)."""
+        if self._persister is None:
+            rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+            args = {"core_dir": self._ckpt.checkpoint_dir, "rank": rank, "shm_dir": self._ckpt._shm_dir}
+            self._persister = Persister("xtimer.ckpt._ds_persist", args, rank, CheckpointError)
+        return self._persister
 
     def _commit(self, tag, files):
         step = int(self.engine.global_steps)
@@ -188,14 +185,9 @@ class DeepSpeedCheckpointer:
         for rel, sd in files.items():
             skeleton, tensors = _pack(sd)
             packed["files"][rel] = {"skeleton": skeleton, "tensors": tensors}
-        # Into memory only: DeepSpeed's files are the disk copy; the saver persists this
-        # snapshot only when the process dies.
+        # Into memory only: the persister writes DeepSpeed's files of a DISK save from it; the
+        # node's saver persists it (as a snapshot) only when the process dies.
         self._saved = self._ckpt.save_checkpoint(step, packed, storage_type=StorageType.MEMORY)
-        if self._engine.to_disk and self.engine.global_rank == 0:
-            tag_dir = os.path.join(self._save_dir, str(tag))
-            os.makedirs(tag_dir, exist_ok=True)
-            with open(os.path.join(tag_dir, _STEP_FILE), "w") as f:
-                f.write(f"{step}\n")
 
     # --- load
     def load_checkpoint(self, load_dir=None, tag=None, **kwargs):
@@ -205,6 +197,7 @@ class DeepSpeedCheckpointer:
         engine.load_checkpoint. Returns what engine.load_checkpoint returns (load path, client
         state); (None, None) when there is nothing to load."""
         load_dir = os.path.realpath(os.fspath(load_dir)) if load_dir else self.checkpoint_dir
+        self._get_persister()
         if tag is not None:
             return self._load_tag(load_dir, str(tag), **kwargs)
         elsewhere = None  # a complete persisted snapshot of another world size
@@ -218,6 +211,10 @@ class DeepSpeedCheckpointer:
         disk_tag, disk_step = _latest(load_dir)
         if snap is not None and step >= disk_step:
             return self._load_snapshot(load_dir, step, snap, **kwargs)
+        # Every rank got the same answer above: the same ranks look at the nodes' memory.
+        memory = self._memory_elsewhere() if snap is None else None
+        if memory is not None and memory[0] > max(disk_step, elsewhere[0] if elsewhere else -1):
+            return self._load_memory_elsewhere(memory, **kwargs)
         if elsewhere is not None and elsewhere[0] >= disk_step:
             return self._load_persisted(elsewhere, **kwargs)
         if disk_tag is None:
@@ -255,6 +252,89 @@ class DeepSpeedCheckpointer:
         log.info("xtimer.ckpt: snapshot of step %d saved by %d ranks, written out to %s", step, saved, root)
         return self._load_tag(root, said[1], saved=said[2], **kwargs)
 
+    def _memory_elsewhere(self):
+        """Collective. The newest step of another world size whose snapshots, of every rank that
+        saved it, are in the shared memory of some node of this job: (step, saved world size,
+        {saving rank: the lowest rank of a node holding it}); None if there is none."""
+        rank, world = self._ckpt._rank_world()
+        core = self._ckpt._get_core(rank)
+        base = os.path.basename(core.ctl_path)
+        prefix = base[: base.rindex("-r") + 2]
+        mine = []
+        for p in glob.glob(os.path.join(os.path.dirname(core.ctl_path), glob.escape(prefix) + "*.ctl")):
+            m = re.search(r"-r(\d+)\.ctl$", p)
+            if not m:
+                continue
+            r = int(m.group(1))
+            try:
+                c = core if r == rank else self._segment(r)
+                info = c.memory_index()
+                c.release_memory()
+            except CheckpointError:
+                continue
+            if info is not None and info[1] != world:
+                mine.append((r, info[0], info[1]))
+        every = [mine]
+        if dist.is_available() and dist.is_initialized() and world > 1:
+            every = [None] * world
+            dist.all_gather_object(every, mine)
+        holders = {}  # (step, saved world) -> {saving rank: reader}
+        for g, held in enumerate(every):
+            for r, step, saved in held:
+                holders.setdefault((step, saved), {}).setdefault(r, g)
+        full = [(k, v) for k, v in holders.items() if sorted(v) == list(range(k[1]))]
+        if not full:
+            return None
+        (step, saved), readers = max(full, key=lambda kv: kv[0])
+        return step, saved, readers
+
+    def _segment(self, r):
+        """Reads the shared-memory snapshot of saving rank r (never saves into it)."""
+        return _ckpt.RankCheckpointer(self._ckpt.checkpoint_dir, r, self._ckpt._shm_dir, -1, 0, "", 300.0, 0)
+
+    def _load_memory_elsewhere(self, found, **kwargs):
+        """Snapshots in the nodes' shared memory, saved at another world size: each is written out
+        in DeepSpeed's layout by the rank that found it (<checkpoint_dir>/xtimer-flash/
+        deepspeed-<step>/<tag>/, a folder every node shares), then loaded like DeepSpeed's files
+        of that size (through DeepSpeed's universal checkpoint)."""
+        step, saved, readers = found
+        rank, world = self._ckpt._rank_world()
+        root = os.path.join(self._ckpt.checkpoint_dir, f"deepspeed-{step}")
+        on = dist.is_available() and dist.is_initialized() and world > 1
+        if rank == 0:
+            shutil.rmtree(root, ignore_errors=True)
+        if on:
+            dist.barrier()
+        said = ["", None]  # why it failed, the tag
+        try:
+            for r in sorted(r for r, g in readers.items() if g == rank):
+                c = self._ckpt._get_core(rank) if r == rank else self._segment(r)
+                info = c.memory_index()
+                if info is None or info[0] != step:
+                    c.release_memory()
+                    raise CheckpointError(f"the snapshot of rank {r} is no longer step {step}")
+                index = json.loads(info[2])
+                leaves = self._ckpt._alloc(index)
+                c.copy_memory_into([_ptr(v) for v in leaves], self._ckpt._threads)
+                snap = self._ckpt._build(index, leaves, "cpu")
+                said[1] = snap["tag"]
+                _write_files(snap, root)
+        except Exception as e:  # noqa: BLE001  (said on every rank)
+            said[0] = f"rank {rank}: {type(e).__name__}: {e}".splitlines()[0]
+        every = [said]
+        if on:
+            every = [None] * world
+            dist.all_gather_object(every, said)
+        why = "; ".join(w for w, _ in every if w)
+        if why:
+            raise CheckpointError(
+                f"the shared-memory snapshots of step {step}, saved by {saved} ranks, could not be written out as "
+                f"DeepSpeed's files in {root}: {why}; restart with {saved} ranks"
+            )
+        tag = next(t for _, t in every if t)
+        log.info("xtimer.ckpt: memory snapshots of step %d saved by %d ranks, written out to %s", step, saved, root)
+        return self._load_tag(root, tag, saved=_dp_size(os.path.join(root, tag)), **kwargs)
+
     def _export(self, found, root):
         """Every saving rank's files of a persisted snapshot into root, as DeepSpeed writes them;
         returns the tag."""
@@ -269,10 +349,7 @@ class DeepSpeedCheckpointer:
                 raise CheckpointError(why or f"rank_{r}.xtc of step {step} is not readable")
             snap = self._ckpt._build(result[0], result[1], "cpu")
             tag = snap["tag"]
-            for rel, f in snap["files"].items():
-                path = os.path.join(root, rel)
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                torch.save(_unpack(f["skeleton"], f["tensors"]), path)
+            _write_files(snap, root)
         return tag
 
     def _load_tag(self, load_dir, tag, saved=None, **kwargs):
@@ -356,8 +433,19 @@ class DeepSpeedCheckpointer:
         return (os.path.join(load_dir, tag) if load_path else load_path), client_state
 
     def wait_latest_checkpoint(self, timeout=1800):
-        """Pending persists of snapshots are durable (DeepSpeed's files are written in the call)."""
+        """Until this rank's files of the newest DISK save are on disk (fsynced; `latest` moves
+        when the last rank's are). Raises CheckpointError if writing them failed."""
+        if self._persister is not None:
+            self._persister.wait_done(timeout)
         self._ckpt.wait(timeout)
+
+
+def _write_files(snap, root):
+    """A snapshot's files into root, as DeepSpeed writes them."""
+    for rel, f in snap["files"].items():
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        torch.save(_unpack(f["skeleton"], f["tensors"]), path)
 
 
 def _dp_size(tag_dir):

@@ -34,13 +34,12 @@ import os
 import pickle
 import re
 import socket
-import subprocess
-import sys
 import threading
 
 from torch.distributed.checkpoint.storage import StorageReader
 
 from .. import _ckpt
+from ._persister import Persister
 from .checkpointer import CheckpointError, StorageType, _Entries, _live, _ptr
 
 log = logging.getLogger("xtimer.ckpt")
@@ -178,7 +177,7 @@ class FsdpShardCheckpointer:
                 log.warning(
                     "xtimer.ckpt: memory save of step %d skipped: a persister has not yet copied step %d",
                     step,
-                    persister.requested,
+                    persister.step,
                 )
                 return False
             entries, keep = got
@@ -300,7 +299,7 @@ class FsdpShardCheckpointer:
 
     def _get_persister(self, rank):
         if self._persister is None or self._persister.rank != rank:
-            self._persister = _Persister(self, rank)
+            self._persister = _start_persister(self, rank)
         return self._persister
 
     def wait_latest_checkpoint(self, timeout=1800):
@@ -543,92 +542,15 @@ def _global_layout(plans):
 # The persister: one process per rank, started with the first save, writes DCP files.
 
 
-class _Persister:
-    def __init__(self, owner, rank):
-        self.rank = rank
-        self.requested = -1  # newest step asked for
-        self.copied = -1  # newest step the persister has copied out of shared memory
-        self.done = -1  # newest step written (or failed)
-        self.error = None
-        self._cv = threading.Condition()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p
-            for p in [os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))]
-            + env.get("PYTHONPATH", "").split(os.pathsep)
-            if p
-        )
-        args = {
-            "ckpt_dir": owner.checkpoint_dir,
-            "core_dir": owner._core_dir,
-            "rank": rank,
-            "shm_dir": owner._shm_dir,
-            "keep": owner._keep,
-        }
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "xtimer.ckpt._dcp_persist", json.dumps(args)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-            text=True,
-            bufsize=1,
-        )
-        self._thread = threading.Thread(target=self._read, name="xtimer-dcp-persist", daemon=True)
-        self._thread.start()
-
-    def _read(self):
-        for line in self._proc.stdout:
-            parts = line.rstrip("\n").split(" ", 2)
-            with self._cv:
-                if parts[0] == "copied":
-                    self.copied = max(self.copied, int(parts[1]))
-                elif parts[0] == "done":
-                    self.done = max(self.done, int(parts[1]))
-                elif parts[0] == "failed":
-                    self.done = max(self.done, int(parts[1]))
-                    self.copied = max(self.copied, int(parts[1]))
-                    self.error = parts[2] if len(parts) > 2 else "the disk write failed"
-                    log.error("xtimer.ckpt: %s", self.error)
-                self._cv.notify_all()
-        with self._cv:
-            if self.done < self.requested:
-                self.error = self.error or f"the persister of rank {self.rank} exited (status {self._proc.wait()})"
-            self.copied = self.done = max(self.done, self.requested)
-            self._cv.notify_all()
-
-    def taken(self):
-        with self._cv:
-            return self.copied >= self.requested
-
-    def wait_taken(self):
-        with self._cv:
-            self._cv.wait_for(lambda: self.copied >= self.requested)
-
-    def request(self, step):
-        with self._cv:
-            self.requested = step
-        try:
-            self._proc.stdin.write(f"persist {step}\n")
-            self._proc.stdin.flush()
-        except (BrokenPipeError, OSError) as e:
-            with self._cv:
-                self.error = f"the persister of rank {self.rank} is gone ({e})"
-                self.copied = self.done = step
-            raise CheckpointError(self.error)
-
-    def wait_done(self, timeout):
-        with self._cv:
-            if not self._cv.wait_for(lambda: self.done >= self.requested, timeout):
-                raise TimeoutError(f"xtimer.ckpt: step {self.requested} still being written after {timeout} s")
-            err, self.error = self.error, None
-        if err:
-            raise CheckpointError(err)
-
-    def close(self):
-        try:
-            self._proc.stdin.close()  # the persister finishes what it was asked, then exits
-        except OSError:
-            pass
+def _start_persister(owner, rank):
+    args = {
+        "ckpt_dir": owner.checkpoint_dir,
+        "core_dir": owner._core_dir,
+        "rank": rank,
+        "shm_dir": owner._shm_dir,
+        "keep": owner._keep,
+    }
+    return Persister("xtimer.ckpt._dcp_persist", args, rank, CheckpointError)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -697,9 +619,11 @@ def _read_snapshot(fc, saving_rank):
     return local, glob_, {_key(item.index): v for item, v in zip(local["items"], values)}
 
 
-def copy_out(core, threads=0):
+def copy_out(core, threads=0, reuse=None):
     """The current snapshot of a segment, copied out (checksums verified): (local dict, global
-    dict, [tensor or bytes per local item]), or None if the segment holds none."""
+    dict, [tensor or bytes per local item]), or None if the segment holds none. reuse: a dict
+    kept by the caller across calls; the buffers of an entry of the same name, dtype and shape
+    are copied into again (fresh memory's first touch costs more than the copy)."""
     import numpy as np
     import torch
 
@@ -709,10 +633,17 @@ def copy_out(core, threads=0):
     index = json.loads(info[2])
     out = []
     for e in index["entries"]:
-        if e["dtype"] == "uint8" and e["name"].startswith("xtimer."):
-            out.append(np.empty(e["shape"], dtype=np.uint8))
-        else:
-            out.append(torch.empty(e["shape"], dtype=getattr(torch, e["dtype"])))
+        key = (e["name"], e["dtype"], tuple(e["shape"]))
+        v = reuse.get(key) if reuse is not None else None
+        if v is None:
+            if e["dtype"] == "uint8" and e["name"].startswith("xtimer."):
+                v = np.empty(e["shape"], dtype=np.uint8)
+            else:
+                v = torch.empty(e["shape"], dtype=getattr(torch, e["dtype"]))
+        out.append(v)
+    if reuse is not None:
+        reuse.clear()
+        reuse.update(((e["name"], e["dtype"], tuple(e["shape"])), v) for e, v in zip(index["entries"], out))
     core.copy_memory_into([_ptr(v) for v in out], threads)
     local = pickle.loads(out[0].tobytes())
     if not isinstance(local, dict) or local.get("format") != _FORMAT:
