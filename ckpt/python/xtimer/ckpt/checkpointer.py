@@ -18,9 +18,11 @@ state dict alone, so a DLRover user changes only the import.
 """
 import atexit
 import enum
+import glob
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import threading
@@ -588,6 +590,30 @@ def _ranges(ranks):
         out.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
         i = j + 1
     return ", ".join(out)
+
+
+def _node_snapshots(core, own_rank, open_reader):
+    """The snapshots of `core`'s checkpoint folder in this node's shared-memory folder, of every
+    saving rank: [(saving rank, step, world)]. `core` is this rank's; `open_reader(r)` opens a
+    read-only core of saving rank r. A segment that cannot be read is logged and left out."""
+    base = os.path.basename(core.ctl_path)
+    prefix = base[: base.rindex("-r") + 2]
+    found = []
+    for p in glob.glob(os.path.join(os.path.dirname(core.ctl_path), glob.escape(prefix) + "*.ctl")):
+        m = re.search(r"-r(\d+)\.ctl$", p)
+        if not m:
+            continue
+        r = int(m.group(1))
+        try:
+            c = core if r == own_rank else open_reader(r)
+            info = c.memory_index()
+            c.release_memory()
+        except CheckpointError as e:
+            log.warning("xtimer.ckpt: shared-memory snapshot %s not usable: %s", p, e)
+            continue
+        if info is not None:
+            found.append((r, info[0], info[1]))
+    return found
 
 
 def _ptr(v):

@@ -30,7 +30,6 @@ and 3 tested):
 
 The step of a save is the engine's `global_steps`.
 """
-import glob
 import io
 import json
 import logging
@@ -47,7 +46,7 @@ from .. import _ckpt
 from ._ds_persist import STEP_FILE as _STEP_FILE
 from ._ds_persist import _pack, _unpack
 from ._persister import Persister
-from .checkpointer import Checkpointer, CheckpointError, StorageType, _agree, _ptr
+from .checkpointer import Checkpointer, CheckpointError, StorageType, _agree, _node_snapshots, _ptr
 
 __all__ = ["DeepSpeedCheckpointer", "StorageType"]
 log = logging.getLogger("xtimer.ckpt")
@@ -257,23 +256,11 @@ class DeepSpeedCheckpointer:
         saved it, are in the shared memory of some node of this job: (step, saved world size,
         {saving rank: the lowest rank of a node holding it}); None if there is none."""
         rank, world = self._ckpt._rank_world()
-        core = self._ckpt._get_core(rank)
-        base = os.path.basename(core.ctl_path)
-        prefix = base[: base.rindex("-r") + 2]
-        mine = []
-        for p in glob.glob(os.path.join(os.path.dirname(core.ctl_path), glob.escape(prefix) + "*.ctl")):
-            m = re.search(r"-r(\d+)\.ctl$", p)
-            if not m:
-                continue
-            r = int(m.group(1))
-            try:
-                c = core if r == rank else self._segment(r)
-                info = c.memory_index()
-                c.release_memory()
-            except CheckpointError:
-                continue
-            if info is not None and info[1] != world:
-                mine.append((r, info[0], info[1]))
+        mine = [
+            (r, step, saved)
+            for r, step, saved in _node_snapshots(self._ckpt._get_core(rank), rank, self._segment)
+            if saved != world
+        ]
         every = [mine]
         if dist.is_available() and dist.is_initialized() and world > 1:
             every = [None] * world

@@ -40,7 +40,7 @@ from torch.distributed.checkpoint.storage import StorageReader
 
 from .. import _ckpt
 from ._persister import Persister
-from .checkpointer import CheckpointError, StorageType, _Entries, _live, _ptr
+from .checkpointer import CheckpointError, StorageType, _Entries, _live, _node_snapshots, _ptr
 
 log = logging.getLogger("xtimer.ckpt")
 
@@ -582,25 +582,12 @@ def _disk_steps(ckpt_dir):
 def _memory_snapshots(fc):
     """The snapshots of this checkpoint folder in this node's shared-memory folder:
     [(saving rank, step, world)]."""
-    core = fc._get_core(_rank_world()[0])
-    base = os.path.basename(core.ctl_path)
-    prefix = base[: base.rindex("-r") + 2]
-    found = []
-    for p in glob.glob(os.path.join(os.path.dirname(core.ctl_path), glob.escape(prefix) + "*.ctl")):
-        m = re.search(r"-r(\d+)\.ctl$", p)
-        if not m:
-            continue
-        r = int(m.group(1))
-        try:
-            c = core if r == fc._rank else _ckpt.RankCheckpointer(fc._core_dir, r, fc._shm_dir, -1, 0, "", 300.0, 0)
-            info = c.memory_index()
-            c.release_memory()
-        except CheckpointError as e:
-            log.warning("xtimer.ckpt: shared-memory snapshot %s not usable: %s", p, e)
-            continue
-        if info is not None:
-            found.append((r, info[0], info[1]))
-    return found
+    rank = _rank_world()[0]
+    return _node_snapshots(
+        fc._get_core(rank),
+        fc._rank,
+        lambda r: _ckpt.RankCheckpointer(fc._core_dir, r, fc._shm_dir, -1, 0, "", 300.0, 0),
+    )
 
 
 def _read_snapshot(fc, saving_rank):
