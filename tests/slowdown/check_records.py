@@ -252,8 +252,14 @@ def check_shape(recs, rank, mode):
         median([o == ["AllGather", "AllReduce", "AllReduce"] for o in ops]) == 1,
         f"rank {rank}: a step's collectives are the node all-gather and the two all-reduces ({ops[len(ops) // 2]})",
     )
+    # Kernels belong to the step in which they start on the GPU: when the GPU runs behind the host
+    # across a step's boundary, one step shows 11 and its neighbour 13, so judge the typical step.
     gemm = [k for k in r["kernels"] if k["sig"] == GEMM]
-    check(len(gemm) == 1 and gemm[0]["n"] == 12, f"rank {rank}: 12 GEMMs of one signature per step ({r['kernels']})")
+    per_step = [sum(k["n"] for k in x["kernels"] if k["sig"] == GEMM) for x in recs]
+    check(
+        len(gemm) == 1 and median(per_step) == 12,
+        f"rank {rank}: 12 GEMMs of one signature per step (median of {len(recs)} steps; {r['kernels']})",
+    )
     names = {k["sig"] for x in recs for k in x["kernels"]}
     check(
         {"tl_elementwise", "tl_adam_step"} <= names and not any(n.startswith("nccl") for n in names),
