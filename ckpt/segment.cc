@@ -1,15 +1,21 @@
 #include "ckpt/segment.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <system_error>
 #include <thread>
 
 #include "ckpt/cuda_copy.h"
@@ -57,6 +63,36 @@ class FileLock {
 };
 
 void SleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+
+// Faults in [base, base+size) of a shared mapping without changing a byte, in 64 MiB steps so
+// that `stop` is seen soon. The first touch of a tmpfs page (allocation, zeroing, page table)
+// costs about as much as copying into it.
+void Prefault(unsigned char* base, uint64_t size, const std::atomic<bool>& stop) {
+  constexpr uint64_t kStep = 64ull << 20;
+  long page = sysconf(_SC_PAGESIZE);
+  for (uint64_t off = 0; off < size && !stop.load(std::memory_order_relaxed); off += kStep) {
+    uint64_t len = std::min(kStep, size - off);
+    if (madvise(base + off, len, MADV_POPULATE_WRITE) == 0) continue;
+    if (errno != EINVAL) return;  // the mapping went away (EFAULT/ENOMEM): nothing to do
+    // Before Linux 5.14: a read of each page faults it in (tmpfs maps it writable).
+    for (uint64_t p = 0; p < len; p += static_cast<uint64_t>(page))
+      (void)__atomic_load_n(base + off + p, __ATOMIC_RELAXED);
+  }
+}
+
+// True if `dir` is on a memory file system (tmpfs, ramfs, hugetlbfs), where a slot's pages are
+// only memory; elsewhere they are a disk file's page cache, written back while saves copy in.
+bool OnMemoryFs(const std::string& dir) {
+  struct statfs fs;
+  if (statfs(dir.c_str(), &fs) != 0) return true;  // cannot tell: say nothing
+  constexpr long kTmpfs = 0x01021994, kRamfs = 0x858458f6, kHugetlbfs = 0x958458f6;
+  long t = static_cast<long>(fs.f_type);
+  return t == kTmpfs || t == kRamfs || t == kHugetlbfs;
+}
 
 const char* HolderName(uint8_t kind) {
   switch (static_cast<Holder>(kind)) {
@@ -123,6 +159,13 @@ Status Segment::Create(const std::string& shm_dir, const std::string& ckpt_dir, 
   if (stat(shm_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return Status::Error("shared-memory folder " + shm_dir +
                          " does not exist; create it or set XTIMER_CKPT_SHM_DIR to a tmpfs folder");
+  static std::atomic<bool> warned{false};
+  if (!OnMemoryFs(shm_dir) && !warned.exchange(true))
+    Log(LogLevel::kWarn,
+        "the shared-memory folder %s is not a tmpfs: each save writes a disk file's page cache, which the "
+        "kernel writes back to disk while the next saves copy into it (slower saves, disk traffic); set "
+        "XTIMER_CKPT_SHM_DIR to a folder in /dev/shm",
+        shm_dir.c_str());
   std::unique_ptr<Segment> seg(new Segment);
   seg->shm_dir_ = shm_dir;
   seg->base_ = BaseName(ckpt_dir, rank);
@@ -222,6 +265,8 @@ Status Segment::Open(const std::string& ctl_path, bool writable, std::unique_ptr
 }
 
 Segment::~Segment() {
+  prefault_stop_.store(true);
+  JoinPrefault();
   for (auto& m : maps_) {
     if (m.base != nullptr) munmap(m.base, m.size);
     if (m.fd >= 0) close(m.fd);
@@ -257,7 +302,30 @@ int Segment::CurrentSlot() const {
 
 int64_t Segment::SlotStep(int slot) const { return A(ctl_->slot[slot].step).load(); }
 
-Status Segment::MapSlot(int slot, bool create) {
+void Segment::JoinPrefault() {
+  if (prefault_.joinable()) prefault_.join();
+}
+
+void Segment::StartPrefault(int slot) {
+  JoinPrefault();
+  if (!MapSlot(slot, false, /*populate=*/false).ok() || maps_[slot].base == nullptr) return;
+  prefault_stop_.store(false);
+  unsigned char* base = maps_[slot].base;
+  uint64_t size = maps_[slot].size;
+  try {
+    prefault_ = std::thread([this, base, size] {
+      pthread_setname_np(pthread_self(), "xtimer-prefault");
+      // Behind the training loop: nice 10 for this thread only (Linux nice is per thread).
+      pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+      (void)setpriority(PRIO_PROCESS, static_cast<id_t>(tid), std::min(19, getpriority(PRIO_PROCESS, 0) + 10));
+      Prefault(base, size, prefault_stop_);
+    });
+  } catch (const std::system_error&) {
+    // No thread: the next save touches the pages itself.
+  }
+}
+
+Status Segment::MapSlot(int slot, bool create, bool populate) {
   Map& m = maps_[slot];
   std::string path = slot_path(slot);
   if (m.fd < 0) {
@@ -277,18 +345,26 @@ Status Segment::MapSlot(int slot, bool create) {
   uint64_t size = static_cast<uint64_t>(st.st_size);
   if (st.st_nlink == 0) {
     // Removed and maybe recreated: reopen.
-    if (m.base != nullptr) munmap(m.base, m.size);
+    if (m.base != nullptr) {
+      prefault_stop_.store(true);
+      JoinPrefault();
+      munmap(m.base, m.size);
+    }
     close(m.fd);
     m = Map{};
-    return MapSlot(slot, create);
+    return MapSlot(slot, create, populate);
   }
   if (size == m.size && m.base != nullptr) return Status::Ok();
-  if (m.base != nullptr) munmap(m.base, m.size);
+  if (m.base != nullptr) {
+    prefault_stop_.store(true);
+    JoinPrefault();  // it may be touching this mapping
+    munmap(m.base, m.size);
+  }
   m.base = nullptr;
   m.size = 0;
   if (size == 0) return Status::Ok();
   int prot = writable_ ? PROT_READ | PROT_WRITE : PROT_READ;
-  void* p = mmap(nullptr, size, prot, MAP_SHARED | MAP_POPULATE, m.fd, 0);
+  void* p = mmap(nullptr, size, prot, MAP_SHARED | (populate ? MAP_POPULATE : 0), m.fd, 0);
   if (p == MAP_FAILED) return Status::Error("cannot map " + path + ": " + ErrnoText(errno));
   m.base = static_cast<unsigned char*>(p);
   m.size = size;
@@ -343,8 +419,9 @@ Status Segment::EnsureCapacity(uint64_t need) {
                              " (needed " + Bytes(inc) + ", " + Bytes(avail) + " were available)" + advice);
     }
     A(ctl_->slot[s].capacity).store(cap);
+    if (s != target) prefault_slot_ = s;  // its new pages: touched behind this save
   }
-  // Map the new sizes (the target now; the other one when it is written).
+  // Map the new sizes (the target now; the other one behind this save, see StartPrefault).
   return MapSlot(target, false);
 }
 
@@ -531,6 +608,8 @@ Status Segment::Save(const SaveArgs& args, SaveResult* result, std::string* skip
   A(s.seq).store(A(s.seq).load() + 1);                        // even: complete
   A(ctl_->current).store(static_cast<uint64_t>(target) + 1);  // the flip
   *result = SaveResult::kSaved;
+  if (prefault_slot_ >= 0 && prefault_slot_ != target) StartPrefault(prefault_slot_);
+  prefault_slot_ = -1;
   return Status::Ok();
 }
 

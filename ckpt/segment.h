@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ckpt/copier.h"
@@ -174,11 +175,15 @@ class Segment {
 
   // Room needed for two slots of `image_len`: exposed for tests and messages.
   static uint64_t CapacityFor(uint64_t image_len);
+  // Waits until the pages of the slot that a save reserved are touched (see prefault_): for tests
+  // and the destructor; saves never wait for it.
+  void JoinPrefault();
 
  private:
   Segment() = default;
-  Status MapSlot(int slot, bool create);
+  Status MapSlot(int slot, bool create, bool populate = true);
   Status EnsureCapacity(uint64_t need);
+  void StartPrefault(int slot);
   Status AcquireWrite(int slot, std::string* why);
   void ReleaseWrite(int slot);
   Status AcquireRead(int slot, Holder kind, int* word, std::string* why);
@@ -194,6 +199,13 @@ class Segment {
     unsigned char* base = nullptr;
     uint64_t size = 0;
   } maps_[2];
+  // The slot whose pages were reserved by this save's EnsureCapacity but not yet touched: after
+  // the save, prefault_ touches them (MADV_POPULATE_WRITE, nice 10), so that the next save, which
+  // fills that slot, does not pay the first touch while the training loop waits. The thread only
+  // faults pages in (it never writes data) and is joined before that mapping changes.
+  int prefault_slot_ = -1;
+  std::thread prefault_;
+  std::atomic<bool> prefault_stop_{false};
 };
 
 // The control page's atomics.
