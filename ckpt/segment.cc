@@ -84,6 +84,29 @@ void Prefault(unsigned char* base, uint64_t size, const std::atomic<bool>& stop)
   }
 }
 
+// Reserves [0, cap) of a slot file (posix_fallocate in 256 MiB steps, so that `stop` is seen
+// soon; zeros written from `from` where fallocate is not supported). 0, or the errno.
+int ReserveFile(int fd, uint64_t from, uint64_t cap, const std::atomic<bool>* stop) {
+  constexpr uint64_t kStep = 256ull << 20;
+  int err = 0;
+  for (uint64_t off = 0; off < cap && err == 0; off += kStep) {
+    if (stop != nullptr && stop->load(std::memory_order_relaxed)) return ECANCELED;
+    err = posix_fallocate(fd, static_cast<off_t>(off), static_cast<off_t>(std::min(kStep, cap - off)));
+  }
+  if (err == EOPNOTSUPP || err == EINVAL) {
+    // Not a tmpfs: write zeros, which fails cleanly as well.
+    err = 0;
+    static const char zeros[1 << 16] = {};
+    for (uint64_t off = from; off < cap && err == 0;) {
+      ssize_t n = pwrite(fd, zeros, std::min<uint64_t>(sizeof zeros, cap - off), static_cast<off_t>(off));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) err = n < 0 ? errno : ENOSPC;
+      else off += static_cast<uint64_t>(n);
+    }
+  }
+  return err;
+}
+
 // True if `dir` is on a memory file system (tmpfs, ramfs, hugetlbfs), where a slot's pages are
 // only memory; elsewhere they are a disk file's page cache, written back while saves copy in.
 bool OnMemoryFs(const std::string& dir) {
@@ -304,28 +327,58 @@ int64_t Segment::SlotStep(int slot) const { return A(ctl_->slot[slot].step).load
 
 void Segment::JoinPrefault() {
   if (prefault_.joinable()) prefault_.join();
+  if (prefault_base_ != nullptr) {
+    // The thread's mapping becomes the slot's, unless the slot was mapped meanwhile.
+    Map& m = maps_[prefault_slot_];
+    if (m.base == nullptr) {
+      m.base = prefault_base_;
+      m.size = prefault_size_;
+    } else {
+      munmap(prefault_base_, prefault_size_);
+    }
+  }
+  prefault_base_ = nullptr;
+  prefault_size_ = 0;
+  prefault_slot_ = -1;
 }
 
-void Segment::StartPrefault(int slot) {
+void Segment::StartPrefault(int slot, uint64_t from, uint64_t cap) {
   JoinPrefault();
-  if (!MapSlot(slot, false, /*populate=*/false).ok() || maps_[slot].base == nullptr) return;
+  // Its own descriptor: the thread then touches nothing of this object but the stop flag, the
+  // slot's capacity (an atomic in the control page) and the two fields read after the join.
+  int fd = maps_[slot].fd < 0 ? -1 : fcntl(maps_[slot].fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return;
   prefault_stop_.store(false);
-  unsigned char* base = maps_[slot].base;
-  uint64_t size = maps_[slot].size;
+  prefault_slot_ = slot;
   try {
-    prefault_ = std::thread([this, base, size] {
+    prefault_ = std::thread([this, fd, slot, from, cap] {
       pthread_setname_np(pthread_self(), "xtimer-prefault");
       // Behind the training loop: nice 10 for this thread only (Linux nice is per thread).
       pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
       (void)setpriority(PRIO_PROCESS, static_cast<id_t>(tid), std::min(19, getpriority(PRIO_PROCESS, 0) + 10));
-      Prefault(base, size, prefault_stop_);
+      if (ReserveFile(fd, from, cap, &prefault_stop_) != 0) {
+        // Out of room since the save's check, or stopped: the next save reserves it and names
+        // the error before any copy.
+        if (ftruncate(fd, static_cast<off_t>(from)) != 0) {
+        }
+        close(fd);
+        return;
+      }
+      A(ctl_->slot[slot].capacity).store(cap);
+      void* p = mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      close(fd);  // the mapping holds the file
+      if (p == MAP_FAILED) return;
+      Prefault(static_cast<unsigned char*>(p), cap, prefault_stop_);
+      prefault_base_ = static_cast<unsigned char*>(p);  // read after the join
+      prefault_size_ = cap;
     });
   } catch (const std::system_error&) {
-    // No thread: the next save touches the pages itself.
+    close(fd);
+    prefault_slot_ = -1;  // no thread: the next save reserves and touches it itself
   }
 }
 
-Status Segment::MapSlot(int slot, bool create, bool populate) {
+Status Segment::MapSlot(int slot, bool create) {
   Map& m = maps_[slot];
   std::string path = slot_path(slot);
   if (m.fd < 0) {
@@ -345,26 +398,18 @@ Status Segment::MapSlot(int slot, bool create, bool populate) {
   uint64_t size = static_cast<uint64_t>(st.st_size);
   if (st.st_nlink == 0) {
     // Removed and maybe recreated: reopen.
-    if (m.base != nullptr) {
-      prefault_stop_.store(true);
-      JoinPrefault();
-      munmap(m.base, m.size);
-    }
+    if (m.base != nullptr) munmap(m.base, m.size);
     close(m.fd);
     m = Map{};
-    return MapSlot(slot, create, populate);
+    return MapSlot(slot, create);
   }
   if (size == m.size && m.base != nullptr) return Status::Ok();
-  if (m.base != nullptr) {
-    prefault_stop_.store(true);
-    JoinPrefault();  // it may be touching this mapping
-    munmap(m.base, m.size);
-  }
+  if (m.base != nullptr) munmap(m.base, m.size);
   m.base = nullptr;
   m.size = 0;
   if (size == 0) return Status::Ok();
   int prot = writable_ ? PROT_READ | PROT_WRITE : PROT_READ;
-  void* p = mmap(nullptr, size, prot, MAP_SHARED | (populate ? MAP_POPULATE : 0), m.fd, 0);
+  void* p = mmap(nullptr, size, prot, MAP_SHARED | MAP_POPULATE, m.fd, 0);
   if (p == MAP_FAILED) return Status::Error("cannot map " + path + ": " + ErrnoText(errno));
   m.base = static_cast<unsigned char*>(p);
   m.size = size;
@@ -372,6 +417,7 @@ Status Segment::MapSlot(int slot, bool create, bool populate) {
 }
 
 Status Segment::EnsureCapacity(uint64_t need) {
+  JoinPrefault();  // the reservation behind the last save: its capacity is read below
   uint64_t have[2] = {A(ctl_->slot[0].capacity).load(), A(ctl_->slot[1].capacity).load()};
   int target = CurrentSlot() == 0 ? 1 : 0;
   if (have[target] >= need) return Status::Ok();
@@ -397,21 +443,18 @@ Status Segment::EnsureCapacity(uint64_t need) {
                            Bytes(avail) + " available" + advice);
   for (int s = 0; s < 2; ++s) {
     if (have[s] >= cap) continue;
+    if (s != target) {
+      // Reserved (after the check above covered it) and touched behind this save: the next
+      // save, which fills it, finds its capacity, or reserves it itself if that failed.
+      pending_slot_ = s;
+      pending_from_ = have[s];
+      pending_cap_ = cap;
+      continue;
+    }
     Map& m = maps_[s];
     // posix_fallocate reserves the pages now: running out of room is an error here, never a
     // SIGBUS during a copy.
-    int err = posix_fallocate(m.fd, 0, static_cast<off_t>(cap));
-    if (err == EOPNOTSUPP || err == EINVAL) {
-      // Not a tmpfs: write zeros, which fails cleanly as well.
-      err = 0;
-      static const char zeros[1 << 16] = {};
-      for (uint64_t off = have[s]; off < cap && err == 0;) {
-        ssize_t n = pwrite(m.fd, zeros, std::min<uint64_t>(sizeof zeros, cap - off), static_cast<off_t>(off));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) err = n < 0 ? errno : ENOSPC;
-        else off += static_cast<uint64_t>(n);
-      }
-    }
+    int err = ReserveFile(m.fd, have[s], cap, nullptr);
     if (err != 0) {
       if (ftruncate(m.fd, static_cast<off_t>(have[s])) != 0) {
       }
@@ -419,7 +462,6 @@ Status Segment::EnsureCapacity(uint64_t need) {
                              " (needed " + Bytes(inc) + ", " + Bytes(avail) + " were available)" + advice);
     }
     A(ctl_->slot[s].capacity).store(cap);
-    if (s != target) prefault_slot_ = s;  // its new pages: touched behind this save
   }
   // Map the new sizes (the target now; the other one behind this save, see StartPrefault).
   return MapSlot(target, false);
@@ -608,8 +650,8 @@ Status Segment::Save(const SaveArgs& args, SaveResult* result, std::string* skip
   A(s.seq).store(A(s.seq).load() + 1);                        // even: complete
   A(ctl_->current).store(static_cast<uint64_t>(target) + 1);  // the flip
   *result = SaveResult::kSaved;
-  if (prefault_slot_ >= 0 && prefault_slot_ != target) StartPrefault(prefault_slot_);
-  prefault_slot_ = -1;
+  if (pending_slot_ >= 0 && pending_slot_ != target) StartPrefault(pending_slot_, pending_from_, pending_cap_);
+  pending_slot_ = -1;
   return Status::Ok();
 }
 

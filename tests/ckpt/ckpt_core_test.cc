@@ -213,8 +213,8 @@ TEST(Segment, SavesFlipSlotsAndLoadBitIdentical) {
   EXPECT_EQ(other->ckpt_dir(), dirs.ckpt());
 }
 
-// Both slots are reserved by the first save; the second one's first touch (allocation, zeroing,
-// page tables: about a copy's time) happens behind the first save, not in the second one.
+// The first save reserves and touches its own slot; the other one's reservation and first touch
+// (allocation, zeroing, page tables: about a copy's time) happen behind it, not in the second save.
 TEST(Segment, TheOtherSlotIsTouchedBehindTheFirstSave) {
   TempDirs dirs("prefault");
   std::unique_ptr<Segment> seg;
@@ -245,6 +245,10 @@ TEST(Segment, TheOtherSlotIsTouchedBehindTheFirstSave) {
     ASSERT_TRUE(VerifyData(lease.image(), lease.index(), lease.what()).ok());
     for (size_t i = 0; i < state.bufs.size(); ++i)
       EXPECT_EQ(0, std::memcmp(lease.image() + lease.index().entries[i].offset, state.bufs[i].data(), bytes / 2));
+    if (step == 1) {  // the other slot is reserved behind the save, not in it
+      seg->JoinPrefault();
+      EXPECT_GE(A(seg->ctl()->slot[1].capacity).load(), bytes);
+    }
   }
 }
 
