@@ -2,6 +2,7 @@
 xtimer_run, torchrun). Saves the same state REPEATS times to disk with METHOD and measures:
 
   blocked  the save call: how long the training loop waits
+  save_cost  per save call: this process's CPU seconds (every thread) and minor/major page faults
   on_disk  from the call until the step is on disk: DLRover's tracker file (dlrover_latest.txt,
            polled every 10 ms: DLRover's own wait_latest_checkpoint polls every 3 s), our
            Checkpointer.wait(), DCP's future.result()
