@@ -1,15 +1,21 @@
 #include "ckpt/segment.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <system_error>
 #include <thread>
 
 #include "ckpt/cuda_copy.h"
@@ -57,6 +63,59 @@ class FileLock {
 };
 
 void SleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+
+// Faults in [base, base+size) of a shared mapping without changing a byte, in 64 MiB steps so
+// that `stop` is seen soon. The first touch of a tmpfs page (allocation, zeroing, page table)
+// costs about as much as copying into it.
+void Prefault(unsigned char* base, uint64_t size, const std::atomic<bool>& stop) {
+  constexpr uint64_t kStep = 64ull << 20;
+  long page = sysconf(_SC_PAGESIZE);
+  for (uint64_t off = 0; off < size && !stop.load(std::memory_order_relaxed); off += kStep) {
+    uint64_t len = std::min(kStep, size - off);
+    if (madvise(base + off, len, MADV_POPULATE_WRITE) == 0) continue;
+    if (errno != EINVAL) return;  // the mapping went away (EFAULT/ENOMEM): nothing to do
+    // Before Linux 5.14: a read of each page faults it in (tmpfs maps it writable).
+    for (uint64_t p = 0; p < len; p += static_cast<uint64_t>(page))
+      (void)__atomic_load_n(base + off + p, __ATOMIC_RELAXED);
+  }
+}
+
+// Reserves [0, cap) of a slot file (posix_fallocate in 256 MiB steps, so that `stop` is seen
+// soon; zeros written from `from` where fallocate is not supported). 0, or the errno.
+int ReserveFile(int fd, uint64_t from, uint64_t cap, const std::atomic<bool>* stop) {
+  constexpr uint64_t kStep = 256ull << 20;
+  int err = 0;
+  for (uint64_t off = 0; off < cap && err == 0; off += kStep) {
+    if (stop != nullptr && stop->load(std::memory_order_relaxed)) return ECANCELED;
+    err = posix_fallocate(fd, static_cast<off_t>(off), static_cast<off_t>(std::min(kStep, cap - off)));
+  }
+  if (err == EOPNOTSUPP || err == EINVAL) {
+    // Not a tmpfs: write zeros, which fails cleanly as well.
+    err = 0;
+    static const char zeros[1 << 16] = {};
+    for (uint64_t off = from; off < cap && err == 0;) {
+      ssize_t n = pwrite(fd, zeros, std::min<uint64_t>(sizeof zeros, cap - off), static_cast<off_t>(off));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) err = n < 0 ? errno : ENOSPC;
+      else off += static_cast<uint64_t>(n);
+    }
+  }
+  return err;
+}
+
+// True if `dir` is on a memory file system (tmpfs, ramfs, hugetlbfs), where a slot's pages are
+// only memory; elsewhere they are a disk file's page cache, written back while saves copy in.
+bool OnMemoryFs(const std::string& dir) {
+  struct statfs fs;
+  if (statfs(dir.c_str(), &fs) != 0) return true;  // cannot tell: say nothing
+  constexpr long kTmpfs = 0x01021994, kRamfs = 0x858458f6, kHugetlbfs = 0x958458f6;
+  long t = static_cast<long>(fs.f_type);
+  return t == kTmpfs || t == kRamfs || t == kHugetlbfs;
+}
 
 const char* HolderName(uint8_t kind) {
   switch (static_cast<Holder>(kind)) {
@@ -123,6 +182,13 @@ Status Segment::Create(const std::string& shm_dir, const std::string& ckpt_dir, 
   if (stat(shm_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return Status::Error("shared-memory folder " + shm_dir +
                          " does not exist; create it or set XTIMER_CKPT_SHM_DIR to a tmpfs folder");
+  static std::atomic<bool> warned{false};
+  if (!OnMemoryFs(shm_dir) && !warned.exchange(true))
+    Log(LogLevel::kWarn,
+        "the shared-memory folder %s is not a tmpfs: each save writes a disk file's page cache, which the "
+        "kernel writes back to disk while the next saves copy into it (slower saves, disk traffic); set "
+        "XTIMER_CKPT_SHM_DIR to a folder in /dev/shm",
+        shm_dir.c_str());
   std::unique_ptr<Segment> seg(new Segment);
   seg->shm_dir_ = shm_dir;
   seg->base_ = BaseName(ckpt_dir, rank);
@@ -222,6 +288,8 @@ Status Segment::Open(const std::string& ctl_path, bool writable, std::unique_ptr
 }
 
 Segment::~Segment() {
+  prefault_stop_.store(true);
+  JoinPrefault();
   for (auto& m : maps_) {
     if (m.base != nullptr) munmap(m.base, m.size);
     if (m.fd >= 0) close(m.fd);
@@ -256,6 +324,59 @@ int Segment::CurrentSlot() const {
 }
 
 int64_t Segment::SlotStep(int slot) const { return A(ctl_->slot[slot].step).load(); }
+
+void Segment::JoinPrefault() {
+  if (prefault_.joinable()) prefault_.join();
+  if (prefault_base_ != nullptr) {
+    // The thread's mapping becomes the slot's, unless the slot was mapped meanwhile.
+    Map& m = maps_[prefault_slot_];
+    if (m.base == nullptr) {
+      m.base = prefault_base_;
+      m.size = prefault_size_;
+    } else {
+      munmap(prefault_base_, prefault_size_);
+    }
+  }
+  prefault_base_ = nullptr;
+  prefault_size_ = 0;
+  prefault_slot_ = -1;
+}
+
+void Segment::StartPrefault(int slot, uint64_t from, uint64_t cap) {
+  JoinPrefault();
+  // Its own descriptor: the thread then touches nothing of this object but the stop flag, the
+  // slot's capacity (an atomic in the control page) and the two fields read after the join.
+  int fd = maps_[slot].fd < 0 ? -1 : fcntl(maps_[slot].fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return;
+  prefault_stop_.store(false);
+  prefault_slot_ = slot;
+  try {
+    prefault_ = std::thread([this, fd, slot, from, cap] {
+      pthread_setname_np(pthread_self(), "xtimer-prefault");
+      // Behind the training loop: nice 10 for this thread only (Linux nice is per thread).
+      pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+      (void)setpriority(PRIO_PROCESS, static_cast<id_t>(tid), std::min(19, getpriority(PRIO_PROCESS, 0) + 10));
+      if (ReserveFile(fd, from, cap, &prefault_stop_) != 0) {
+        // Out of room since the save's check, or stopped: the next save reserves it and names
+        // the error before any copy.
+        if (ftruncate(fd, static_cast<off_t>(from)) != 0) {
+        }
+        close(fd);
+        return;
+      }
+      A(ctl_->slot[slot].capacity).store(cap);
+      void* p = mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      close(fd);  // the mapping holds the file
+      if (p == MAP_FAILED) return;
+      Prefault(static_cast<unsigned char*>(p), cap, prefault_stop_);
+      prefault_base_ = static_cast<unsigned char*>(p);  // read after the join
+      prefault_size_ = cap;
+    });
+  } catch (const std::system_error&) {
+    close(fd);
+    prefault_slot_ = -1;  // no thread: the next save reserves and touches it itself
+  }
+}
 
 Status Segment::MapSlot(int slot, bool create) {
   Map& m = maps_[slot];
@@ -296,6 +417,7 @@ Status Segment::MapSlot(int slot, bool create) {
 }
 
 Status Segment::EnsureCapacity(uint64_t need) {
+  JoinPrefault();  // the reservation behind the last save: its capacity is read below
   uint64_t have[2] = {A(ctl_->slot[0].capacity).load(), A(ctl_->slot[1].capacity).load()};
   int target = CurrentSlot() == 0 ? 1 : 0;
   if (have[target] >= need) return Status::Ok();
@@ -321,21 +443,18 @@ Status Segment::EnsureCapacity(uint64_t need) {
                            Bytes(avail) + " available" + advice);
   for (int s = 0; s < 2; ++s) {
     if (have[s] >= cap) continue;
+    if (s != target) {
+      // Reserved (after the check above covered it) and touched behind this save: the next
+      // save, which fills it, finds its capacity, or reserves it itself if that failed.
+      pending_slot_ = s;
+      pending_from_ = have[s];
+      pending_cap_ = cap;
+      continue;
+    }
     Map& m = maps_[s];
     // posix_fallocate reserves the pages now: running out of room is an error here, never a
     // SIGBUS during a copy.
-    int err = posix_fallocate(m.fd, 0, static_cast<off_t>(cap));
-    if (err == EOPNOTSUPP || err == EINVAL) {
-      // Not a tmpfs: write zeros, which fails cleanly as well.
-      err = 0;
-      static const char zeros[1 << 16] = {};
-      for (uint64_t off = have[s]; off < cap && err == 0;) {
-        ssize_t n = pwrite(m.fd, zeros, std::min<uint64_t>(sizeof zeros, cap - off), static_cast<off_t>(off));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) err = n < 0 ? errno : ENOSPC;
-        else off += static_cast<uint64_t>(n);
-      }
-    }
+    int err = ReserveFile(m.fd, have[s], cap, nullptr);
     if (err != 0) {
       if (ftruncate(m.fd, static_cast<off_t>(have[s])) != 0) {
       }
@@ -344,7 +463,7 @@ Status Segment::EnsureCapacity(uint64_t need) {
     }
     A(ctl_->slot[s].capacity).store(cap);
   }
-  // Map the new sizes (the target now; the other one when it is written).
+  // Map the new sizes (the target now; the other one behind this save, see StartPrefault).
   return MapSlot(target, false);
 }
 
@@ -531,6 +650,8 @@ Status Segment::Save(const SaveArgs& args, SaveResult* result, std::string* skip
   A(s.seq).store(A(s.seq).load() + 1);                        // even: complete
   A(ctl_->current).store(static_cast<uint64_t>(target) + 1);  // the flip
   *result = SaveResult::kSaved;
+  if (pending_slot_ >= 0 && pending_slot_ != target) StartPrefault(pending_slot_, pending_from_, pending_cap_);
+  pending_slot_ = -1;
   return Status::Ok();
 }
 

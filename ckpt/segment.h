@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ckpt/copier.h"
@@ -174,11 +175,15 @@ class Segment {
 
   // Room needed for two slots of `image_len`: exposed for tests and messages.
   static uint64_t CapacityFor(uint64_t image_len);
+  // Waits until the other slot is reserved and touched behind the first save (see prefault_);
+  // the next save calls it, tests and the destructor too.
+  void JoinPrefault();
 
  private:
   Segment() = default;
   Status MapSlot(int slot, bool create);
   Status EnsureCapacity(uint64_t need);
+  void StartPrefault(int slot, uint64_t from, uint64_t cap);
   Status AcquireWrite(int slot, std::string* why);
   void ReleaseWrite(int slot);
   Status AcquireRead(int slot, Holder kind, int* word, std::string* why);
@@ -194,6 +199,21 @@ class Segment {
     unsigned char* base = nullptr;
     uint64_t size = 0;
   } maps_[2];
+  // The first save of a size reserves (posix_fallocate) and touches (allocation, zeroing, page
+  // tables: about a copy's time) only its own slot. The other one is left pending_ by
+  // EnsureCapacity, whose room check covered it, and after the save prefault_ (nice 10) reserves
+  // it, records its capacity and touches its pages (MADV_POPULATE_WRITE) in a mapping of its
+  // own, which JoinPrefault makes the slot's. The next save joins it before reading capacities
+  // (it waits only if the thread is still at work); if the reservation failed (the room went
+  // meanwhile), that save reserves the slot itself and names the error before any copy. The
+  // thread never writes data into a slot.
+  int pending_slot_ = -1;
+  uint64_t pending_from_ = 0, pending_cap_ = 0;
+  int prefault_slot_ = -1;                  // the thread's slot; -1: none
+  unsigned char* prefault_base_ = nullptr;  // the thread's mapping, read after the join
+  uint64_t prefault_size_ = 0;
+  std::thread prefault_;
+  std::atomic<bool> prefault_stop_{false};
 };
 
 // The control page's atomics.

@@ -8,10 +8,16 @@ disk, and the time a new job takes to load it. Prints a table and ratios (peer /
 we are faster). ckpt_bench_worker.py says exactly what is timed.
 
   bench_ckpt.py --peers DIR --bin BUILD/bin --pypath BUILD/lib/python [--size 1G] [--repeats 3]
+               [--shm-dir /dev/shm]
+
+Our segments go to a new folder in --shm-dir (a tmpfs, as DLRover's buffer in /dev/shm), removed at
+the end, as are the buffers DLRover's agent leaves in /dev/shm. Also printed: the worker's CPU
+seconds and page faults during a save, and each save's blocked time.
 
 The suite runs it with --size 64M; docs/benchmarks.md's figures come from --size 1G.
 """
 import argparse
+import glob
 import json
 import os
 import shutil
@@ -47,10 +53,21 @@ def main():
     ap.add_argument("--size", type=size_arg, default=size_arg("64M"))
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", help="keep the outputs here (default: a temporary folder, removed)")
+    ap.add_argument(
+        "--shm-dir",
+        default="/dev/shm",
+        help="where our segments go (a folder is made there and removed); DLRover's are in /dev/shm",
+    )
     args = ap.parse_args()
     peers = peers_or_skip(args.peers)
     out = args.out or tempfile.mkdtemp(prefix="xtimer-peers-bench-ckpt-")
     os.makedirs(out, exist_ok=True)
+    # Not under OUT: a folder on disk would make our "shared memory" a disk file's page cache,
+    # written back to disk while the next save copies into it (DLRover's buffer is in /dev/shm).
+    shm = tempfile.mkdtemp(prefix="xtimer-peers-bench-ckpt-", dir=args.shm_dir)
+    # dlrover-run's agent leaves its buffer (/dev/shm/<job>_ckpt_shm_<rank>, the state's size)
+    # behind when it exits: the ones this run made are removed at the end.
+    dlrover_shm_before = set(glob.glob("/dev/shm/*_ckpt_shm_*"))
     res, ok = {}, True
     try:
         for method in ("dlrover", "xtimer", "dcp"):
@@ -63,9 +80,8 @@ def main():
                     PHASE=phase,
                     SIZE=str(args.size),
                     REPEATS=str(args.repeats),
-                    XTIMER_CKPT_SHM_DIR=os.path.join(out, "shm"),
+                    XTIMER_CKPT_SHM_DIR=shm,
                 )
-                os.makedirs(env["XTIMER_CKPT_SHM_DIR"], exist_ok=True)
                 rc, _, err = run(launcher(args, peers, method), env, out, f"{method}-{phase}", 900)
                 got = os.path.join(out, f"{method}-{phase}.json")
                 if rc != 0 or not os.path.exists(got):
@@ -74,6 +90,9 @@ def main():
                     continue
                 res.setdefault(method, {}).update(json.load(open(got)))
     finally:
+        shutil.rmtree(shm, ignore_errors=True)
+        for leftover in set(glob.glob("/dev/shm/*_ckpt_shm_*")) - dlrover_shm_before:
+            os.unlink(leftover)
         if not args.out and ok:
             shutil.rmtree(out, ignore_errors=True)
     if not ok:
@@ -99,6 +118,15 @@ def main():
             f"{steady(r['on_disk']):8.3f}s {r['load']:7.3f}s  step {r.get('loaded_step')} "
             f"{'intact' if r.get('loaded_ok') else 'WRONG'}"
         )
+    print("a save's cost in the worker, steady (median from the third): CPU seconds, minor and major page faults")
+    for m in ("dlrover", "xtimer"):
+        c = res[m].get("save_cost")
+        if c:
+            cpu, minf, majf = (steady([row[i] for row in c]) for i in range(3))
+            first = f"{c[0][0]:.3f}s {c[0][1]:.0f} {c[0][2]:.0f}"
+            print(f"  {names[m]:24s} cpu {cpu:6.3f}s  minor {minf:8.0f}  major {majf:5.0f}   (first save: {first})")
+    for m in ("dlrover", "xtimer", "dcp"):
+        print(f"  {names[m]:24s} blocked per save: {' '.join(f'{b:.3f}' for b in res[m]['blocked'])}")
     x = res["xtimer"]
     for m in ("dlrover", "dcp"):
         r = res[m]

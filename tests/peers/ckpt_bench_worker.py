@@ -2,6 +2,7 @@
 xtimer_run, torchrun). Saves the same state REPEATS times to disk with METHOD and measures:
 
   blocked  the save call: how long the training loop waits
+  save_cost  per save call: this process's CPU seconds (every thread) and minor/major page faults
   on_disk  from the call until the step is on disk: DLRover's tracker file (dlrover_latest.txt,
            polled every 10 ms: DLRover's own wait_latest_checkpoint polls every 3 s), our
            Checkpointer.wait(), DCP's future.result()
@@ -12,6 +13,7 @@ METHOD: dlrover | xtimer | dcp. SIZE bytes of float32 in 16 tensors. Writes $OUT
 """
 import json
 import os
+import resource
 import time
 
 import torch
@@ -48,8 +50,14 @@ def disk_step(path):
         return -1
 
 
+def usage():
+    """This process's CPU seconds (every thread, user + system) and page faults (minor, major)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime, r.ru_minflt, r.ru_majflt
+
+
 def save_phase(res):
-    blocked, on_disk = [], []
+    blocked, on_disk, cost = [], [], []
     if METHOD == "dcp":
         import torch.distributed.checkpoint as dcp
 
@@ -70,20 +78,23 @@ def save_phase(res):
         # committed it in our runs (no shard written, "ready shards is 0" until its 600 s timeout).
         for step in range(1, REPEATS + 1):
             state = make_state(step)
+            u0 = usage()
             t0 = time.perf_counter()
             if METHOD == "dlrover":
                 # No path: DLRover then names the file itself, the only place its loader looks.
                 ck.save_checkpoint(step, state, storage_type=StorageType.DISK)
                 blocked.append(time.perf_counter() - t0)
+                cost.append([b - a for a, b in zip(u0, usage())])
                 tracker = os.path.join(CKPT_DIR, "dlrover_latest.txt")
                 while disk_step(tracker) != step:
                     time.sleep(0.01)
             else:
                 ck.save_checkpoint(step, state, storage_type=StorageType.DISK)
                 blocked.append(time.perf_counter() - t0)
+                cost.append([b - a for a, b in zip(u0, usage())])
                 ck.wait()
             on_disk.append(time.perf_counter() - t0)
-    res.update(blocked=blocked, on_disk=on_disk)
+    res.update(blocked=blocked, on_disk=on_disk, save_cost=cost)
 
 
 def load_phase(res):
