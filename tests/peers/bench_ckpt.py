@@ -17,7 +17,6 @@ seconds and page faults during a save, and each save's blocked time.
 The suite runs it with --size 64M; docs/benchmarks.md's figures come from --size 1G.
 """
 import argparse
-import glob
 import json
 import os
 import shutil
@@ -27,7 +26,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from peers import base_env, peers_or_skip, run  # noqa: E402
+from peers import base_env, dlrover_buffers_removed, peers_or_skip, run  # noqa: E402
 
 WORKER = os.path.join(HERE, "ckpt_bench_worker.py")
 
@@ -65,36 +64,32 @@ def main():
     # Not under OUT: a folder on disk would make our "shared memory" a disk file's page cache,
     # written back to disk while the next save copies into it (DLRover's buffer is in /dev/shm).
     shm = tempfile.mkdtemp(prefix="xtimer-peers-bench-ckpt-", dir=args.shm_dir)
-    # dlrover-run's agent leaves its buffer (/dev/shm/<job>_ckpt_shm_<rank>, the state's size)
-    # behind when it exits: the ones this run made are removed at the end.
-    dlrover_shm_before = set(glob.glob("/dev/shm/*_ckpt_shm_*"))
-    res, ok = {}, True
-    try:
-        for method in ("dlrover", "xtimer", "dcp"):
-            for phase in ("save", "load"):
-                env = base_env(
-                    out,
-                    args.pypath,
-                    XTIMER_PYTHON=peers.python,
-                    METHOD=method,
-                    PHASE=phase,
-                    SIZE=str(args.size),
-                    REPEATS=str(args.repeats),
-                    XTIMER_CKPT_SHM_DIR=shm,
-                )
-                rc, _, err = run(launcher(args, peers, method), env, out, f"{method}-{phase}", 900)
-                got = os.path.join(out, f"{method}-{phase}.json")
-                if rc != 0 or not os.path.exists(got):
-                    print(f"FAIL {method} {phase}: exit {rc}\n{err[-3000:]}")
-                    ok = False
-                    continue
-                res.setdefault(method, {}).update(json.load(open(got)))
-    finally:
-        shutil.rmtree(shm, ignore_errors=True)
-        for leftover in set(glob.glob("/dev/shm/*_ckpt_shm_*")) - dlrover_shm_before:
-            os.unlink(leftover)
-        if not args.out and ok:
-            shutil.rmtree(out, ignore_errors=True)
+    with dlrover_buffers_removed():
+        res, ok = {}, True
+        try:
+            for method in ("dlrover", "xtimer", "dcp"):
+                for phase in ("save", "load"):
+                    env = base_env(
+                        out,
+                        args.pypath,
+                        XTIMER_PYTHON=peers.python,
+                        METHOD=method,
+                        PHASE=phase,
+                        SIZE=str(args.size),
+                        REPEATS=str(args.repeats),
+                        XTIMER_CKPT_SHM_DIR=shm,
+                    )
+                    rc, _, err = run(launcher(args, peers, method), env, out, f"{method}-{phase}", 900)
+                    got = os.path.join(out, f"{method}-{phase}.json")
+                    if rc != 0 or not os.path.exists(got):
+                        print(f"FAIL {method} {phase}: exit {rc}\n{err[-3000:]}")
+                        ok = False
+                        continue
+                    res.setdefault(method, {}).update(json.load(open(got)))
+        finally:
+            shutil.rmtree(shm, ignore_errors=True)
+            if not args.out and ok:
+                shutil.rmtree(out, ignore_errors=True)
     if not ok:
         sys.exit(1)
 

@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 from checks import check, failures  # noqa: E402
-from peers import base_env, peers_or_skip, run  # noqa: E402
+from peers import base_env, dlrover_buffers_removed, peers_or_skip, run  # noqa: E402
 
 DLROVER_IMPORT = "from dlrover.trainer.torch.flash_checkpoint.ddp import DdpCheckpointer, StorageType\n"
 XTIMER_IMPORT = "from xtimer.ckpt import DdpCheckpointer, StorageType\n"
@@ -98,10 +98,9 @@ def main():
         ours = os.path.join(out, "xtimer_train.py")
         with open(ours, "w") as f:
             f.write(text.replace(DLROVER_IMPORT, XTIMER_IMPORT))
-        res = {
-            "dlrover": job(args, peers, out, "dlrover", original, args.dlrover_second_job),
-            "xtimer": job(args, peers, out, "xtimer", ours, True),
-        }
+        with dlrover_buffers_removed():
+            dlrover = job(args, peers, out, "dlrover", original, args.dlrover_second_job)
+        res = {"dlrover": dlrover, "xtimer": job(args, peers, out, "xtimer", ours, True)}
         for label, (rcs, steps, loads) in res.items():
             check(rcs[0] == 0 and rcs[1] in (0, None), f"{label}: its jobs finish with exit 0 ({rcs})")
             restarts = sorted({r["restart"] for r in steps})

@@ -5,6 +5,8 @@ launcher; a real etcd and a free port come from tests/common/.
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from peers import Peers, free_port, ...
 """
+import contextlib
+import glob
 import os
 import subprocess
 import sys
@@ -81,3 +83,19 @@ def run(cmd, env, out, name, timeout):
             p.wait()
             rc = None
     return rc, open(os.path.join(out, f"{name}.out")).read(), open(os.path.join(out, f"{name}.err")).read()
+
+
+@contextlib.contextmanager
+def dlrover_buffers_removed():
+    """dlrover-run's agent leaves its shared-memory buffer (/dev/shm/<job>_ckpt_shm_<rank>, as
+    large as the state) behind when it exits: the ones made inside the block are removed at its
+    end, so that runs do not fill /dev/shm."""
+    before = set(glob.glob("/dev/shm/*_ckpt_shm_*"))
+    try:
+        yield
+    finally:
+        for leftover in set(glob.glob("/dev/shm/*_ckpt_shm_*")) - before:
+            try:
+                os.unlink(leftover)
+            except FileNotFoundError:
+                pass
