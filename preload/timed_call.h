@@ -83,7 +83,6 @@ Status KernelLaunch(RealFunction<Fn>& real, Status missing, const OpKey& key, co
   uint32_t cls = t->Intern(key);
   if (!always_time && !t->SampleKernel()) {
     t->untimed().sampled_out.fetch_add(1, std::memory_order_relaxed);
-    Tracker::MissedOnThisThread();
     Status r = call(fn);
     t->AfterRealCall();
     return r;

@@ -95,7 +95,8 @@ bool Tracker::SampleKernel() {
 
 void Tracker::ChooseTimingMode() {
   // Sampled kernels keep their pairs: the launches between two timed ones run unseen, so the
-  // end of the op before a kernel is not its start.
+  // end of the op before a kernel is not its start. (So no launch is ever sampled out while
+  // kernels are end-only: only refused events and a full queue make OpRecord::after_untimed.)
   end_only_kernels_ = !config_.kernel_start_event && config_.kernel_sample == 1;
   if (!config_.cupti) {
     timing_note_ = "XTIMER_CUPTI=0";
@@ -172,8 +173,6 @@ void Tracker::End(OpTicket* t, bool call_ok) {
   pools_.Give(rec.end);
   t_missed = true;
 }
-
-void Tracker::MissedOnThisThread() { t_missed = true; }
 
 RankInfo Tracker::rank_info() {
   RankInfo r;

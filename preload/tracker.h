@@ -77,9 +77,6 @@ class Tracker {
   void Begin(uint32_t class_id, void* stream, gpu::Path path, bool per_thread, int device, OpTicket* t,
              bool end_only = false);
   void End(OpTicket* t, bool call_ok);
-  // A launch of the calling thread goes untimed (sampled out): the next one-event kernel of the
-  // thread cannot take its start from the op before it.
-  static void MissedOnThisThread();
 
   // Rank and world: RANK/WORLD_SIZE/LOCAL_RANK, else the largest NCCL communicator, else 0/1.
   RankInfo rank_info();
