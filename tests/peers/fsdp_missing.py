@@ -13,7 +13,6 @@
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 from checks import check, failures, load_json  # noqa: E402
-from peers import base_env, free_port, peers_or_skip  # noqa: E402
+from peers import base_env, peers_or_skip, run_two_ranks  # noqa: E402
 
 WORKER = r"""
 import json, logging, os, sys, torch, torch.distributed as dist
@@ -73,30 +72,8 @@ ck.close()
 
 
 def run(peers, out, pypath, phase):
-    port = str(free_port())
-    env = base_env(
-        out,
-        pypath,
-        CKPT=os.path.join(out, "ckpt"),
-        PHASE=phase,
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=port,
-        WORLD_SIZE="2",
-    )
-    procs = [
-        subprocess.Popen(
-            [peers.python, "-c", WORKER],
-            env=dict(env, RANK=str(r), LOCAL_RANK="0"),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for r in range(2)
-    ]
-    logs = [p.communicate(timeout=300)[0] for p in procs]
-    if any(p.returncode for p in procs):
-        print(f"--- {phase}, rank 0:\n{logs[0][-3000:]}\n--- rank 1:\n{logs[1][-3000:]}")
-    return [p.returncode for p in procs], logs
+    env = base_env(out, pypath, CKPT=os.path.join(out, "ckpt"), PHASE=phase)
+    return run_two_ranks(peers.python, WORKER, env, what=f"{phase}, ")
 
 
 def main():

@@ -14,7 +14,6 @@ after a training step, each loaded back at once from memory into a zeroed copy o
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 from checks import check, failures, load_json  # noqa: E402
-from peers import base_env, free_port, peers_or_skip  # noqa: E402
+from peers import base_env, peers_or_skip, run_two_ranks  # noqa: E402
 
 WORKER = r"""
 import json, os, torch, torch.distributed as dist
@@ -111,28 +110,8 @@ def main():
     out = tempfile.mkdtemp(prefix="xtimer-peers-fsdp-repeat-")
     t = time.time()
     try:
-        env = base_env(
-            out,
-            args.pypath,
-            CKPT=os.path.join(out, "ckpt"),
-            MASTER_ADDR="127.0.0.1",
-            MASTER_PORT=str(free_port()),
-            WORLD_SIZE="2",
-        )
-        procs = [
-            subprocess.Popen(
-                [peers.python, "-c", WORKER],
-                env=dict(env, RANK=str(r), LOCAL_RANK="0"),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
-            for r in range(2)
-        ]
-        logs = [p.communicate(timeout=300)[0] for p in procs]
-        rcs = [p.returncode for p in procs]
-        if any(rcs):
-            print(f"--- rank 0:\n{logs[0][-3000:]}\n--- rank 1:\n{logs[1][-3000:]}")
+        env = base_env(out, args.pypath, CKPT=os.path.join(out, "ckpt"))
+        rcs, logs = run_two_ranks(peers.python, WORKER, env)
         check(rcs == [0, 0], f"2 ranks saved and loaded 4 steps (exit {rcs})")
         for r in range(2):
             res = load_json(os.path.join(out, f"rank{r}.json")) or {}

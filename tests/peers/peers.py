@@ -85,6 +85,28 @@ def run(cmd, env, out, name, timeout):
     return rc, open(os.path.join(out, f"{name}.out")).read(), open(os.path.join(out, f"{name}.err")).read()
 
 
+def run_two_ranks(python, code, env, what=""):
+    """Runs `code` (`python -c`) as ranks 0 and 1 of one job on this host, without a launcher
+    (RANK, LOCAL_RANK 0, WORLD_SIZE 2, MASTER_ADDR/PORT added to `env`); (exit statuses, logs).
+    Prints both ranks' last lines when one fails."""
+    env = dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2")
+    procs = [
+        subprocess.Popen(
+            [python, "-c", code],
+            env=dict(env, RANK=str(r), LOCAL_RANK="0"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in range(2)
+    ]
+    logs = [p.communicate(timeout=300)[0] for p in procs]
+    rcs = [p.returncode for p in procs]
+    if any(rcs):
+        print(f"--- {what}rank 0:\n{logs[0][-3000:]}\n--- {what}rank 1:\n{logs[1][-3000:]}")
+    return rcs, logs
+
+
 @contextlib.contextmanager
 def dlrover_buffers_removed():
     """dlrover-run's agent leaves its shared-memory buffer (/dev/shm/<job>_ckpt_shm_<rank>, as

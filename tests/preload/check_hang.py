@@ -11,16 +11,16 @@ frames hold the NCCL wait; rank 2, asked by the dump signal, must write one hold
 import argparse
 import datetime
 import re
-import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from checks import check, failures, load_json, wait_for  # noqa: E402
+
+import hang_job  # noqa: E402  (tests/preload)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORLD, STUCK, STUCK_STEP, TIMEOUT = 4, 2, 3, 2.0
@@ -44,14 +44,9 @@ def main():
     timeline = os.path.join(out, "timeline")
     procs, entered = [], {}
 
-    def reader(p):
-        for line in p.stdout:
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue
-            if msg.get("step") == STUCK_STEP:
-                entered[msg["rank"]] = msg["allreduce_at"]
+    def on_message(msg):
+        if msg.get("step") == STUCK_STEP:
+            entered[msg["rank"]] = msg["allreduce_at"]
 
     try:
         for r in range(WORLD):
@@ -66,28 +61,7 @@ def main():
                 LOCAL_RANK=str(r),
             )
             env.pop("LD_PRELOAD", None)
-            p = subprocess.Popen(
-                [
-                    os.path.join(args.bin, "xtimer_launch"),
-                    sys.executable,
-                    os.path.join(HERE, "hang_rank.py"),
-                    args.lib,
-                    str(r),
-                    str(WORLD),
-                    os.path.join(out, "nccl.id"),
-                    "--stuck-rank",
-                    str(STUCK),
-                    "--stuck-step",
-                    str(STUCK_STEP),
-                    "--sleep",
-                    "60",
-                ],
-                env=env,
-                stdout=subprocess.PIPE,
-                text=True,
-                start_new_session=True,
-            )
-            threading.Thread(target=reader, args=(p,), daemon=True).start()
+            p = hang_job.start_rank(args, out, env, r, WORLD, STUCK, STUCK_STEP, on_message)
             procs.append(p)
 
         def stack(r):

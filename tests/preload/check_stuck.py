@@ -23,10 +23,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from checks import check, failures, load_json, wait_for  # noqa: E402
+
+import hang_job  # noqa: E402  (tests/preload)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CUPTI = os.environ.get("XTIMER_CUPTI") != "0"
@@ -80,42 +81,14 @@ def check_ranks(args):
     timeline = os.path.join(out, "timeline")
     procs, kernel_at = [], {}
 
-    def reader(p):
-        for line in p.stdout:
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue
-            if "kernel_at" in msg:
-                kernel_at[msg["rank"]] = msg["kernel_at"]
+    def on_message(msg):
+        if "kernel_at" in msg:
+            kernel_at[msg["rank"]] = msg["kernel_at"]
 
     try:
         for r in range(world):
             env = dict(env_for(args, timeline, timeout), RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r))
-            p = subprocess.Popen(
-                [
-                    os.path.join(args.bin, "xtimer_launch"),
-                    sys.executable,
-                    os.path.join(HERE, "hang_rank.py"),
-                    args.lib,
-                    str(r),
-                    str(world),
-                    os.path.join(out, "nccl.id"),
-                    "--stuck-rank",
-                    str(stuck),
-                    "--stuck-step",
-                    "1",
-                    "--sleep",
-                    "60",
-                    "--stuck-kernel-ms",
-                    "60000",
-                ],
-                env=env,
-                stdout=subprocess.PIPE,
-                text=True,
-                start_new_session=True,
-            )
-            threading.Thread(target=reader, args=(p,), daemon=True).start()
+            p = hang_job.start_rank(args, out, env, r, world, stuck, 1, on_message, ["--stuck-kernel-ms", "60000"])
             procs.append(p)
 
         def stack(r):
