@@ -1,6 +1,7 @@
 """A real etcd (Debian's etcd-server) on loopback for the tests of etcd rendezvous.
 
     etcd = Etcd(tmp)     # listening on 127.0.0.1:etcd.port, log in tmp/etcd.log
+    etcd.rendezvous_args("2:3", "job1", "lease_ttl=3")   # xtimer_run's flags to meet there
     etcd.stop()
 """
 import os
@@ -48,6 +49,13 @@ class Etcd:
                 return True
         except OSError:
             return False
+
+    def rendezvous_args(self, nnodes, rid, conf=None):
+        """xtimer_run's arguments for an etcd rendezvous here, from this host's loopback;
+        `conf`: its --rdzv-conf, if any."""
+        args = ["--nnodes", nnodes, "--rdzv-backend", "etcd", "--rdzv-endpoint", f"127.0.0.1:{self.port}"]
+        args += ["--rdzv-id", rid, "--local-addr", "127.0.0.1"]
+        return args + (["--rdzv-conf", conf] if conf else [])
 
     def stop(self):
         self.proc.kill()

@@ -328,20 +328,7 @@ def c_static(args, out):
 
 
 def etcd_args(etcd, nnodes, rid, extra=""):
-    return [
-        "--nnodes",
-        nnodes,
-        "--rdzv-backend",
-        "etcd",
-        "--rdzv-endpoint",
-        f"127.0.0.1:{etcd.port}",
-        "--rdzv-id",
-        rid,
-        "--local-addr",
-        "127.0.0.1",
-        "--rdzv-conf",
-        "last_call_timeout=2,join_timeout=60,lease_ttl=3" + extra,
-    ]
+    return etcd.rendezvous_args(nnodes, rid, "last_call_timeout=2,join_timeout=60,lease_ttl=3" + extra)
 
 
 def c_etcd_crash(args, out):

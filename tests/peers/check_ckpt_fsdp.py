@@ -38,19 +38,7 @@ WORKER = os.path.join(HERE, "fsdp_train.py")
 
 
 def nodes(args, peers, out, etcd, n, nnodes, rid, env, first=0):
-    common = [
-        "--nnodes",
-        nnodes,
-        "--rdzv-backend",
-        "etcd",
-        "--rdzv-endpoint",
-        f"127.0.0.1:{etcd.port}",
-        "--rdzv-id",
-        rid,
-        "--local-addr",
-        "127.0.0.1",
-        "--rdzv-conf",
-        "last_call_timeout=1,join_timeout=60,lease_ttl=3",
+    common = etcd.rendezvous_args(nnodes, rid, "last_call_timeout=1,join_timeout=60,lease_ttl=3") + [
         "--nproc-per-node",
         "1",
         "--max-restarts",
