@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Shows the main job end to end on the simulated GPU runtime (no GPU needed):
 #   1. installs what is missing and builds;
-#   2. runs a 4-rank training-like job (GEMMs, kernels, NCCL allreduce; rank 3 is slow) under
-#      xtimer_launch and prints what was measured;
+#   2. runs a 4-rank training-like job (GEMMs, kernels, NCCL allreduce; rank 3's GPU is slow)
+#      under one xtimer_launch, prints what was measured and the node agent's verdict on why the
+#      job is slow (rank, cause, cost), and draws it (slowdown.svg);
 #   3. runs 4 Python ranks of which one stalls in its data loader: the others hang in NCCL, the
 #      node agent collects every rank's stacks and prints who is out of step;
 #   4. runs a small DDP job (gloo, CPU torch) under xtimer_run with 2 workers and SIGKILLs one
@@ -14,7 +15,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 echo "== building (first time: a few minutes)"
 cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$root/build" -j "$(nproc)" --target xtimer_launch xtimer_run xtimer_preload timing_workload simgpu pyccl \
-  xtimer_stacktrace_viewer xtimer_ckpt_all >/dev/null
+  xtimer_stacktrace_viewer xtimer_slowdown xtimer_ckpt_all >/dev/null
 
 bin=$root/build/bin
 out=$root/build/demo
@@ -23,26 +24,31 @@ mkdir -p "$out/timeline"
 export LD_LIBRARY_PATH=$root/build/lib/simgpu  # the simulated CUDA 13 runtime, cuBLAS, NCCL
 export XTIMER_TIMELINE_PATH=$out/timeline XTIMER_TRACE=200
 
-echo "== a 4-rank job under xtimer_launch; rank 3's (simulated) GPU does 200 TFLOPS, the others 400"
-pids=()
-for rank in 0 1 2 3; do
-  tflops=400; [ $rank = 3 ] && tflops=200
-  # One xtimer_launch per rank here, so only rank 0's agent serves /metrics.
-  port=0; [ $rank = 0 ] && port=18889
-  XTIMER_METRICS_PORT=$port SIMGPU_TFLOPS=$tflops RANK=$rank WORLD_SIZE=4 LOCAL_RANK=$rank "$bin/xtimer_launch" \
-    "$root/build/tests/timing_workload" train $rank 4 "$out/nccl.id" 20 &
-  pids+=($!)
-done
-for p in "${pids[@]}"; do wait "$p"; done
+echo "== why is my job slow: 4 ranks under one xtimer_launch; rank 3's (simulated) GPU does 50 TFLOPS, the others 100"
+# The ranks share one node agent, whose judge compares them step by step (one agent per rank
+# would see one rank each). 100 steps: about 40 s, several times what the judge needs.
+XTIMER_METRICS_PORT=18889 "$bin/xtimer_launch" bash -c '
+  for rank in 0 1 2 3; do
+    tflops=100; [ $rank = 3 ] && tflops=50
+    SIMGPU_TFLOPS=$tflops RANK=$rank WORLD_SIZE=4 LOCAL_RANK=$rank "$0" train $rank 4 "$1" 100 &
+  done
+  wait' "$root/build/tests/timing_workload" "$out/nccl.id" >"$out/slow.log" 2>&1
 
 echo
 echo "== what was measured (the busiest ops of each rank)"
 python3 "$root/scripts/summary_table.py" "$out/timeline" --top 4
 echo
+echo "== what the node agent judged while the job ran (its log lines; slowdown.json holds the same)"
+if ! grep -E "xtimer\[[0-9]+\]: (warning: )?slowdown" "$out/slow.log"; then
+  echo "the agent named no slowdown; see $out/slow.log" >&2
+  exit 1
+fi
+"$bin/xtimer_slowdown" --path "$out/timeline" --quiet >/dev/null  # the same judgement, drawn
+echo
 echo "outputs in $out/timeline:"
 ls "$out/timeline"
-echo "rank 3's matmuls run at half the TFLOPS of the others, and ranks 0-2 wait for it in ncclAllReduce."
-echo "open a *.trace.json in https://ui.perfetto.dev to see each stream's ops on a timeline"
+echo "slowdown.svg draws each rank's step time and the verdicts; open a *.trace.json in https://ui.perfetto.dev"
+echo "to see each stream's ops on a timeline"
 
 echo
 echo "== a hang: 4 Python ranks; rank 2 stalls in load_batch before its allreduce (XTIMER_HANG_TIMEOUT=3)"
