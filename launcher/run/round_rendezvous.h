@@ -50,7 +50,7 @@ class Rendezvous {
 // One node (or a fixed set of nodes, --node-rank): never asks for a new round by itself.
 std::unique_ptr<Rendezvous> MakeStaticRendezvous(const RunOptions& options);
 
-// Elastic: nodes join under /xtimer/run/<rdzv-id>/ in etcd (docs in launcher/README.md).
+// Elastic: nodes join under /xtimer/run/<rdzv-id>/ in etcd (docs in launcher/run/README.md).
 // nullptr with *error when etcd cannot be reached.
 std::unique_ptr<Rendezvous> MakeEtcdRendezvous(const RunOptions& options, std::string* error);
 
