@@ -70,7 +70,9 @@ TestProvider* Provider() {
   return p;
 }
 
-std::string StartDumper(const char* tag) {
+// `thread_timeout_ms` applies where this is the process' first start (ctest runs each test in its
+// own process).
+std::string StartDumper(const char* tag, int thread_timeout_ms = DumperOptions{}.thread_timeout_ms) {
   // One folder per test process, removed at exit (by the process that made it, not a forked child).
   static testing::ScopedDir* scoped = nullptr;
   static pid_t owner = getpid();
@@ -83,6 +85,7 @@ std::string StartDumper(const char* tag) {
   std::string dir = scoped->path();
   DumperOptions opt;
   opt.timeline_path = dir;
+  opt.thread_timeout_ms = thread_timeout_ms;
   EXPECT_TRUE(Dumper::Instance().Start(Provider(), opt));
   return dir;
 }
@@ -508,9 +511,14 @@ TEST(CaptureThreads, ThreadBlockingTheCaptureSignalIsListedNotCaptured) {
 // A thread in uninterruptible sleep cannot run a signal handler until it leaves the kernel. A
 // thread blocked in vfork() until its child exits is one: it is listed as such, costs the dump only
 // a short wait, and the capture signal it receives later is ignored.
+// The child stays until the test lets it go, so the dump is over before the thread leaves vfork
+// however slowly it runs; the full wait for an unresponsive thread is made long (10 s), so that
+// "a short wait" is told from it with a margin no scheduler delay reaches.
+std::atomic<int> g_leave_vfork{0};
 TEST(CaptureThreads, ThreadInUninterruptibleSleepIsListedQuickly) {
   if (kTsan) GTEST_SKIP() << "TSan turns vfork into fork";
-  std::string dir = StartDumper("dstate");
+  constexpr int kFullWaitMs = 10000;
+  std::string dir = StartDumper("dstate", kFullWaitMs);
   std::atomic<bool> forked{false};
   std::atomic<int> child_status{-1};
   std::thread t([&] {
@@ -518,9 +526,12 @@ TEST(CaptureThreads, ThreadInUninterruptibleSleepIsListedQuickly) {
     forked.store(true);
     pid_t pid = vfork();
     if (pid == 0) {
-      // The child borrows the parent's memory and stack: raw system calls only, then _exit.
-      timespec ts{0, 800 * 1000 * 1000};
-      syscall(SYS_nanosleep, &ts, nullptr);
+      // The child borrows the parent's memory and stack: raw system calls only, then _exit. It
+      // waits (a minute at most) for the test to set g_leave_vfork.
+      for (int i = 0; i < 60 && g_leave_vfork.load() == 0; ++i) {
+        timespec second{1, 0};
+        syscall(SYS_futex, reinterpret_cast<int*>(&g_leave_vfork), FUTEX_WAIT, 0, &second, nullptr, 0);
+      }
       syscall(SYS_exit, 0);
     }
     int status = 0;
@@ -538,8 +549,11 @@ TEST(CaptureThreads, ThreadInUninterruptibleSleepIsListedQuickly) {
   EXPECT_EQ((*v)["state"], "D");
   EXPECT_FALSE((*v)["captured"].get<bool>());
   EXPECT_EQ((*v)["error"], "no response: thread in uninterruptible sleep (D)");
-  EXPECT_LT(st.capture_ms, 150) << "a thread in D state should cost a short wait only";
+  EXPECT_EQ(child_status.load(), -1) << "the dump did not wait for the thread to leave vfork";
+  EXPECT_LT(st.capture_ms, kFullWaitMs / 2) << "a thread in D state should cost a short wait, not the full one";
   EXPECT_EQ(st.captured, st.threads - 1);
+  g_leave_vfork.store(1);
+  syscall(SYS_futex, reinterpret_cast<int*>(&g_leave_vfork), FUTEX_WAKE, 1, nullptr, nullptr, 0);
   t.join();  // its late capture signal arrives once vfork returns, and is ignored
   EXPECT_EQ(child_status.load(), 0);
   ASSERT_TRUE(Dumper::Instance().DumpAndWait(Reason::kRequest, 30, &st));

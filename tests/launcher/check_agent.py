@@ -221,7 +221,8 @@ def check_setup_hang(args):
         out,
         1,
         4,
-        {"XTIMER_HANG_TIMEOUT": str(timeout), "XTIMER_DUMP_WAIT": "20"},
+        # A dump round that waited for an unreachable rank would take XTIMER_DUMP_WAIT (60 s).
+        {"XTIMER_HANG_TIMEOUT": str(timeout), "XTIMER_DUMP_WAIT": "60"},
         ["--stuck-rank", "3", "--stuck-before-init", "--sleep", "60"],
     )
     try:
@@ -247,9 +248,11 @@ def check_setup_hang(args):
             check(stacks == [f"{r:05d}-00004.stacktrace" for r in range(4)], f"stacks of all 4 ranks: {stacks}")
             check(any("communicator set-up" in line for line in v.get("summary", [])), "the summary says set-up")
             began = hang_setup_began(out, 3)
+            # At the timeout, not after the round's 60 s wait for rank 3 (nor when rank 3 gets there,
+            # 60 s): 20 s past the timeout is a margin no scheduler delay reaches.
             check(
-                began is not None and written - began <= timeout + 5,
-                f"verdict within timeout + 5 s of ranks 0-2 entering set-up: "
+                began is not None and written - began <= timeout + 20,
+                f"verdict within timeout + 20 s of ranks 0-2 entering set-up: "
                 f"{written - began if began else float('nan'):.1f} s",
             )
             print(

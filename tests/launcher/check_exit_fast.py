@@ -102,16 +102,23 @@ def collector(args, work):
     baseline = min(base)
     print(f"baseline (embedded collector): {baseline:.2f} s")
     for name, env in cases:
-        t0 = time.monotonic()
-        p = launch(
-            os.path.join(args.bin, "xtimer_launch"),
-            ["sleep", "0.5"],
-            {"XTIMER_METRICS_PORT": "0", "XTIMER_TIMELINE_PATH": work, **env},
-        )
-        out, _ = p.communicate(timeout=120)
-        wall = time.monotonic() - t0
-        print(f"--- {name}: {wall:.2f} s\n{out}")
-        check(p.returncode == 0, f"{name}: the command's exit status ({p.returncode})")
+        # The fastest of up to three runs, as for the baseline: scheduling can only make a run
+        # longer, and a link that waits 3-4 s for its collector makes every run longer.
+        wall = None
+        for _ in range(3):
+            t0 = time.monotonic()
+            p = launch(
+                os.path.join(args.bin, "xtimer_launch"),
+                ["sleep", "0.5"],
+                {"XTIMER_METRICS_PORT": "0", "XTIMER_TIMELINE_PATH": work, **env},
+            )
+            out, _ = p.communicate(timeout=120)
+            took = time.monotonic() - t0
+            print(f"--- {name}: {took:.2f} s\n{out}")
+            check(p.returncode == 0, f"{name}: the command's exit status ({p.returncode})")
+            wall = took if wall is None else min(wall, took)
+            if wall < baseline + 2:
+                break
         # One second is what a link that never reached its collector may wait (kFirstContactWait).
         check(
             wall < baseline + 2,

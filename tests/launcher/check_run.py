@@ -259,8 +259,9 @@ def c_agent_killed(args, out):
     pids = worker_pids(out)
     r.proc.kill()  # SIGKILL: no chance to clean up
     r.proc.wait()
-    gone = wait_for(lambda: not any(alive(p) for p in pids), 5, 0.1)
-    check(gone, f"no worker is left 5 s after xtimer_run was SIGKILLed (pids {pids})")
+    # Workers that outlive their agent never go: the limit only stops the wait.
+    gone = wait_for(lambda: not any(alive(p) for p in pids), 30, 0.1)
+    check(gone, f"no worker is left 30 s after xtimer_run was SIGKILLed (pids {pids})")
     for p in pids:
         if alive(p):
             os.kill(p, signal.SIGKILL)
@@ -608,7 +609,9 @@ def c_etcd_lost_defaults(args, out):
                 min(r["t"] for r in heartbeats.read(out) if r["world"] == 2 and r["node"] == n and r["t"] > t_kill)
                 for n in (0, 1)
             )
-            check(again - t_kill < 20, f"training again within lease_ttl + 10 s of the kill ({again - t_kill:.1f} s)")
+            # At the lease's end (10 s), not after the rendezvous' last call (10 + 30 s): half-way is
+            # a margin no scheduler delay reaches.
+            check(again - t_kill < 25, f"training again within lease_ttl + 15 s of the kill ({again - t_kill:.1f} s)")
             print(
                 f"figure: node SIGKILLed -> workers running again, defaults (lease_ttl 10 s, last_call_timeout "
                 f"30 s): {again - t_kill:.2f} s"

@@ -121,7 +121,8 @@ def case_missing():
         [n["status"] for n in r["nodes"]] == ["ok", "ok", "missing"],
         f"statuses {[n['status'] for n in r['nodes']]}",
     )
-    check("missing", wall < 2 + 5, f"took {wall:.1f} s with --timeout 2")
+    # At --timeout, not at the 30 s default: a bound half-way to that no scheduler delay reaches.
+    check("missing", 2 <= wall < 15, f"took {wall:.1f} s with --timeout 2 (the default is 30 s)")
     check("missing", "missing" in results[0][1], "table names the missing node")
 
 
@@ -133,7 +134,7 @@ def case_hostile_rendezvous():
     """Garbage, oversized and truncated frames, bad fields and a silent client do not disturb
     --serve: each is dropped with one line, and the real nodes finish normally."""
     port = free_port()
-    common = ["--rdzv", f"127.0.0.1:{port}", "--nnodes", "2", "--timeout", "5", "--size", "1M"]
+    common = ["--rdzv", f"127.0.0.1:{port}", "--nnodes", "2", "--timeout", "30", "--size", "1M"]
     serve = start(["--serve", *common, "--json", os.path.join(OUT, "hostile_serve.json")], "hostile_serve")
     socks = []
 
@@ -168,7 +169,10 @@ def case_hostile_rendezvous():
     results = [finish(p, f"hostile{i}", 30) for i, p in enumerate(nodes)]
     t_nodes = time.monotonic()
     rc, log = finish(serve, "hostile_serve", 30)
-    check("hostile", time.monotonic() - t_nodes < 3, "--serve lingered after the nodes finished")
+    # It does not wait for the silent client's --timeout (30 s): half of it is a margin no
+    # scheduler delay reaches.
+    lingered = time.monotonic() - t_nodes
+    check("hostile", lingered < 15, f"--serve lingered {lingered:.1f} s after the nodes finished")
     for s in socks:
         s.close()
     for i, (nrc, nlog) in enumerate(results):
@@ -223,11 +227,13 @@ def case_hostile_to_node():
         port = fake_rendezvous(reply)
         t0 = time.monotonic()
         p = start(
-            ["--rdzv", f"127.0.0.1:{port}", "--nnodes", "2", "--node-rank", "1", "--timeout", "5"], f"node_{name}"
+            ["--rdzv", f"127.0.0.1:{port}", "--nnodes", "2", "--node-rank", "1", "--timeout", "30"], f"node_{name}"
         )
-        rc, log = finish(p, f"node_{name}", 20)
+        rc, log = finish(p, f"node_{name}", 60)
+        took = time.monotonic() - t0
         check("node", rc == 2, f"{name}: exit {rc}, expected 2:\n{log}")
-        check("node", time.monotonic() - t0 < 3, f"{name}: took {time.monotonic() - t0:.1f} s")
+        # At once, not at its --timeout (30 s): half of it is a margin no scheduler delay reaches.
+        check("node", took < 15, f"{name}: took {took:.1f} s with --timeout 30")
         check("node", needle in log, f"{name}: no '{needle}' in:\n{log}")
         errors = [l for l in log.splitlines() if l.startswith("xtimer_netprobe:")]
         check("node", len(errors) == 1, f"{name}: expected one error line:\n{log}")
@@ -249,7 +255,9 @@ def case_unreachable():
     wall = time.monotonic() - t0
     check("unreachable", rc == 2, f"exit {rc}, expected 2:\n{log}")
     check("unreachable", "cannot reach the rendezvous" in log, log)
-    check("unreachable", 0.9 < wall < 4, f"took {wall:.1f} s with a 1 s deadline")
+    # After its 1 s deadline, and not at the 30 s default's: half of it is a margin no scheduler
+    # delay reaches.
+    check("unreachable", 0.9 < wall < 15, f"took {wall:.1f} s with a 1 s deadline (the default is 30 s)")
     # The report is written when the probe itself fails too (docs/formats.md): exit_code 2, error.
     check("unreachable", os.path.exists(report), "--json written when the probe failed")
     if os.path.exists(report):

@@ -84,10 +84,12 @@ def case_pair(args, out, sim_env):
     want = gbps * 1000
     busbw = extra.get("allreduce_busbw_mbps", 0)
     algbw = extra.get("allreduce_algbw_mbps", 0)
-    check(0.5 * want < busbw <= 1.05 * want, f"pair: allreduce busbw {busbw:.1f} MB/s, network {want} MB/s")
+    # No faster than the network (a time can only be stretched); slower by less than 4x, which a
+    # loaded machine does not reach and a bits-for-bytes slip (8x) does.
+    check(0.25 * want < busbw <= 1.05 * want, f"pair: allreduce busbw {busbw:.1f} MB/s, network {want} MB/s")
     check(abs(busbw - algbw) < 1e-6 * max(1, busbw), "pair: with 2 ranks busbw = algbw x 2(n-1)/n = algbw")
     for key in ("fwd_mbps", "bwd_mbps"):
-        check(0.5 * want < link[key] <= 1.05 * want, f"pair: send/recv {key} {link[key]:.1f} MB/s")
+        check(0.25 * want < link[key] <= 1.05 * want, f"pair: send/recv {key} {link[key]:.1f} MB/s")
     check(link["latency_us"] > 0, "pair: latency")
     for n in r["nodes"]:
         local = n.get("local", {})
@@ -139,7 +141,7 @@ def case_nogpu(args, out):
     os.environ.clear()
     os.environ.update(base)
     t0 = time.monotonic()
-    codes, logs, r = run(args, out, "real", 2, env, extra=["--size", "1M"], timeout="10")
+    codes, logs, r = run(args, out, "real", 2, env, extra=["--size", "1M"], timeout="30")
     wall = time.monotonic() - t0
     if not check(r is not None, f"nogpu: no report:\n{logs[0]}"):
         return
@@ -150,7 +152,9 @@ def case_nogpu(args, out):
             f"nogpu: node {n['rank']}: {n['status']} {n.get('reason')}",
         )
     check(r["links"] == [], f"nogpu: links tested: {r['links']}")
-    check(wall < 10, f"nogpu: took {wall:.1f} s")
+    # Faulty from the local check, not after the 30 s timeout: half of it is a margin no
+    # scheduler delay reaches.
+    check(wall < 15, f"nogpu: took {wall:.1f} s with a 30 s timeout")
     print(f"  nogpu: node 0: {r['nodes'][0].get('reason')}", flush=True)
 
 

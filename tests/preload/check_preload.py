@@ -211,7 +211,15 @@ def check_one_event(args):
     """Event-pair mode times a plain kernel by its end event alone; its GPU start is derived
     (preload/one_event.h). Durations and GPU starts must come out as with a start event: a kernel
     queued behind another or behind a matmul starts at its end, one launched on an idle stream
-    when it is launched. Run with one event and with XTIMER_KERNEL_START_EVENT=1 (both events)."""
+    when it is launched. Run with one event and with XTIMER_KERNEL_START_EVENT=1 (both events).
+
+    Every bound holds however late a thread runs: the simulated device clock does not count a
+    worker's wait for a CPU (tests/simgpu/README.md, "Device clock"), and what the host's own
+    latency adds to a kernel launched on an idle stream is bounded by the launch call's duration,
+    which the workload prints (the kernel was issued, and began, between its BEFORE and AFTER)."""
+    # A GPU time placed on the host clock is off by up to half a base record call
+    # (preload/gpu_clock.cc, kMaxRecordNs 200 us).
+    place_us = 100
     for start_event in ("0", "1"):
         mode = "one event" if start_event == "0" else "start event too"
         with tempfile.TemporaryDirectory() as out:
@@ -223,41 +231,54 @@ def check_one_event(args):
             check(s.get("timing_mode") == "event_pairs", f"{mode}: timing mode {s.get('timing_mode')}")
             missed = {k: v for k, v in s["untimed"].items() if v}
             check(not missed, f"{mode}: every launch timed (untimed: {missed})")
-            for name, ms in (("xt_first_8ms", 8), ("xt_queued_4ms", 4), ("xt_after_gemm_2ms", 2), ("xt_idle_3ms", 3)):
+            want_ms = {"xt_first_8ms": 8, "xt_queued_4ms": 4, "xt_after_gemm_2ms": 2, "xt_idle_3ms": 3}
+            for name in want_ms:
                 o = op(s, name)
                 check(o is not None and o["count"] == 5, f"{mode}: {name} timed 5 times")
-                if o:
-                    p50, top = o["p50_us"] / 1e3, o["max_us"] / 1e3
-                    check(
-                        within(p50, ms, 0.05) and within(top, ms, 0.05),
-                        f"{mode}: {name} p50 {p50:.3f} ms, max {top:.3f} ms, within 5% of {ms} ms",
-                    )
             with open(os.path.join(out, "00000-00001.trace.json")) as f:
                 xs = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"][1:]  # after the warm-up
-            launches = [float(l.split()[1]) for l in p.stdout.splitlines() if l.startswith("idle_launch_us")]
+            launches = [
+                (float(l.split()[1]), float(l.split()[2]))
+                for l in p.stdout.splitlines()
+                if l.startswith("idle_launch_us")
+            ]
             check(len(xs) == 25 and len(launches) == 10, f"{mode}: 25 ops in the trace ({len(xs)}), 10 launch times")
             if len(xs) != 25 or len(launches) != 10:
                 continue
             names = [e["name"] for e in xs]
             want = ["xt_first_8ms", "xt_queued_4ms", "cublasGemmEx", "xt_after_gemm_2ms", "xt_idle_3ms"] * 5
             check(names == want, f"{mode}: trace in launch order: {names[:5]}")
-            # Queued: starts where the op before it ended, to within 50 us.
+            # Queued: starts where the op before it ended (two placements on the host clock apart at most).
             gaps = [
-                b["ts"] - (a["ts"] + a["dur"])
+                round(b["ts"] - (a["ts"] + a["dur"]), 1)
                 for a, b in zip(xs, xs[1:])
                 if b["name"] in ("xt_queued_4ms", "xt_after_gemm_2ms")
             ]
             check(
-                all(abs(g) < 50 for g in gaps),
+                all(abs(g) <= 2 * place_us + 50 for g in gaps),
                 f"{mode}: queued kernels start at the previous op's end (gaps us {gaps})",
             )
-            # Launched on an idle stream: starts when launched (printed just before), within 0.5 ms.
+            # Launched on an idle stream: starts within its launch call.
             idle = [e for e in xs if e["name"] in ("xt_first_8ms", "xt_idle_3ms")]
-            late = [round(e["ts"] - t, 1) for e, t in zip(idle, launches)]
+            late = [(round(e["ts"] - a, 1), round(b - a, 1)) for e, (a, b) in zip(idle, launches)]
             check(
-                all(-1 <= d < 500 for d in late),
-                f"{mode}: kernels on an idle stream start at their launch (us after it: {late})",
+                all(-place_us <= d <= call + place_us for d, call in late),
+                f"{mode}: kernels on an idle stream start within their launch call "
+                f"(us after the call's start, call us: {late})",
             )
+            # Durations: the kernel's device time, plus, on an idle stream, what the launch call took
+            # at most. A kernel timed from the wrong start (its launch when queued, the op before it
+            # when idle) is off by milliseconds.
+            call_us = iter(b - a for a, b in launches)
+            bad = []
+            for e in xs:
+                if e["name"] not in want_ms:
+                    continue
+                us = want_ms[e["name"]] * 1e3
+                slack = next(call_us) if e["name"] in ("xt_first_8ms", "xt_idle_3ms") else 0.0
+                if not us - place_us <= e["dur"] <= us * 1.05 + slack + place_us:
+                    bad.append((e["name"], round(e["dur"], 1), round(slack, 1)))
+            check(not bad, f"{mode}: every kernel lasts its device time (+ its launch call when idle): wrong {bad}")
 
 
 def main():

@@ -8,6 +8,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -45,13 +46,15 @@ def stacks(out):
 
 def check_long_op(args):
     with tempfile.TemporaryDirectory() as out:
-        p, _ = run(args, out, ["long", "5000"], 10)
+        p, elapsed = run(args, out, ["long", "5000"], 10)
         check(p.returncode == 0, "a 5 s kernel under a 10 s timeout finishes")
         check("hang" not in p.stderr and not stacks(out), "... and is not reported")
         with open(os.path.join(out, "00000-00001.summary.json")) as f:
             s = json.load(f)
         o = [o for o in s["ops"] if o["name"] == "xt_long_kernel"]
-        check(o and abs(o[0]["max_us"] / 1e6 - 5) < 0.25, "... and is timed as a 5 s op")
+        # Its 5 s of device time at least, and no more than the whole run took (however slow).
+        took = o[0]["max_us"] / 1e6 if o else None
+        check(o and 5 - 0.001 <= took <= elapsed, f"... and is timed as a 5 s op ({took} s, run {elapsed:.2f} s)")
     with tempfile.TemporaryDirectory() as out:
         p, _ = run(args, out, ["long", "5000"], 2)
         check(p.returncode == 0, "the same kernel under a 2 s timeout still finishes (dump does not stop the job)")
@@ -81,7 +84,10 @@ def check_actions(args):
     with tempfile.TemporaryDirectory() as out:
         p, elapsed = run(args, out, ["long", "30000"], 1, action="abort")
         check(p.returncode == -6, f"XTIMER_HANG_ACTION=abort: the process aborts (rc {p.returncode})")
-        check(elapsed < 15, f"... soon after the timeout, not when the 30 s kernel ends ({elapsed:.1f} s)")
+        check(
+            "finished" not in p.stdout and elapsed < 30,
+            f"... while the 30 s kernel still runs, not when it ends ({elapsed:.1f} s: {p.stdout.strip()!r})",
+        )
         check(len(stacks(out)) == 1, "... after writing its stack file")
         check(os.path.exists(os.path.join(out, "00000-00001.summary.json")), "... and its summary")
 
@@ -93,10 +99,13 @@ def check_steady(args):
         check("hang" not in p.stderr and not stacks(out), "zero hang reports (1.5 s kernels, 2 s timeout)")
         with open(os.path.join(out, "00000-00001.summary.json")) as f:
             s = json.load(f)
+        # Every launch the workload made (it says how many: a loaded host makes fewer) was timed.
         short = [o for o in s["ops"] if o["name"] == "xt_short_kernel"]
+        made = re.search(r"steady: (\d+) launches", p.stdout)
+        timed = short[0]["count"] if short else 0
         check(
-            short and short[0]["count"] >= 500 * args.seconds,
-            f"short kernels were timed ({short[0]['count'] if short else 0})",
+            made is not None and int(made.group(1)) > 0 and timed == int(made.group(1)),
+            f"short kernels were timed, every one ({timed} of {made.group(1) if made else '?'})",
         )
 
 

@@ -19,7 +19,8 @@
 //   cupti_workload stuck-graph KERNEL_MS HOST_MS [dlsym] a graph of a short kernel and
 //                                                        cupti_stuck_kernel, replayed by
 //                                                        cudaGraphLaunch (or a dlsym'd cuGraphLaunch)
-// Each prints {"launched_at": CLOCK_REALTIME seconds} when the launch call has returned.
+// Each prints {"launched_at": CLOCK_REALTIME seconds} when the launch call has returned, and
+// {"host_done_at": ...} when the host work ended, before the synchronisation.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <cupti.h>
@@ -118,12 +119,13 @@ void* DriverSymbol(const char* name) {
   return fn;
 }
 
-void PrintLaunched() {
+void PrintTime(const char* what) {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
-  std::printf("{\"launched_at\": %.3f}\n", ts.tv_sec + ts.tv_nsec / 1e9);
+  std::printf("{\"%s\": %.3f}\n", what, ts.tv_sec + ts.tv_nsec / 1e9);
   std::fflush(stdout);
 }
+void PrintLaunched() { PrintTime("launched_at"); }
 
 // The host's own work while the GPU is stuck (a data loader, the next step's Python). A sleep
 // to a deadline, resumed after the signals a stack dump sends (as Python's time.sleep is).
@@ -156,6 +158,7 @@ int StuckDlsym(int kernel_ms, int host_ms) {
   CHECK(launch(&config, reinterpret_cast<CUfunction>(cupti_stuck_kernel), args, nullptr));
   PrintLaunched();
   HostWork(host_ms);
+  PrintTime("host_done_at");
   CHECK(cudaStreamSynchronize(stream));
   std::printf("stuck kernel done\n");
   return 0;
@@ -183,6 +186,7 @@ int StuckGraph(int kernel_ms, int host_ms, bool dlsym_launch) {
   }
   PrintLaunched();
   HostWork(host_ms);
+  PrintTime("host_done_at");
   CHECK(cudaStreamSynchronize(stream));
   std::printf("stuck graph done\n");
   CHECK(cudaGraphExecDestroy(exec));

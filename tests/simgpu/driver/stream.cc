@@ -1,10 +1,13 @@
 // Streams: one worker thread each (the legacy default stream and every per-thread default
 // stream too), a FIFO of ops, and the legacy stream's implicit synchronisation.
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -222,11 +225,50 @@ CUresult enqueue_and_wait(Stream* s, Op op) {
 
 namespace {
 
+// How long this worker thread has waited for a CPU while runnable (the run-queue delay, second
+// field of /proc/thread-self/schedstat), or 0 where the kernel does not say. A device does not
+// stop when the host's scheduler runs something else: this time is taken out of the ops' own work.
+class RunDelay {
+ public:
+  RunDelay() : fd_(open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC)) {}
+  ~RunDelay() {
+    if (fd_ >= 0) close(fd_);
+  }
+  int64_t ns() const {
+    char buf[96];
+    const ssize_t n = fd_ >= 0 ? pread(fd_, buf, sizeof buf - 1, 0) : -1;
+    if (n <= 0) return 0;
+    buf[n] = 0;  // "<on-cpu ns> <run-queue ns> <timeslices>"
+    const char* space = strchr(buf, ' ');
+    return space != nullptr ? strtoll(space + 1, nullptr, 10) : 0;
+  }
+
+ private:
+  int fd_;  // of this thread (opened through thread-self on it): used on it only
+};
+thread_local RunDelay tls_run_delay;
+
+// A point from which a kernel's own work is measured: real time, and the run-queue delay so far.
+// Only a modelled kernel's (one that sleeps with simgpu_kernel_sleep_ns) time leaves the waits
+// for a CPU out: one that blocks on something real (a peer, a flag, an absolute deadline) may
+// have waited for a CPU before its wait, which did not make it end later.
+struct WorkMark {
+  int64_t real = 0;
+  int64_t waited = 0;
+};
+WorkMark work_mark() { return WorkMark{now_ns(), tls_run_delay.ns()}; }
+// The op's own work since `m`: the real time, less what the worker spent waiting for a CPU.
+int64_t work_since(const WorkMark& m) {
+  const WorkMark now = work_mark();
+  return std::max<int64_t>(0, (now.real - m.real) - (now.waited - m.waited));
+}
+
 // The kernel running on this worker thread, for simgpu_kernel_sleep_ns.
 struct KernelClock {
   bool active = false;
-  int64_t cursor = 0;  // device time reached so far
-  int64_t mark = 0;    // real time up to which cursor accounts for the kernel's work
+  bool modelled = false;  // it called simgpu_kernel_sleep_ns: its time is its sleeps plus its work
+  int64_t cursor = 0;     // device time reached so far
+  WorkMark mark;          // up to which cursor accounts for the kernel's work
 };
 thread_local KernelClock tls_kernel;
 
@@ -286,14 +328,14 @@ int64_t execute(Stream& s, const Op& op, int64_t start) {
 }
 
 int64_t execute_op(Stream& s, const Op& op, int64_t start) {
-  const int64_t t0 = now_ns();
+  const WorkMark t0 = work_mark();
   switch (op.kind) {
     case OpKind::Kernel: {
       KernelClock& k = tls_kernel;
       const KernelClock outer = k;
-      k = KernelClock{true, start, t0};
+      k = KernelClock{true, false, start, t0};
       reinterpret_cast<void (*)(void**)>(op.a)(static_cast<void**>(op.b));
-      const int64_t end = k.cursor + (now_ns() - k.mark);
+      const int64_t end = k.cursor + (k.modelled ? work_since(k.mark) : now_ns() - k.mark.real);
       k = outer;
       return end;
     }
@@ -340,7 +382,7 @@ int64_t execute_op(Stream& s, const Op& op, int64_t start) {
       return clock;
     }
   }
-  return start + (now_ns() - t0);
+  return start + (now_ns() - t0.real);
 }
 
 }  // namespace simgpu::drv
@@ -495,8 +537,9 @@ SIMGPU_DEFINE_PTSZ(cuLaunchHostFunc, (CUstream h, CUhostFn fn, void* user), h, f
 // Sleeps `ns` of device time inside a kernel (simgpu/kernel.h: simgpu_sleep_ns). The real
 // sleep ends at an absolute deadline on the device clock, so a worker that started late
 // catches up, and the kernel's device-clock duration is exactly what it slept plus its own
-// work. Outside a kernel it is a plain sleep. Inside one, a slow GPU injected through
-// SIMGPU_CONTROL (common/control.h, gpu_factor) stretches it.
+// work (without the time its worker waited for a CPU). Outside a kernel it is a plain sleep.
+// Inside one, a slow GPU injected through SIMGPU_CONTROL (common/control.h, gpu_factor)
+// stretches it.
 SIMGPU_EXPORT void simgpu_kernel_sleep_ns(int64_t ns) {
   using namespace simgpu;
   auto& k = simgpu::drv::tls_kernel;
@@ -506,7 +549,8 @@ SIMGPU_EXPORT void simgpu_kernel_sleep_ns(int64_t ns) {
     return;
   }
   ns = int64_t(double(ns) * current_faults().gpu_factor);
-  k.cursor += (now_ns() - k.mark) + ns;
+  k.modelled = true;
+  k.cursor += work_since(k.mark) + ns;
   sleep_until_ns(k.cursor);
-  k.mark = now_ns();
+  k.mark = simgpu::drv::work_mark();
 }

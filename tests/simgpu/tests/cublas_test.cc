@@ -23,23 +23,11 @@ double tflops() {
 
 double expected_ms(double b, double m, double n, double k) { return 2.0 * b * m * n * k / (tflops() * 1e12) * 1e3; }
 
-// Median over 7 runs of the event-timed duration of `op` on stream s.
+// Median over 7 runs of the device time of `op` on stream s (simtest::device_ms: queued behind a
+// held kernel, so the host's scheduling adds nothing).
 double timed_ms(cudaStream_t s, const std::function<void()>& op) {
-  cudaEvent_t a, b;
-  EXPECT_EQ(cudaEventCreate(&a), cudaSuccess);
-  EXPECT_EQ(cudaEventCreate(&b), cudaSuccess);
   std::vector<double> runs;
-  for (int i = 0; i < 7; ++i) {
-    EXPECT_EQ(cudaEventRecord(a, s), cudaSuccess);
-    op();
-    EXPECT_EQ(cudaEventRecord(b, s), cudaSuccess);
-    EXPECT_EQ(cudaEventSynchronize(b), cudaSuccess);
-    float ms = 0;
-    EXPECT_EQ(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
-    runs.push_back(ms);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
+  for (int i = 0; i < 7; ++i) runs.push_back(simtest::device_ms(s, op));
   return simtest::median(runs);
 }
 

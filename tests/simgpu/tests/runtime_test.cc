@@ -14,7 +14,6 @@
 
 #include "test_kernels.h"
 
-using simtest::median;
 using simtest::now_ns;
 
 // Exported by libcudart.so.13 but only declared under CUDA_API_PER_THREAD_DEFAULT_STREAM.
@@ -54,6 +53,27 @@ void release(std::atomic<int>& flag) {
   flag.notify_all();
 }
 
+void launch_barrier(std::atomic<int>* arrived, int n, cudaStream_t s) {
+  void* args[] = {&arrived, &n};
+  ASSERT_EQ(cudaLaunchKernel((const void*)simgpu_test_barrier, dim3(1), dim3(1), args, 0, s), cudaSuccess);
+}
+
+// Whether `n` barrier kernels (simgpu_test_barrier) arrived within `limit_s` (which only stops
+// a hung test).
+bool arrived_by(std::atomic<int>& arrived, int n, double limit_s = 30) {
+  const int64_t until = now_ns() + int64_t(limit_s * 1e9);
+  while (arrived.load() < n && now_ns() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return arrived.load() >= n;
+}
+
+// The same, then lets every barrier kernel go, so that the test fails instead of hanging.
+bool all_arrived(std::atomic<int>& arrived, int n, double limit_s = 30) {
+  const bool all = arrived_by(arrived, n, limit_s);
+  arrived.store(1 << 20);
+  arrived.notify_all();
+  return all;
+}
+
 int load(int& x) { return std::atomic_ref<int>(x).load(); }
 
 }  // namespace
@@ -87,25 +107,37 @@ TEST(Device, QueriesLookLikeOneGpu) {
 TEST(Events, SleepingKernelsAreTimedWithinFivePercent) {
   cudaStream_t s;
   ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  for (double ms : {2.0, 5.0, 20.0}) {
+    for (int i = 0; i < 7; ++i) {
+      // Queued behind a held kernel (simtest::device_ms), and the device clock leaves out the
+      // worker's waits for a CPU: every run is the kernel's device time, on a loaded host too.
+      const double got = simtest::device_ms(s, [&] { launch_sleep(ms, s); });
+      EXPECT_GE(got, ms - 0.01) << "sleep kernel of " << ms << " ms, run " << i;
+      EXPECT_LE(got, ms * 1.05) << "sleep kernel of " << ms << " ms, run " << i;
+    }
+  }
+  cudaStreamDestroy(s);
+}
+
+TEST(Events, AnIdleStreamsKernelStartsWhenQueued) {
+  // On an idle stream an event pair around a kernel measures at least the kernel, and no more
+  // than the host saw pass from before the first record to the end of the synchronisation.
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
   cudaEvent_t a, b;
   ASSERT_EQ(cudaEventCreate(&a), cudaSuccess);
   ASSERT_EQ(cudaEventCreate(&b), cudaSuccess);
-  for (double ms : {2.0, 5.0, 20.0}) {
-    std::vector<double> runs;
-    for (int i = 0; i < 7; ++i) {
-      ASSERT_EQ(cudaEventRecord(a, s), cudaSuccess);
-      launch_sleep(ms, s);
-      ASSERT_EQ(cudaEventRecord(b, s), cudaSuccess);
-      ASSERT_EQ(cudaEventSynchronize(b), cudaSuccess);
-      float got = 0;
-      ASSERT_EQ(cudaEventElapsedTime(&got, a, b), cudaSuccess);
-      runs.push_back(got);
-    }
-    // Host scheduling can only make a run longer, so the best run is the measure of the
-    // event timing itself; none may be shorter than the sleep.
-    const double best = *std::min_element(runs.begin(), runs.end());
-    EXPECT_GE(best, ms - 0.01) << "sleep kernel of " << ms << " ms";
-    EXPECT_LE(best, ms * 1.05) << "sleep kernel of " << ms << " ms (median " << median(runs) << ")";
+  for (double ms : {2.0, 20.0}) {
+    const int64_t t0 = now_ns();
+    ASSERT_EQ(cudaEventRecord(a, s), cudaSuccess);
+    launch_sleep(ms, s);
+    ASSERT_EQ(cudaEventRecord(b, s), cudaSuccess);
+    ASSERT_EQ(cudaEventSynchronize(b), cudaSuccess);
+    const double host_ms = (now_ns() - t0) / 1e6;
+    float got = 0;
+    ASSERT_EQ(cudaEventElapsedTime(&got, a, b), cudaSuccess);
+    EXPECT_GE(got, ms - 0.01) << "sleep kernel of " << ms << " ms";
+    EXPECT_LE(got, host_ms) << "sleep kernel of " << ms << " ms: the pair is inside the host's view of it";
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
@@ -118,21 +150,26 @@ TEST(Events, UnreachedMarkerIsNotReadyUntilTheStreamGetsThere) {
   cudaEvent_t start, e;
   ASSERT_EQ(cudaEventCreate(&start), cudaSuccess);
   ASSERT_EQ(cudaEventCreate(&e), cudaSuccess);
-  std::atomic<int> flag{0};
+  // A kernel that says it runs, then blocks until the host arrives too: the host holds it 50 ms
+  // from a moment it is known to be running, so its device time is at least that, however late
+  // the stream's worker started it.
+  std::atomic<int> arrived{0};
   ASSERT_EQ(cudaEventRecord(start, s), cudaSuccess);
-  launch_wait_flag(&flag, s);
+  launch_barrier(&arrived, 2, s);
   ASSERT_EQ(cudaEventRecord(e, s), cudaSuccess);
+  EXPECT_TRUE(arrived_by(arrived, 1)) << "the kernel never ran";
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(cudaEventQuery(e), cudaErrorNotReady);
   EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady);
   float ms = 0;
   EXPECT_EQ(cudaEventElapsedTime(&ms, start, e), cudaErrorNotReady);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "NotReady is not an error";
-  release(flag);
+  arrived.fetch_add(1);
+  arrived.notify_all();
   ASSERT_EQ(cudaEventSynchronize(e), cudaSuccess);
   EXPECT_EQ(cudaEventQuery(e), cudaSuccess);
   ASSERT_EQ(cudaEventElapsedTime(&ms, start, e), cudaSuccess);
-  EXPECT_GE(ms, 45.0f);
+  EXPECT_GE(ms, 50.0f - 0.01f);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   EXPECT_EQ(cudaStreamQuery(s), cudaSuccess);
   cudaEventDestroy(start);
@@ -244,16 +281,17 @@ TEST(Streams, LegacyDefaultStreamSynchronisesWithBlockingStreams) {
 TEST(Streams, DeviceSynchronizeWaitsForEveryStream) {
   std::vector<cudaStream_t> streams(4);
   std::vector<int> done(4, 0);
+  std::atomic<int> arrived{0};
   for (int i = 0; i < 4; ++i) {
     ASSERT_EQ(cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking), cudaSuccess);
     launch_sleep(10 + 5 * i, streams[i]);
+    launch_barrier(&arrived, 4, streams[i]);
     launch_store(&done[i], 1, streams[i]);
   }
-  const int64_t t0 = now_ns();
+  // They run concurrently: each stream's barrier waits for the other three to reach theirs.
+  EXPECT_TRUE(all_arrived(arrived, 4)) << "streams that run one at a time never meet";
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(load(done[i]), 1);
-  // They ran concurrently: well under the 70 ms they would take in sequence.
-  EXPECT_LT((now_ns() - t0) / 1e6, 60.0);
   for (auto s : streams) cudaStreamDestroy(s);
 }
 
@@ -269,29 +307,39 @@ TEST(Streams, DestroyedStreamStillFinishesItsWork) {
 }
 
 TEST(Streams, PerThreadDefaultStreamsAreIndependentWorkers) {
-  auto worker = [](double* elapsed, bool use_ptsz) {
+  // Each thread's stream sleeps, then waits at a barrier for the other's: both arrive only if the
+  // two per-thread streams run at once.
+  std::atomic<int> arrived{0};
+  auto worker = [&arrived](double* elapsed, bool use_ptsz) {
     const int64_t t0 = now_ns();
     int64_t ns = 80'000'000;
     void* args[] = {&ns};
+    std::atomic<int>* at = &arrived;
+    int two = 2;
+    void* barrier_args[] = {&at, &two};
     if (use_ptsz) {
       // What a program built with --default-stream per-thread calls: stream 0 means "mine".
       ASSERT_EQ(cudaLaunchKernel_ptsz((const void*)simgpu_test_sleep, dim3(1), dim3(1), args, 0, 0), cudaSuccess);
+      ASSERT_EQ(cudaLaunchKernel_ptsz((const void*)simgpu_test_barrier, dim3(1), dim3(1), barrier_args, 0, 0),
+                cudaSuccess);
       ASSERT_EQ(cudaStreamSynchronize_ptsz(0), cudaSuccess);
     } else {
       ASSERT_EQ(cudaLaunchKernel((const void*)simgpu_test_sleep, dim3(1), dim3(1), args, 0, cudaStreamPerThread),
                 cudaSuccess);
+      ASSERT_EQ(
+          cudaLaunchKernel((const void*)simgpu_test_barrier, dim3(1), dim3(1), barrier_args, 0, cudaStreamPerThread),
+          cudaSuccess);
       ASSERT_EQ(cudaStreamSynchronize(cudaStreamPerThread), cudaSuccess);
     }
     *elapsed = (now_ns() - t0) / 1e6;
   };
   double a = 0, b = 0;
-  const int64_t t0 = now_ns();
   std::thread t1(worker, &a, false), t2(worker, &b, true);
+  EXPECT_TRUE(all_arrived(arrived, 2)) << "per-thread streams must run concurrently";
   t1.join();
   t2.join();
   EXPECT_GE(a, 79.0);
   EXPECT_GE(b, 79.0);
-  EXPECT_LT((now_ns() - t0) / 1e6, 150.0) << "per-thread streams must run concurrently";
 }
 
 TEST(Launch, ParametersAreCopiedAtLaunch) {
@@ -442,14 +490,18 @@ TEST(Driver, ContextsAndErrors) {
   ASSERT_EQ(cuEventCreate(&b, CU_EVENT_DEFAULT), CUDA_SUCCESS);
   int64_t ns = 10'000'000;
   void* args[] = {&ns};
+  const int64_t t0 = now_ns();
   ASSERT_EQ(cuEventRecord(a, st), CUDA_SUCCESS);
   ASSERT_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(simgpu_test_sleep), 1, 1, 1, 1, 1, 1, 0, st, args, nullptr),
             CUDA_SUCCESS);
   ASSERT_EQ(cuEventRecord(b, st), CUDA_SUCCESS);
   ASSERT_EQ(cuEventSynchronize(b), CUDA_SUCCESS);
+  const double host_ms = (now_ns() - t0) / 1e6;
   float ms = 0;
   ASSERT_EQ(cuEventElapsedTime(&ms, a, b), CUDA_SUCCESS);
-  EXPECT_NEAR(ms, 10.0, 2.0);
+  // The 10 ms kernel, in ms: no shorter than its sleep, no longer than the host saw it take.
+  EXPECT_GE(ms, 10.0 - 0.01);
+  EXPECT_LE(ms, host_ms);
   unsigned flags = 0;
   ASSERT_EQ(cuStreamGetFlags(st, &flags), CUDA_SUCCESS);
   EXPECT_EQ(flags, unsigned(CU_STREAM_NON_BLOCKING));

@@ -35,3 +35,13 @@ extern "C" SIMGPU_KERNEL void simgpu_test_append(void** args) {
   v->push_back(*static_cast<int*>(args[1]));
 }
 SIMGPU_KERNEL_PARAMS(simgpu_test_append, sizeof(void*), sizeof(int));
+
+extern "C" SIMGPU_KERNEL void simgpu_test_barrier(void** args) {
+  auto* arrived = *static_cast<std::atomic<int>**>(args[0]);
+  const int n = *static_cast<int*>(args[1]);
+  arrived->fetch_add(1);
+  arrived->notify_all();
+  int v;
+  while ((v = arrived->load()) < n) arrived->wait(v);
+}
+SIMGPU_KERNEL_PARAMS(simgpu_test_barrier, sizeof(void*), sizeof(int));
