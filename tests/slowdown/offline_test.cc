@@ -325,6 +325,50 @@ TEST_F(OfflineTest, ARankWhoseClockIsAYearOffIsNamedAndTheSlowRankStillFound) {
   EXPECT_EQ(j["ranks"].size(), 8u) << "rank 1 is judged with the others";
 }
 
+// A whole node 2 hours ahead: named in one line (its ranks, the offset) and judged as if its
+// clock were right. A rank a year ahead whose steps carry no collective (nothing tells its clock):
+// named, left on its own clock; the slow rank is still found.
+TEST_F(OfflineTest, AFarNodeAndAnUnlinkedRankAreNamed) {
+  JobConfig c;
+  c.injections = {{Injection::kSlowGpu, 3, 2.0, 40, 80}};
+  WriteJob(c, 100, {}, Layout::kV2, "/clean");
+  c.clock_offset = {0, 7200};
+  WriteJob(c, 100, {}, Layout::kV2, "/node");
+  c.clock_offset = {};
+  WriteJob(c, 100, {}, Layout::kV2, "/rank");
+  const std::string path = dir_ + "/rank/1-8.steps.jsonl";
+  std::vector<std::string> lines = Lines(Read(path));
+  for (std::string& l : lines) {
+    nlohmann::json j = nlohmann::json::parse(l);
+    if (j.contains("t0")) j["t0"] = j["t0"].get<int64_t>() + 365 * 86400;
+    j.erase("c");
+    l = j.dump();
+  }
+  WriteLines(path, lines);
+
+  std::string out, err, clean_out, clean_err;
+  ASSERT_EQ(Run("--path " + dir_ + "/clean", &clean_out, &clean_err), 0) << clean_err;
+  const nlohmann::json clean = VerdictOf(dir_ + "/clean");
+  ASSERT_EQ(clean["episodes"].size(), 1u) << clean["episodes"].dump();
+  ASSERT_EQ(Run("--path " + dir_ + "/node", &out, &err), 0) << err;
+  EXPECT_EQ(err,
+            "xtimer_slowdown: the clock of node node1 (ranks 4-7) is 2.0 hours ahead of node node0's (rank 0's, from "
+            "the collectives they share); its times are moved by that much\n");
+  nlohmann::json j = VerdictOf(dir_ + "/node");
+  ASSERT_EQ(j["episodes"].size(), 1u) << j["episodes"].dump();
+  EXPECT_EQ(j["episodes"][0]["rank"], 3);
+  EXPECT_NEAR(j["episodes"][0]["since"].get<double>(), clean["episodes"][0]["since"].get<double>(), 0.5);
+
+  ASSERT_EQ(Run("--path " + dir_ + "/rank", &out, &err), 0) << err;
+  EXPECT_EQ(err,
+            "xtimer_slowdown: the steps of rank 1 (node node0) are 365.0 days ahead of the others' and no collective "
+            "they share tells its clock; judged on its own clock, apart from them\n");
+  j = VerdictOf(dir_ + "/rank");
+  ASSERT_FALSE(j["episodes"].empty());
+  EXPECT_EQ(j["episodes"][0]["rank"], 3);
+  EXPECT_EQ(j["episodes"][0]["cause"], "gpu_compute");
+}
+
 // A copy of rank 3's file, cut to its first half, beside it: named in one line with both files;
 // the whole file kept (more steps), so the verdict is the one without the copy.
 TEST_F(OfflineTest, TheSameRankInTwoFilesIsNamedAndOneKept) {
