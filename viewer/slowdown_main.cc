@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
   const size_t records = input.records.size();
   xtimer::SlowdownReplay replay = xtimer::ReplaySlowdown(
       std::move(input.records), judge, [&](size_t done, size_t all) { show("judging step records", done, all); });
+  for (const std::string& line : replay.clock_lines) Err(xtimer::PrintableName(line, 400));
   if (!quiet)
     for (const std::string& line : replay.lines) std::printf("%s\n", line.c_str());
 

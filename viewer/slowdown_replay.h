@@ -35,10 +35,18 @@ struct SlowdownReplay {
   std::map<int32_t, std::string> node_of;
   std::vector<SlowdownEpisode> episodes;  // in the order they started
   std::vector<std::string> lines;         // the start and end log lines, in order
+  std::vector<std::string> clock_lines;   // clocks over an hour apart, one line each (see below)
   slowdown::Verdict last;                 // the last evaluation's verdict
   size_t records = 0;
   double start = 0;  // the first record's start (the job's clock)
 };
+
+// Clocks: a rank whose clock is over kClockWarnSeconds off its node's other ranks', or a node's
+// off the lowest rank's node's (by the collectives they share), is named in `clock_lines` and its
+// times moved onto that clock before anything else, so that it neither leaves the job's time nor
+// moves the others' alignment; smaller offsets are taken out per node as before. Empty time (no
+// rank held by the judge) is skipped, not evaluated every interval.
+inline constexpr double kClockWarnSeconds = 3600;
 
 // Consumes `records`. `progress` (may be empty) gets (records done, records in all) now and then.
 SlowdownReplay ReplaySlowdown(std::vector<slowdown::StepRecord> records, const slowdown::JudgeOptions& options,

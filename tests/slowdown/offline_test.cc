@@ -1,16 +1,21 @@
 // xtimer_slowdown on steps files written from simulated jobs (synthetic_job.h): the same judgement
 // as live (the right rank and cause, nothing else; node1's clock 3 s ahead), slowdown.json with its
 // episodes, an SVG, and bad input named by file and line without losing the rest: a corrupt line, a
-// line cut short at the end of a file, a line over 1 MiB, a FIFO, a rank without a file.
+// line cut short at the end of a file, a line over 1 MiB, a FIFO, a rank without a file, a step
+// years ahead of the rest, years of empty time between two parts of a job, a rank whose clock is a
+// year off, the same rank in two files and one rank on two nodes. Every run of the program is
+// bounded (`timeout`): a regression that stalls fails as that, and nothing asserts elapsed time.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "common/slowdown/step_file_writer.h"
 #include "common/slowdown/step_json.h"
@@ -57,13 +62,34 @@ class OfflineTest : public ::testing::Test {
       }
   }
 
-  // Runs the command; its exit status, stdout and stderr.
+  // Runs the command (killed after kTimeoutS: 124, a stall); its exit status, stdout and stderr.
+  static constexpr int kTimeoutS = 120;
   int Run(const std::string& args, std::string* out, std::string* err) {
     std::string o = dir_ + "/.stdout", e = dir_ + "/.stderr";
-    int rc = std::system((std::string(XTIMER_SLOWDOWN_BIN) + " " + args + " >" + o + " 2>" + e).c_str());
+    int rc = std::system(("timeout -k 5 " + std::to_string(kTimeoutS) + " " + std::string(XTIMER_SLOWDOWN_BIN) + " " +
+                          args + " >" + o + " 2>" + e)
+                             .c_str());
     *out = Read(o);
     *err = Read(e);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    int status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    EXPECT_NE(status, 124) << "xtimer_slowdown " << args << " ran past " << kTimeoutS << " s and was stopped";
+    return status;
+  }
+  static std::vector<std::string> Lines(const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  }
+  static void WriteLines(const std::string& path, const std::vector<std::string>& lines) {
+    std::ofstream f(path);
+    for (const std::string& l : lines) f << l << "\n";
+  }
+  // slowdown.json without the time it was written.
+  nlohmann::json VerdictOf(const std::string& dir) {
+    nlohmann::json j = nlohmann::json::parse(Read(dir + "/slowdown.json"));
+    j.erase("updated");
+    return j;
   }
   static std::string Read(const std::string& path) {
     std::ifstream in(path);
@@ -195,6 +221,216 @@ TEST_F(OfflineTest, TheCompactLayoutIsJudgedAsLayoutOne) {
   ExpectAlike(j2, j1, "slowdown.json");
 }
 
+// A corrupt step time: rank 0's second step 2283 years after its file's t0. It is named with its
+// file, line and rank and skipped; the rest is judged (the slow GPU found) and the run ends.
+TEST_F(OfflineTest, AStepYearsAwayIsNamedAndSkipped) {
+  JobConfig c;
+  c.injections = {{Injection::kSlowGpu, 6, 2.0, 30}};
+  WriteJob(c, 70, {}, Layout::kV2);
+  const std::string path = dir_ + "/0-8.steps.jsonl";
+  std::vector<std::string> lines = Lines(Read(path));
+  size_t steps = 0, line = 0;
+  for (size_t i = 0; i < lines.size(); ++i)
+    if (lines[i].rfind("{\"step\":", 0) == 0 && ++steps == 2) line = i;
+  ASSERT_GT(line, 0u);
+  const size_t t = lines[line].find(",\"t\":"), comma = lines[line].find(',', t + 5);
+  lines[line] = lines[line].substr(0, t) + ",\"t\":72057594037927935" + lines[line].substr(comma);
+  WriteLines(path, lines);
+  size_t all = 0;
+  for (const auto& f : fs::directory_iterator(dir_))
+    for (const std::string& l : Lines(Read(f.path())))
+      if (l.rfind("{\"step\":", 0) == 0) ++all;
+
+  std::string out, err;
+  ASSERT_EQ(Run("--path " + dir_, &out, &err), 0) << err;
+  const size_t t0_at = lines[0].find("\"t0\":") + 5;
+  const int64_t t0 = std::stoll(lines[0].substr(t0_at, lines[0].find('}', t0_at) - t0_at));
+  char when[48];
+  std::snprintf(when, sizeof when, "%.3f", static_cast<double>(t0 * 1000000 + 72057594037927935) / 1e6);
+  EXPECT_EQ(err, "xtimer_slowdown: " + path + ":" + std::to_string(line + 1) + ": rank 0's step 1 begins at " + when +
+                     " (Unix seconds), more than a day from every other step of rank 0 in this file; line skipped\n")
+      << "one line naming the file, the line and the rank";
+  EXPECT_NE(out.find(" in " + std::to_string(all - 1) + " steps of 8 ranks"), std::string::npos)
+      << "every other step judged: " << out;
+  nlohmann::json j = VerdictOf(dir_);
+  ASSERT_EQ(j["episodes"].size(), 1u) << j["episodes"].dump();
+  EXPECT_EQ(j["episodes"][0]["rank"], 6);
+  EXPECT_EQ(j["episodes"][0]["cause"], "gpu_compute");
+}
+
+// Two parts of one job 2000 years apart (every rank's file holds both; each part is many steps,
+// so none is alone): the empty time between them is skipped, not judged every 2 s, and each part
+// is judged as if alone.
+TEST_F(OfflineTest, YearsOfEmptyTimeBetweenPartsAreSkipped) {
+  JobConfig c;
+  c.injections = {{Injection::kSlowGpu, 6, 2.0, 30}};
+  WriteJob(c, 60, {}, Layout::kJson, "/alone");
+  WriteJob(c, 60);
+  c.start += 2000 * 365.25 * 86400;
+  WriteJob(c, 60, {}, Layout::kJson, "/later");
+  for (const auto& f : fs::directory_iterator(dir_ + "/later"))
+    std::ofstream(dir_ + "/" + f.path().filename().string(), std::ios::app) << Read(f.path());
+  fs::remove_all(dir_ + "/later");
+
+  std::string out, err, out_alone, err_alone;
+  ASSERT_EQ(Run("--path " + dir_ + "/alone", &out_alone, &err_alone), 0) << err_alone;
+  ASSERT_EQ(Run("--path " + dir_, &out, &err), 0) << err;
+  EXPECT_EQ(err, "");
+  nlohmann::json alone = VerdictOf(dir_ + "/alone"), both = VerdictOf(dir_);
+  ASSERT_EQ(alone["episodes"].size(), 1u) << alone["episodes"].dump();
+  ASSERT_EQ(both["episodes"].size(), 2u) << "the slow GPU in each part: " << both["episodes"].dump();
+  for (const nlohmann::json& e : both["episodes"]) {
+    EXPECT_EQ(e["rank"], 6);
+    EXPECT_EQ(e["cause"], "gpu_compute");
+  }
+  EXPECT_NEAR(both["episodes"][0]["since"].get<double>(), alone["episodes"][0]["since"].get<double>(), 1e-3);
+  EXPECT_NEAR(both["episodes"][1]["since"].get<double>() - both["episodes"][0]["since"].get<double>(),
+              2000 * 365.25 * 86400, 2);
+  std::string steps = out_alone.substr(out_alone.find(" in ") + 4);
+  EXPECT_NE(out.find("2 slowdowns in " + std::to_string(2 * std::stoul(steps)) + " steps of 8 ranks"),
+            std::string::npos)
+      << out << " against " << out_alone;
+}
+
+// Rank 1's clock a year ahead (its file's t0): named in one line with the offset, its times moved
+// onto its node's clock; the slow GPU of rank 3 is still found, and nothing else.
+TEST_F(OfflineTest, ARankWhoseClockIsAYearOffIsNamedAndTheSlowRankStillFound) {
+  JobConfig c;
+  c.clock_offset = {0, 3.0};
+  c.injections = {{Injection::kSlowGpu, 3, 2.0, 40, 80}};
+  WriteJob(c, 100, {}, Layout::kV2, "/clean");
+  WriteJob(c, 100, {}, Layout::kV2);
+  const std::string path = dir_ + "/1-8.steps.jsonl";
+  std::vector<std::string> lines = Lines(Read(path));
+  ASSERT_EQ(lines[0].rfind("{\"v\":2,", 0), 0u) << lines[0];
+  const size_t t0 = lines[0].find("\"t0\":") + 5, end = lines[0].find('}', t0);
+  lines[0] = lines[0].substr(0, t0) + std::to_string(std::stoll(lines[0].substr(t0, end - t0)) + 365 * 86400) +
+             lines[0].substr(end);
+  WriteLines(path, lines);
+
+  std::string out, err;
+  ASSERT_EQ(Run("--path " + dir_, &out, &err), 0) << err;
+  EXPECT_EQ(err,
+            "xtimer_slowdown: the clock of rank 1 (node node0) is 365.0 days ahead of its node's other ranks' (from "
+            "the collectives they share); its times are moved by that much and it is judged with the others\n");
+  nlohmann::json j = VerdictOf(dir_);
+  ASSERT_EQ(j["episodes"].size(), 1u) << j["episodes"].dump();
+  EXPECT_EQ(j["episodes"][0]["rank"], 3);
+  EXPECT_EQ(j["episodes"][0]["cause"], "gpu_compute");
+  EXPECT_TRUE(j["episodes"][0]["ended"]);
+  std::string clean_out, clean_err;
+  ASSERT_EQ(Run("--path " + dir_ + "/clean", &clean_out, &clean_err), 0) << clean_err;
+  nlohmann::json clean = VerdictOf(dir_ + "/clean");
+  EXPECT_NEAR(j["episodes"][0]["since"].get<double>(), clean["episodes"][0]["since"].get<double>(), 0.5);
+  EXPECT_EQ(j["ranks"].size(), 8u) << "rank 1 is judged with the others";
+}
+
+// A whole node 2 hours ahead: named in one line (its ranks, the offset) and judged as if its
+// clock were right. A rank a year ahead whose steps carry no collective (nothing tells its clock):
+// named, left on its own clock; the slow rank is still found.
+TEST_F(OfflineTest, AFarNodeAndAnUnlinkedRankAreNamed) {
+  JobConfig c;
+  c.injections = {{Injection::kSlowGpu, 3, 2.0, 40, 80}};
+  WriteJob(c, 100, {}, Layout::kV2, "/clean");
+  c.clock_offset = {0, 7200};
+  WriteJob(c, 100, {}, Layout::kV2, "/node");
+  c.clock_offset = {};
+  WriteJob(c, 100, {}, Layout::kV2, "/rank");
+  const std::string path = dir_ + "/rank/1-8.steps.jsonl";
+  std::vector<std::string> lines = Lines(Read(path));
+  for (std::string& l : lines) {
+    nlohmann::json j = nlohmann::json::parse(l);
+    if (j.contains("t0")) j["t0"] = j["t0"].get<int64_t>() + 365 * 86400;
+    j.erase("c");
+    l = j.dump();
+  }
+  WriteLines(path, lines);
+
+  std::string out, err, clean_out, clean_err;
+  ASSERT_EQ(Run("--path " + dir_ + "/clean", &clean_out, &clean_err), 0) << clean_err;
+  const nlohmann::json clean = VerdictOf(dir_ + "/clean");
+  ASSERT_EQ(clean["episodes"].size(), 1u) << clean["episodes"].dump();
+  ASSERT_EQ(Run("--path " + dir_ + "/node", &out, &err), 0) << err;
+  EXPECT_EQ(err,
+            "xtimer_slowdown: the clock of node node1 (ranks 4-7) is 2.0 hours ahead of node node0's (rank 0's, from "
+            "the collectives they share); its times are moved by that much\n");
+  nlohmann::json j = VerdictOf(dir_ + "/node");
+  ASSERT_EQ(j["episodes"].size(), 1u) << j["episodes"].dump();
+  EXPECT_EQ(j["episodes"][0]["rank"], 3);
+  EXPECT_NEAR(j["episodes"][0]["since"].get<double>(), clean["episodes"][0]["since"].get<double>(), 0.5);
+
+  ASSERT_EQ(Run("--path " + dir_ + "/rank", &out, &err), 0) << err;
+  EXPECT_EQ(err,
+            "xtimer_slowdown: the steps of rank 1 (node node0) are 365.0 days ahead of the others' and no collective "
+            "they share tells its clock; judged on its own clock, apart from them\n");
+  j = VerdictOf(dir_ + "/rank");
+  ASSERT_FALSE(j["episodes"].empty());
+  EXPECT_EQ(j["episodes"][0]["rank"], 3);
+  EXPECT_EQ(j["episodes"][0]["cause"], "gpu_compute");
+}
+
+// A copy of rank 3's file, cut to its first half, beside it: named in one line with both files;
+// the whole file kept (more steps), so the verdict is the one without the copy.
+TEST_F(OfflineTest, TheSameRankInTwoFilesIsNamedAndOneKept) {
+  JobConfig c;
+  c.injections = {{Injection::kSlowGpu, 6, 2.0, 30}};
+  WriteJob(c, 60, {}, Layout::kV2, "/clean");
+  WriteJob(c, 60, {}, Layout::kV2);
+  std::vector<std::string> lines = Lines(Read(dir_ + "/3-8.steps.jsonl"));
+  const size_t half = lines.size() / 2;
+  lines.resize(half);
+  WriteLines(dir_ + "/3-8.copy.steps.jsonl", lines);  // first by name
+
+  std::string out, err, clean_out, clean_err;
+  ASSERT_EQ(Run("--path " + dir_ + "/clean", &clean_out, &clean_err), 0) << clean_err;
+  ASSERT_EQ(Run("--path " + dir_, &out, &err), 0) << err;
+  const std::vector<std::string> errs = Lines(err);
+  ASSERT_EQ(errs.size(), 1u) << err;
+  EXPECT_EQ(errs[0].rfind(
+                "xtimer_slowdown: rank 3 is in two files at the same time: " + dir_ + "/3-8.steps.jsonl (lines 4-", 0),
+            0u)
+      << err;
+  EXPECT_NE(errs[0].find(" and " + dir_ + "/3-8.copy.steps.jsonl (lines 4-"), std::string::npos) << err;
+  EXPECT_NE(errs[0].find("; kept the first (more steps), the second's steps skipped"), std::string::npos) << err;
+  auto steps = [](const std::string& o) { return o.substr(o.find(" in "), o.find(" ranks") - o.find(" in ")); };
+  EXPECT_EQ(steps(out), steps(clean_out)) << "as many steps judged as without the copy";
+  EXPECT_EQ(VerdictOf(dir_), VerdictOf(dir_ + "/clean"));
+}
+
+// Rank 5's steps twice in its file, the second time from node0 (a second process given rank 5 on
+// another node): named in one line; as many steps each, so the first in the file (node1) is kept.
+TEST_F(OfflineTest, ARankOnTwoNodesIsNamedAndOneKept) {
+  JobConfig c;
+  c.injections = {{Injection::kSlowGpu, 6, 2.0, 30}};
+  WriteJob(c, 60, {}, Layout::kJson, "/clean");
+  WriteJob(c, 60);
+  const std::string path = dir_ + "/5-8.steps.jsonl";
+  std::vector<std::string> lines = Lines(Read(path));
+  const size_t n = lines.size();
+  for (size_t i = 0; i < n; ++i) {
+    std::string l = lines[i];
+    const size_t at = l.find("\"node\":\"node1\"");
+    ASSERT_NE(at, std::string::npos) << l;
+    lines.push_back(l.replace(at, 14, "\"node\":\"node0\""));
+  }
+  WriteLines(path, lines);
+
+  std::string out, err, clean_out, clean_err;
+  ASSERT_EQ(Run("--path " + dir_ + "/clean", &clean_out, &clean_err), 0) << clean_err;
+  ASSERT_EQ(Run("--path " + dir_, &out, &err), 0) << err;
+  EXPECT_EQ(err, "xtimer_slowdown: rank 5 claims two nodes at the same time: " + path + " (lines 1-" +
+                     std::to_string(n) + ": " + std::to_string(n) + " steps of node node1, pid 1005) and " + path +
+                     " (lines " + std::to_string(n + 1) + "-" + std::to_string(2 * n) + ": " + std::to_string(n) +
+                     " steps of node node0, pid 1005); kept the first (as many steps, first by file name and line), "
+                     "the second's steps skipped\n");
+  nlohmann::json j = VerdictOf(dir_);
+  EXPECT_EQ(j, VerdictOf(dir_ + "/clean"));
+  for (const nlohmann::json& r : j["ranks"])
+    if (r["rank"] == 5) {
+      EXPECT_EQ(r["node"], "node1");
+    }
+}
+
 TEST_F(OfflineTest, NothingToReadIsOneLineAndExitTwo) {
   std::string out, err;
   EXPECT_EQ(Run("--path " + dir_, &out, &err), 2);
@@ -222,6 +458,42 @@ TEST(StepsFile, LinesAreReadAsTheyStreamIn) {
   ASSERT_TRUE(ReadStepsFile(dir + "/0-1.steps.jsonl", {}, &in));
   EXPECT_EQ(in.records.size(), 2u);
   EXPECT_TRUE(in.problems.empty());
+  fs::remove_all(dir);
+}
+
+// A step more than a day from every other step of its rank in the file is skipped, named at its
+// line; two far-apart steps alone (which one is wrong is unknown) and a rank restarted a week
+// later (steps together on each side) are kept.
+TEST(StepsFile, AStepFarFromTheOthersIsSkipped) {
+  std::string t = (fs::temp_directory_path() / "xtimer-steps-file-XXXXXX").string();
+  std::string dir = mkdtemp(t.data());
+  auto step = [](int32_t rank, int64_t n, double t) {
+    StepRecord r;
+    r.rank = rank;
+    r.world = 2;
+    r.step = n;
+    r.t_begin = t;
+    r.t_end = t + 1;
+    return StepRecordToJson(r).dump() + "\n";
+  };
+  const double week = 7 * 86400;
+  {
+    std::ofstream f(dir + "/0-2.steps.jsonl");
+    f << step(0, 0, 1.7e9) << step(0, 1, 1.7e9 + 2 * week) << step(0, 2, 1.7e9 + 2) << step(0, 3, 1.7e9 + 4)
+      << step(1, 0, 1.7e9) << step(1, 1, 1.7e9 + week);                                 // rank 1: two alone
+    f << step(0, 0, 1.7e9 + week) << step(0, 1, 1.7e9 + week + 2) << step(0, 9, 5e10);  // restarted; one far
+  }
+  StepsInput in;
+  ASSERT_TRUE(ReadStepsFile(dir + "/0-2.steps.jsonl", {}, &in));
+  std::vector<double> begins;
+  for (const StepRecord& r : in.records) begins.push_back(r.t_begin - 1.7e9);
+  EXPECT_EQ(begins, (std::vector<double>{0, 2, 4, 0, week, week, week + 2}));
+  ASSERT_EQ(in.problems.size(), 2u);
+  EXPECT_EQ(in.problems[0], dir +
+                                "/0-2.steps.jsonl:2: rank 0's step 1 begins at 1701209600.000 (Unix seconds), "
+                                "more than a day from every other step of rank 0 in this file; line skipped");
+  EXPECT_EQ(in.problems[1].rfind(dir + "/0-2.steps.jsonl:9: rank 0's step 9 begins at 50000000000.000", 0), 0u)
+      << in.problems[1];
   fs::remove_all(dir);
 }
 
