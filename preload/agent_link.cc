@@ -20,8 +20,6 @@
 #include "preload/capture/dumper.h"
 #include "preload/internal_thread.h"
 #include "preload/poller.h"
-#include "preload/step_signals.h"
-#include "preload/tracker.h"
 
 namespace xtimer {
 namespace {
@@ -61,9 +59,12 @@ double NumberField(const std::string& json, const char* key) {
 
 }  // namespace
 
-AgentLink::AgentLink(Tracker& tracker) : tracker_(tracker) {}
+AgentLink::AgentLink(Settings settings, std::function<RankInfo()> rank_info)
+    : settings_(settings), rank_info_(std::move(rank_info)) {}
 
-bool AgentLink::Start() {
+bool AgentLink::Start(Poller& poller, StepSignals* steps) {
+  poller_ = &poller;
+  sampler_ = steps;
   path_ = env::String("XTIMER_AGENT_SOCKET");
   if (path_.empty()) return false;
   if (path_.size() >= sizeof(sockaddr_un::sun_path)) {
@@ -150,7 +151,7 @@ void AgentLink::Flush(int ms) {
 void AgentLink::SetHang(bool hung, const std::string& trigger) {
   if (!active_) return;
   // Called before the watchdog asks for its dump, so the count is the one before it.
-  const bool dumps = hung && tracker_.config().hang_action != HangAction::kLog;
+  const bool dumps = hung && settings_.hang_action != HangAction::kLog;
   const uint64_t dumps_before = dumps ? capture::Dumper::Instance().LastStats().dumps : 0;
   MutexLock lock(mu_);
   if (dumps) {
@@ -198,7 +199,7 @@ bool AgentLink::Send(const std::string& msg) {
 }
 
 void AgentLink::WriteRankFields(JsonWriter& w) {
-  RankInfo r = tracker_.rank_info();
+  RankInfo r = rank_info_();
   w.Field("rank", r.rank).Field("world_size", r.world_size).Field("local_rank", r.local_rank);
   w.Field("host", HostName()).Field("pid", static_cast<int>(getpid()));
 }
@@ -215,7 +216,7 @@ void AgentLink::SendStatus() {
   InflightOps ops;
   double oldest = 0;
   std::string oldest_name;
-  if (tracker_.poller().Snapshot(&ops, 20)) {
+  if (poller_->Snapshot(&ops, 20)) {
     for (const InflightOp& op : ops)
       if (op.in_flight_s > oldest) {
         oldest = op.in_flight_s;
@@ -246,8 +247,7 @@ void AgentLink::ReceiveCommands() {
     if (type == "dump") {
       AnswerDumpRequest(StringField(msg, "request_id"));
     } else if (type == "sample") {  // the agent suspects a host-side slowdown here
-      if (StepSignals* steps = tracker_.poller().steps())
-        steps->RequestSamples(NumberField(msg, "seconds"), NumberField(msg, "hz"));
+      if (sampler_ != nullptr) sampler_->RequestSamples(NumberField(msg, "seconds"), NumberField(msg, "hz"));
     }
   }
 }

@@ -9,32 +9,43 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <string>
 #include <thread>
 
 #include "common/mutex.h"
+#include "preload/config.h"
+#include "preload/poller_sinks.h"
+#include "preload/step_signals.h"
+#include "preload/watchdog.h"
 
 namespace xtimer {
 
-class Tracker;
+class Poller;
 
-class AgentLink {
+class AgentLink final : public SummarySink, public StepRecordSink, public HangSink {
  public:
-  explicit AgentLink(Tracker& tracker);
-  // Starts the thread if XTIMER_AGENT_SOCKET is set; returns whether it did.
-  bool Start();
-  bool active() const { return active_; }
+  struct Settings {
+    HangAction hang_action = HangAction::kDump;  // whether our own hang is followed by a dump
+  };
+  // `rank_info` names the rank in every message.
+  AgentLink(Settings settings, std::function<RankInfo()> rank_info);
+  // Starts the thread if XTIMER_AGENT_SOCKET is set; returns whether it did. The thread reads
+  // the oldest op in flight from `poller` and hands the agent's sample requests to `steps`
+  // (null: XTIMER_STEPS=0); both outlive it.
+  bool Start(Poller& poller, StepSignals* steps);
+  bool active() const override { return active_; }
 
   // Poller: the latest summary JSON (sent with the next tick).
-  void OfferSummary(std::string summary_json);
+  void OfferSummary(std::string summary_json) override;
   // Poller: step records, one JSON object per line (step_signals.h); sent in batches, at most
   // one message a second. The oldest are dropped beyond kMaxQueuedSteps.
-  void OfferSteps(const std::string& lines);
+  void OfferSteps(const std::string& lines) override;
   static constexpr size_t kMaxQueuedSteps = 512;
   // Watchdog: a hang was found (hung, with what), or the hang resolved. Sent at once.
-  void SetHang(bool hung, const std::string& trigger);
+  void SetHang(bool hung, const std::string& trigger) override;
   // At exit: waits (at most `ms`) until the offered summary and step records have been sent.
-  void Flush(int ms);
+  void Flush(int ms) override;
 
  private:
   void Loop();
@@ -47,7 +58,10 @@ class AgentLink {
   void AnswerDumpRequest(const std::string& request_id);
   void WriteRankFields(class JsonWriter& w);
 
-  Tracker& tracker_;
+  const Settings settings_;
+  const std::function<RankInfo()> rank_info_;
+  Poller* poller_ = nullptr;         // set by Start
+  StepSignals* sampler_ = nullptr;  // set by Start
   std::string path_;
   bool active_ = false;
   int fd_ = -1;       // link thread only

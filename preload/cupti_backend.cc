@@ -17,7 +17,7 @@
 #include "preload/op_names.h"
 #include "preload/own_gpu_calls.h"
 #include "preload/stream_watch.h"
-#include "preload/tracker.h"
+#include "preload/launch_path.h"
 #include "common/mutex.h"
 
 namespace xtimer::cupti {
@@ -324,8 +324,11 @@ thread_local int t_callback_depth __attribute__((tls_model("initial-exec"))) = 0
 thread_local OpTicket t_graph_ticket;
 thread_local bool t_graph_timed __attribute__((tls_model("initial-exec"))) = false;
 
+// The launch path, once the library runs (SetLaunchPath; null before and in a forked child).
+std::atomic<LaunchPath*> g_launch{nullptr};
+
 void BeginUnhookedGraph(const StreamLaunch& l) {
-  Tracker* t = Tracker::Current();
+  LaunchPath* t = g_launch.load(std::memory_order_acquire);
   if (t == nullptr) return;
   OpKey key;
   key.kind = OpKind::kKernel;
@@ -371,7 +374,7 @@ void CUPTIAPI OnApi(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, c
   if (capture != 0) return;
   if (t_graph_timed) {
     t_graph_timed = false;
-    if (Tracker* t = Tracker::Current()) t->End(&t_graph_ticket, ok);
+    if (LaunchPath* t = g_launch.load(std::memory_order_acquire)) t->End(&t_graph_ticket, ok);
   }
   if (ok) g_state->watch.OnLaunched(static_cast<uint32_t>(*cb->correlationData), cb->correlationId);
 }
@@ -379,6 +382,8 @@ void CUPTIAPI OnApi(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, c
 uint64_t HostNs(const State& st, uint64_t cupti_ns) { return static_cast<uint64_t>(cupti_ns + st.clock_offset_ns); }
 
 }  // namespace
+
+void SetLaunchPath(LaunchPath* launch) { g_launch.store(launch, std::memory_order_release); }
 
 bool Start(std::string* reason) {
   std::string why;

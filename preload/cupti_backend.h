@@ -15,8 +15,9 @@
 // Hangs: records exist only once an op has ended, so CUPTI's API callback on every kernel and
 // graph launch (and stream destroy) tells Watch() which streams have unfinished work.
 //
-// Threads: Start runs once under the tracker's creation lock; Active/Enter/Leave and the API
-// callback on the launch path (no lock, no allocation of ours); Drain on the poller thread only.
+// Threads: Start and SetLaunchPath run once under the tracker's creation lock; Active/Enter/Leave
+// and the API callback on the launch path (no lock, no allocation of ours); Drain on the poller
+// thread only.
 // CUPTI calls the buffer callbacks on its own thread or the flushing (poller) thread.
 #pragma once
 
@@ -27,6 +28,7 @@
 
 namespace xtimer {
 
+class LaunchPath;
 class StreamWatch;
 
 // One completed kernel, copy or memset, decoded from its record.
@@ -50,6 +52,10 @@ namespace cupti {
 // kernel, memcpy, memset and external-correlation activity kinds. False, with a one-line
 // reason, if any step fails (everything done so far is undone).
 bool Start(std::string* reason);
+
+// The launch path a graph launch no hook saw is timed on from CUPTI's callback: set once the
+// library runs (the tracker, after Start), null again in a forked child.
+void SetLaunchPath(LaunchPath* launch);
 
 // Launch path: whether CUPTI times plain kernels and copies (one relaxed load).
 bool Active();

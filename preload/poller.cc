@@ -5,14 +5,12 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "preload/agent_link.h"
 #include "preload/capture_mode.h"
 #include "preload/internal_thread.h"
 #include "preload/op_names.h"
 #include "preload/report_writer.h"
 #include "preload/stream_watch.h"
-#include "preload/step_signals.h"
-#include "preload/tracker.h"
+#include "preload/launch_path.h"
 
 namespace xtimer {
 namespace {
@@ -27,13 +25,13 @@ constexpr uint64_t kTailKeepNs = 1000000000ull;
 constexpr uint64_t kChainAnchorNs = 1000000000ull;
 }  // namespace
 
-Poller::Poller(Tracker& tracker) : tracker_(tracker) {
-  trace_.Configure(static_cast<size_t>(tracker.config().trace_ops));
-  if (tracker.config().steps) steps_ = new StepSignals(tracker);
+Poller::Poller(LaunchPath& launch, StepSink* steps, SummarySink* summaries)
+    : launch_(launch), summaries_(summaries), steps_(steps) {
+  trace_.Configure(static_cast<size_t>(launch.config().trace_ops));
 }
 
 void Poller::Start() {
-  one_event_ = tracker_.end_only_kernels();
+  one_event_ = launch_.end_only_kernels();
   thread_ = StartInternalThread("xtimer-poller", [this] {
     // Our event queries must never invalidate a CUDA graph capture running elsewhere.
     UseRelaxedCaptureModeOnThisThread();
@@ -42,7 +40,7 @@ void Poller::Start() {
 }
 
 void Poller::Loop() {
-  const double interval = tracker_.config().report_interval_s;
+  const double interval = launch_.config().report_interval_s;
   next_report_ns_ = interval > 0 ? MonotonicNs() + static_cast<uint64_t>(interval * 1e9) : UINT64_MAX;
   while (!stop_.load(std::memory_order_acquire)) {
     heartbeat_ns_.store(MonotonicNs(), std::memory_order_relaxed);
@@ -55,7 +53,7 @@ void Poller::Loop() {
       cupti::Drain([](void* self, const CuptiOp& op) { static_cast<Poller*>(self)->AccountCupti(op); }, this);
       // Streams are judged only on a flush: every op that had ended by then has been drained.
       if (StreamWatch* watch = cupti::Watch(); watch != nullptr && flushed != 0)
-        watch->AfterFlush(flushed, tracker_.config().hang_timeout_s / 2);
+        watch->AfterFlush(flushed, launch_.config().hang_timeout_s / 2);
       uint64_t now = MonotonicNs();
       if (trace_.enabled() || steps_ != nullptr || one_event_) clock_.Tick(now);
       if (steps_ != nullptr) steps_->Collect(now, OldestPending());
@@ -64,13 +62,13 @@ void Poller::Loop() {
         next_report_ns_ = now + static_cast<uint64_t>(interval * 1e9);
       }
       // The node agent's metrics want fresher statistics than the files: every 2 s.
-      if (tracker_.agent().active() && now >= next_agent_summary_ns_) {
-        tracker_.agent().OfferSummary(SummaryJson(tracker_, false, kAgentSummaryOps));
+      if (summaries_ != nullptr && summaries_->active() && now >= next_agent_summary_ns_) {
+        summaries_->OfferSummary(SummaryJson(launch_, false, kAgentSummaryOps));
         next_agent_summary_ns_ = now + kAgentSummaryEveryNs;
       }
     }
     if (steps_ != nullptr) steps_->Publish(MonotonicNs());  // file and agent, outside mu_
-    tracker_.pools().Grow();
+    launch_.pools().Grow();
     // 1 ms while ops are in flight bounds how late a completion is noticed (durations come
     // from GPU events, so this is not a timing error); idle, poll less often.
     MutexLock lock(wake_mu_);
@@ -83,7 +81,7 @@ void Poller::DrainQueue() {
   OpRecord rec;
   uint64_t key = 0;
   StreamOps* s = nullptr;  // the stream of the previous record (map nodes do not move)
-  while (tracker_.queue().Pop(&rec)) {
+  while (launch_.queue().Pop(&rec)) {
     // One-event kernels are placed on the host clock: a device gets its first reference now.
     if (one_event_ && (s == nullptr || rec.device != s->fifo.back().rec.device)) clock_.See(rec.device);
     if (s == nullptr || rec.stream_key != key) {
@@ -105,7 +103,7 @@ uint64_t Poller::OldestPending() const {
 bool Poller::CompleteFinished() {
   bool pending = false;
   const uint64_t now = MonotonicNs();
-  EventPools& pools = tracker_.pools();
+  EventPools& pools = launch_.pools();
   for (auto it = streams_.begin(); it != streams_.end();) {
     auto& fifo = it->second.fifo;
     StreamTail& tail = it->second.tail;
@@ -134,7 +132,7 @@ bool Poller::CompleteFinished() {
 }
 
 gpu::Query Poller::Complete(StreamTail& tail, const Pending& p) {
-  EventPools& pools = tracker_.pools();
+  EventPools& pools = launch_.pools();
   const OpRecord& r = p.rec;
   const gpu::Event end = pools.Get(r.end);
   // The GPU start on the host clock costs one more event query: for pairs only where the trace,
@@ -186,7 +184,7 @@ gpu::Query Poller::Complete(StreamTail& tail, const Pending& p) {
         end_ns = host_end();
         if (base_pending) return gpu::Query::kNotReady;
         if (end_ns == 0) {  // not placed on the host clock: its start is not known
-          tracker_.untimed().no_start.fetch_add(1, std::memory_order_relaxed);
+          launch_.untimed().no_start.fetch_add(1, std::memory_order_relaxed);
           break;
         }
         timed = true;
@@ -199,7 +197,7 @@ gpu::Query Poller::Complete(StreamTail& tail, const Pending& p) {
         if (q != gpu::Query::kDone) break;
         end_ns = host_end();
         if (base_pending) return gpu::Query::kNotReady;
-        tracker_.untimed().no_start.fetch_add(1, std::memory_order_relaxed);
+        launch_.untimed().no_start.fetch_add(1, std::memory_order_relaxed);
         tail.anchor_ns = r.issue_ns;
         break;
     }
@@ -217,7 +215,7 @@ gpu::Query Poller::Complete(StreamTail& tail, const Pending& p) {
 }
 
 void Poller::Account(const Pending& p, uint64_t ns, uint64_t start) {
-  OpClass& c = tracker_.classes().at(p.rec.class_id);
+  OpClass& c = launch_.classes().at(p.rec.class_id);
   if (!c.hist) c.hist = std::make_unique<Histogram>();
   c.hist->Add(ns);
   c.bytes += p.rec.bytes;
@@ -237,8 +235,8 @@ uint32_t Poller::CuptiClass(const CuptiOp& op) {
       key.kind = OpKind::kKernel;
       key.func = &it->first;  // map nodes do not move
       key.a = 2;
-      it->second = tracker_.classes().Intern(key);
-      OpClass& c = tracker_.classes().at(it->second);
+      it->second = launch_.classes().Intern(key);
+      OpClass& c = launch_.classes().at(it->second);
       if (c.name.empty()) c.name = DemangledName(it->first.c_str());
       return it->second;
     }
@@ -253,12 +251,12 @@ uint32_t Poller::CuptiClass(const CuptiOp& op) {
       key.a = -1;
       break;
   }
-  return tracker_.classes().Intern(key);
+  return launch_.classes().Intern(key);
 }
 
 void Poller::AccountCupti(const CuptiOp& op) {
   const uint32_t id = CuptiClass(op);
-  OpClass& c = tracker_.classes().at(id);
+  OpClass& c = launch_.classes().at(id);
   c.launches.fetch_add(1, std::memory_order_relaxed);  // a CUPTI-timed op is counted when it completes
   if (!c.hist) c.hist = std::make_unique<Histogram>();
   c.hist->Add(op.dur_ns);
@@ -273,10 +271,10 @@ void Poller::AccountCupti(const CuptiOp& op) {
 }
 
 void Poller::WriteReports(bool final) {
-  WriteReportFiles(tracker_, trace_, final);
-  if (final) {
-    tracker_.agent().OfferSummary(SummaryJson(tracker_, true, kAgentSummaryOps));
-    tracker_.agent().Flush(200);  // at exit: give the link thread a moment to send it
+  WriteReportFiles(launch_, trace_, final);
+  if (final && summaries_ != nullptr) {
+    summaries_->OfferSummary(SummaryJson(launch_, true, kAgentSummaryOps));
+    summaries_->Flush(200);  // at exit: give the link thread a moment to send it
   }
 }
 
@@ -324,15 +322,15 @@ void Poller::SnapshotLocked(InflightOps* out) {
       // A one-event kernel has started once it is the head: what its stream had before it completed.
       const bool started = p.rec.start == kNoEvent
                                ? first_index < 0
-                               : gpu::QueryEvent(tracker_.pools().Get(p.rec.start)) == gpu::Query::kDone;
+                               : gpu::QueryEvent(launch_.pools().Get(p.rec.start)) == gpu::Query::kDone;
       if (p.started_ns == 0 && started) p.started_ns = now;
-      OpClass& c = tracker_.classes().at(p.rec.class_id);
+      OpClass& c = launch_.classes().at(p.rec.class_id);
       InflightOp op;
       op.name = NameOf(c);
       op.kind = c.key.kind;
       op.stream = p.rec.stream;
       if (p.rec.comm >= 0) {
-        Comm& comm = tracker_.comms().at(p.rec.comm);
+        Comm& comm = launch_.comms().at(p.rec.comm);
         op.comm = comm.id;
         op.comm_rank = comm.rank;
         op.comm_size = comm.size;

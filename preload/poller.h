@@ -19,17 +19,19 @@
 #include "preload/inflight_op.h"
 #include "preload/one_event.h"
 #include "preload/op_record.h"
+#include "preload/poller_sinks.h"
 #include "preload/trace_buffer.h"
 
 namespace xtimer {
 
+class LaunchPath;
 class StreamWatch;
-class StepSignals;
-class Tracker;
 
 class Poller {
  public:
-  explicit Poller(Tracker& tracker);
+  // Drains `launch`'s queue and times its ops. `steps` (null: XTIMER_STEPS=0) gets each op's
+  // facts; `summaries` gets the summary every 2 s and at exit. Both outlive the poller.
+  Poller(LaunchPath& launch, StepSink* steps, SummarySink* summaries);
   void Start();
   // Stops the thread, completes what has completed, writes the final reports. Idempotent.
   void Stop();
@@ -44,9 +46,6 @@ class Poller {
   // CLOCK_MONOTONIC at the start of the poller's latest iteration (0 before the first). An old
   // heartbeat means the poller is stuck inside a CUDA call: the driver itself is hung.
   uint64_t heartbeat_ns() const { return heartbeat_ns_.load(std::memory_order_relaxed); }
-
-  // The step records (XTIMER_STEPS), or null when off.
-  StepSignals* steps() { return steps_; }
 
  private:
   struct Pending {
@@ -76,14 +75,15 @@ class Poller {
   // Issue time of the oldest op still pending (UINT64_MAX: none).
   uint64_t OldestPending() const XT_REQUIRES(mu_);
 
-  Tracker& tracker_;
+  LaunchPath& launch_;
+  SummarySink* const summaries_;
   Mutex mu_;  // the poller vs. Snapshot
   std::unordered_map<uint64_t, StreamOps> streams_ XT_GUARDED_BY(mu_);
   bool one_event_ = false;  // plain kernels carry their end event alone: keep each stream's tail
   std::unordered_map<std::string, uint32_t> cupti_kernels_;  // kernel name -> class (poller only)
   TraceBuffer trace_;
   GpuClock clock_;                // GPU event times on the host clock (trace, steps)
-  StepSignals* steps_ = nullptr;  // lives as long as the process (threads may still read it)
+  StepSink* const steps_;         // null when off; lives as long as the process
   std::thread thread_;
   Mutex wake_mu_;
   CondVar wake_;

@@ -13,12 +13,12 @@
 #include "common/log.h"
 #include "preload/cupti_backend.h"
 #include "preload/op_names.h"
-#include "preload/tracker.h"
+#include "preload/launch_path.h"
 
 namespace xtimer {
 namespace {
 
-void WriteRankHeader(JsonWriter& w, Tracker& t, const char* format) {
+void WriteRankHeader(JsonWriter& w, LaunchPath& t, const char* format) {
   RankInfo r = t.rank_info();
   w.Field("format", format).Field("version", 1);
   w.Field("rank", r.rank).Field("world_size", r.world_size).Field("local_rank", r.local_rank);
@@ -26,7 +26,7 @@ void WriteRankHeader(JsonWriter& w, Tracker& t, const char* format) {
   w.Field("time", IsoUtc(WallNs()));
 }
 
-void WriteOp(JsonWriter& w, Tracker& t, OpClass& c) {
+void WriteOp(JsonWriter& w, LaunchPath& t, OpClass& c) {
   const Histogram& h = *c.hist;
   const OpKey& k = c.key;
   const double total_s = h.sum_ns() / 1e9;
@@ -73,7 +73,7 @@ void WriteOp(JsonWriter& w, Tracker& t, OpClass& c) {
 
 }  // namespace
 
-std::string SummaryJson(Tracker& t, bool final, size_t max_ops) {
+std::string SummaryJson(LaunchPath& t, bool final, size_t max_ops) {
   JsonWriter w;
   w.BeginObject();
   WriteRankHeader(w, t, "xtimer-summary");
@@ -104,7 +104,7 @@ std::string SummaryJson(Tracker& t, bool final, size_t max_ops) {
   return w.Take();
 }
 
-std::string TraceJson(Tracker& t, const std::vector<TraceEntry>& entries) {
+std::string TraceJson(LaunchPath& t, const std::vector<TraceEntry>& entries) {
   RankInfo r = t.rank_info();
   // One track (tid) per stream, numbered in order of appearance, named in metadata events.
   std::map<std::pair<int, uint64_t>, int> tracks;
@@ -140,14 +140,14 @@ std::string TraceJson(Tracker& t, const std::vector<TraceEntry>& entries) {
   return w.Take();
 }
 
-std::string RankFilePath(Tracker& t, const char* suffix) {
+std::string RankFilePath(LaunchPath& t, const char* suffix) {
   RankInfo r = t.rank_info();
   char name[64];
   std::snprintf(name, sizeof name, "/%05d-%05d.%s", r.rank, r.world_size, suffix);
   return t.config().timeline_path + name;
 }
 
-void WriteReportFiles(Tracker& t, const TraceBuffer& trace, bool final) {
+void WriteReportFiles(LaunchPath& t, const TraceBuffer& trace, bool final) {
   static bool reported_failure = false;  // one line, not one per interval
   // The rank can change once (RANK unset, then learned from the first NCCL communicator):
   // files written under the earlier name are removed so every rank has one summary.

@@ -10,14 +10,14 @@
 
 namespace xtimer {
 
-class Tracker;
+class LaunchPath;
 
 // At most `max_ops` op classes (the busiest).
-std::string SummaryJson(Tracker& t, bool final, size_t max_ops = SIZE_MAX);
-std::string TraceJson(Tracker& t, const std::vector<TraceEntry>& entries);
+std::string SummaryJson(LaunchPath& t, bool final, size_t max_ops = SIZE_MAX);
+std::string TraceJson(LaunchPath& t, const std::vector<TraceEntry>& entries);
 // "<timeline>/<rank:05d>-<world:05d>.<suffix>"
-std::string RankFilePath(Tracker& t, const char* suffix);
+std::string RankFilePath(LaunchPath& t, const char* suffix);
 // Writes both (trace only when enabled); logs one line per failure.
-void WriteReportFiles(Tracker& t, const TraceBuffer& trace, bool final);
+void WriteReportFiles(LaunchPath& t, const TraceBuffer& trace, bool final);
 
 }  // namespace xtimer

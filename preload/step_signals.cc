@@ -15,12 +15,11 @@
 #include "common/env.h"
 #include "common/log.h"
 #include "common/slowdown/step_file_writer.h"
-#include "preload/agent_link.h"
 #include "preload/event_pool.h"
+#include "preload/launch_path.h"
 #include "preload/op_names.h"
 #include "preload/python_hooks.h"
 #include "preload/report_writer.h"
-#include "preload/tracker.h"
 
 namespace xtimer {
 namespace {
@@ -62,8 +61,8 @@ int64_t WallMinusMono() {
 
 }  // namespace
 
-StepSignals::StepSignals(Tracker& tracker)
-    : tracker_(tracker), node_(env::String("XTIMER_NODE_NAME")), wall_minus_mono_ns_(WallMinusMono()) {
+StepSignals::StepSignals(LaunchPath& launch, StepRecordSink* out)
+    : launch_(launch), out_(out), node_(env::String("XTIMER_NODE_NAME")), wall_minus_mono_ns_(WallMinusMono()) {
   if (node_.empty()) {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
@@ -80,13 +79,13 @@ int64_t StepSignals::WallOffset() {
 }
 
 void StepSignals::OnIssued(const OpRecord& rec) {
-  if (tracker_.classes().at(rec.class_id).key.kind != OpKind::kCollective) return;
+  if (launch_.classes().at(rec.class_id).key.kind != OpKind::kCollective) return;
   uint64_t step = 0;
   if (detector_.Feed(rec.class_id, rec.issue_ns, rec.seq, rec.comm, &step)) book_.Begin(step, rec.issue_ns);
 }
 
 void StepSignals::OnTimed(const OpRecord& rec, uint64_t start_ns, uint64_t dur_ns) {
-  const OpKind kind = tracker_.classes().at(rec.class_id).key.kind;
+  const OpKind kind = launch_.classes().at(rec.class_id).key.kind;
   if (kind == OpKind::kCollective) {
     StepColl c;
     c.comm = rec.comm;
@@ -148,7 +147,7 @@ void StepSignals::Publish(uint64_t now_ns) {
   }
   closed_.clear();
   Write(file_lines);
-  tracker_.agent().OfferSteps(agent_lines);
+  if (out_ != nullptr) out_->OfferSteps(agent_lines);
 }
 
 void StepSignals::Finish(uint64_t now_ns) {
@@ -168,7 +167,7 @@ slowdown::StepRecord StepSignals::Record(const StepFacts& f, int64_t wall_minus_
     return static_cast<double>((ns + 500) / 1000) / 1e6;
   };
   constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
-  const RankInfo info = tracker_.rank_info();
+  const RankInfo info = launch_.rank_info();
   slowdown::StepRecord r;
   r.rank = info.rank;
   r.world = info.world_size;
@@ -188,7 +187,7 @@ slowdown::StepRecord StepSignals::Record(const StepFacts& f, int64_t wall_minus_
   });
   for (const auto& [id, k] : ks) {
     if (r.kernels.size() == kMaxKernels) break;
-    OpClass& c = tracker_.classes().at(id);
+    OpClass& c = launch_.classes().at(id);
     const OpKey& key = c.key;
     slowdown::KernelTime out;
     out.n = static_cast<uint32_t>(k.n);
@@ -209,12 +208,12 @@ slowdown::StepRecord StepSignals::Record(const StepFacts& f, int64_t wall_minus_
   }
 
   for (const StepColl& c : f.colls) {
-    OpClass& cls = tracker_.classes().at(c.class_id);
+    OpClass& cls = launch_.classes().at(c.class_id);
     const char* api = cls.key.api != nullptr ? cls.key.api : "?";
     if (std::strncmp(api, "nccl", 4) == 0) api += 4;
     slowdown::CollTime out;
     if (c.comm >= 0) {
-      Comm& comm = tracker_.comms().at(c.comm);
+      Comm& comm = launch_.comms().at(c.comm);
       out.comm = comm.id;
       out.ranks = comm.size;
     }
@@ -236,8 +235,8 @@ void StepSignals::Write(const std::string& lines) {
   if (file_failed_) return;
   if (fd_ < 0) {
     std::string error;
-    file_ = RankFilePath(tracker_, "steps.jsonl");
-    if (MakeDirs(tracker_.config().timeline_path, &error))
+    file_ = RankFilePath(launch_, "steps.jsonl");
+    if (MakeDirs(launch_.config().timeline_path, &error))
       fd_ = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd_ < 0) {
       if (error.empty()) error = file_ + ": " + std::strerror(errno);

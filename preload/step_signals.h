@@ -20,49 +20,51 @@
 #include "common/slowdown/step_file_writer.h"
 #include "preload/cupti_backend.h"
 #include "preload/op_record.h"
+#include "preload/poller_sinks.h"
 #include "preload/python_sampler.h"
 #include "preload/step_book.h"
 #include "preload/step_detector.h"
 
 namespace xtimer {
 
-class Tracker;
+class LaunchPath;
 
-class StepSignals {
+// Where the step records go besides the file (the agent link).
+class StepRecordSink {
  public:
-  explicit StepSignals(Tracker& tracker);
+  // Poller thread: step records, one layout-1 JSON object per line.
+  virtual void OfferSteps(const std::string& lines) = 0;
 
-  // Under the poller's lock (the poller's thread, or a Snapshot that drains the queue):
-  // a record taken from the launch queue, in issue order.
-  void OnIssued(const OpRecord& rec);
-  // Poller thread, under its lock: an event-paired op finished; GPU start on the host clock
-  // (0: unknown) and duration.
-  void OnTimed(const OpRecord& rec, uint64_t start_ns, uint64_t dur_ns);
-  // Poller thread, under its lock: an op from a CUPTI record, of class `class_id`.
-  void OnCupti(uint32_t class_id, const CuptiOp& op);
-  // Poller thread, under its lock: takes Python spans and samples in, closes complete steps.
-  // `oldest_pending_ns`: issue time of the oldest event-paired op not finished (UINT64_MAX: none).
-  void Collect(uint64_t now_ns, uint64_t oldest_pending_ns);
-  // Poller thread, outside its lock: takes a Python sample if one is due, writes the records
-  // Collect closed.
-  void Publish(uint64_t now_ns);
-  // At exit (poller stopped): closes every step that ended and writes it.
-  void Finish(uint64_t now_ns);
+ protected:
+  ~StepRecordSink() = default;
+};
+
+class StepSignals final : public StepSink {
+ public:
+  // Reads `launch`'s op classes, communicators, rank and settings; hands records to `out`.
+  StepSignals(LaunchPath& launch, StepRecordSink* out);
+
+  // StepSink (poller_sinks.h says which thread calls each, under which lock).
+  void OnIssued(const OpRecord& rec) override;
+  void OnTimed(const OpRecord& rec, uint64_t start_ns, uint64_t dur_ns) override;
+  void OnCupti(uint32_t class_id, const CuptiOp& op) override;
+  void Collect(uint64_t now_ns, uint64_t oldest_pending_ns) override;
+  void Publish(uint64_t now_ns) override;
+  void Finish(uint64_t now_ns) override;
+  bool wants_gpu() const override { return book_.open() || detector_.locked(); }
 
   // Agent link thread: the agent asked for Python samples.
   void RequestSamples(double seconds, double hz) { sampler_.Request(seconds, hz); }
 
   const StepDetector& detector() const { return detector_; }
-  // Under the poller's lock: facts of GPU work are wanted (a step has begun, or the period is
-  // known and the first step is about to: the GPU clock gets its first reference before it).
-  bool wants_gpu() const { return book_.open() || detector_.locked(); }
 
  private:
   slowdown::StepRecord Record(const StepFacts& f, int64_t wall_minus_mono_ns);
   int64_t WallOffset();
   void Write(const std::string& lines);
 
-  Tracker& tracker_;
+  LaunchPath& launch_;
+  StepRecordSink* const out_;
   StepDetector detector_;
   StepBook book_;
   PythonSampler sampler_;

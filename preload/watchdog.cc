@@ -8,11 +8,9 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "preload/agent_link.h"
 #include "preload/blocked_threads.h"
 #include "preload/internal_thread.h"
 #include "preload/poller.h"
-#include "preload/tracker.h"
 
 namespace xtimer {
 namespace {
@@ -40,22 +38,23 @@ std::string Describe(const InflightOp& op) {
 
 }  // namespace
 
-Watchdog::Watchdog(Tracker& tracker) : tracker_(tracker) {}
+Watchdog::Watchdog(Settings settings, Poller& poller, std::function<RankInfo()> rank_info, HangSink* hang_sink)
+    : settings_(std::move(settings)), poller_(poller), rank_info_(std::move(rank_info)), hang_sink_(hang_sink) {}
 
-void Watchdog::Start() {
+void Watchdog::Start(bool agent_symbolizes) {
   capture::DumperOptions options;
   // With a node agent the agent symbolises (docs/design.md, "Capture": interpretation outside the process).
-  if (tracker_.agent().active()) options.symbolizer = "none";
+  if (agent_symbolizes) options.symbolizer = "none";
   capture::Dumper::Instance().Start(this, options);
   thread_ = StartInternalThread("xtimer-watchdog", [this] { Loop(); });
   thread_.detach();  // runs until the process ends; holds no lock across a check
 }
 
-RankInfo Watchdog::GetRankInfo() { return tracker_.rank_info(); }
+RankInfo Watchdog::GetRankInfo() { return rank_info_(); }
 
 InflightOps Watchdog::GetInflightOps() {
   InflightOps ops;
-  if (!tracker_.poller().Snapshot(&ops, kSnapshotWaitMs))
+  if (!poller_.Snapshot(&ops, kSnapshotWaitMs))
     Log(LogLevel::kWarn, "the poller is busy inside a CUDA call: in-flight GPU ops are missing from this dump");
   const uint64_t now = MonotonicNs();
   for (const BlockedCall& b : BlockedThreads::Snapshot()) {
@@ -76,13 +75,13 @@ std::string Watchdog::Trigger() {
 }
 
 std::string Watchdog::FindHang() {
-  const double timeout = tracker_.config().hang_timeout_s;
+  const double timeout = settings_.hang_timeout_s;
   const uint64_t now = MonotonicNs();
   char buf[768];
 
   InflightOps ops;
   const InflightOp* oldest = nullptr;  // the longest-running op on the GPU, hung or not
-  if (tracker_.poller().Snapshot(&ops, kSnapshotWaitMs)) {
+  if (poller_.Snapshot(&ops, kSnapshotWaitMs)) {
     for (const InflightOp& op : ops)
       if (op.running && (oldest == nullptr || op.in_flight_s > oldest->in_flight_s)) oldest = &op;
     // The op named hung: the longest-running one past the timeout, one seen to start (its start
@@ -115,7 +114,7 @@ std::string Watchdog::FindHang() {
       }
       return buf;
     }
-  } else if (uint64_t beat = tracker_.poller().heartbeat_ns(); beat != 0 && SecondsSince(now, beat) >= timeout) {
+  } else if (uint64_t beat = poller_.heartbeat_ns(); beat != 0 && SecondsSince(now, beat) >= timeout) {
     std::snprintf(buf, sizeof buf, "the CUDA driver has not answered an event query for %.1f s (timeout %g s)",
                   SecondsSince(now, beat), timeout);
     return buf;
@@ -146,13 +145,13 @@ std::string Watchdog::FindHang() {
 }
 
 void Watchdog::Loop() {
-  const double timeout = tracker_.config().hang_timeout_s;
+  const double timeout = settings_.hang_timeout_s;
   const double period = std::clamp(timeout / 10, 0.01, 0.5);
   for (;;) {
     std::this_thread::sleep_for(std::chrono::duration<double>(period));
     std::string what = FindHang();
     if (what.empty()) {
-      if (hang_reported_) tracker_.agent().SetHang(false, "");
+      if (hang_reported_ && hang_sink_ != nullptr) hang_sink_->SetHang(false, "");
       hang_reported_ = false;  // the hang (if any) resolved: a new one is reported again
       continue;
     }
@@ -167,9 +166,9 @@ void Watchdog::Act(const std::string& what) {
     MutexLock lock(trigger_mu_);
     trigger_ = what;
   }
-  tracker_.agent().SetHang(true, what);
-  const PreloadConfig& config = tracker_.config();
-  RankInfo r = tracker_.rank_info();
+  if (hang_sink_ != nullptr) hang_sink_->SetHang(true, what);
+  const Settings& config = settings_;
+  RankInfo r = rank_info_();
   switch (config.hang_action) {
     case HangAction::kLog: Log(LogLevel::kError, "hang on rank %d: %s", r.rank, what.c_str()); break;
     case HangAction::kDump:
@@ -181,7 +180,7 @@ void Watchdog::Act(const std::string& what) {
       Log(LogLevel::kError, "hang on rank %d: %s; writing stacks, then aborting (XTIMER_HANG_ACTION=abort)", r.rank,
           what.c_str());
       capture::Dumper::Instance().DumpAndWait(capture::Reason::kHang, 30);
-      tracker_.poller().Stop();  // final summary, then let the launcher restart us
+      poller_.Stop();  // final summary, then let the launcher restart us
       std::abort();
   }
 }

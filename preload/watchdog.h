@@ -10,21 +10,41 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <thread>
 
 #include "common/mutex.h"
 #include "preload/capture/dumper.h"
+#include "preload/config.h"
 
 namespace xtimer {
 
-class Tracker;
+class Poller;
+
+// Who is told when a hang is found or resolves (the agent link).
+class HangSink {
+ public:
+  // A hang was found (hung, with what), or the hang resolved.
+  virtual void SetHang(bool hung, const std::string& trigger) = 0;
+
+ protected:
+  ~HangSink() = default;
+};
 
 class Watchdog : public capture::DumpProvider {
  public:
-  explicit Watchdog(Tracker& tracker);
-  // Starts the dumper (dump signal, capture signal) and the watchdog thread.
-  void Start();
+  struct Settings {
+    double hang_timeout_s = 0;  // XTIMER_HANG_TIMEOUT
+    HangAction hang_action = HangAction::kDump;
+    std::string timeline_path;  // where the stacks go (for the log line)
+  };
+  // Watches `poller`'s in-flight ops and heartbeat and the blocked threads; `rank_info` names
+  // the rank; `hang_sink` hears of hangs. All outlive the watchdog.
+  Watchdog(Settings settings, Poller& poller, std::function<RankInfo()> rank_info, HangSink* hang_sink);
+  // Starts the dumper (dump signal, capture signal) and the watchdog thread. With
+  // `agent_symbolizes` (a node agent is connected) the dumper leaves symbolising to the agent.
+  void Start(bool agent_symbolizes);
 
   // capture::DumpProvider
   RankInfo GetRankInfo() override;
@@ -38,7 +58,10 @@ class Watchdog : public capture::DumpProvider {
   void Loop();
   void Act(const std::string& what);
 
-  Tracker& tracker_;
+  const Settings settings_;
+  Poller& poller_;
+  const std::function<RankInfo()> rank_info_;
+  HangSink* const hang_sink_;
   std::thread thread_;
   Mutex trigger_mu_;
   std::string trigger_ XT_GUARDED_BY(trigger_mu_);  // what the latest hang was (for the stack file)
