@@ -67,8 +67,6 @@ Tracker* Tracker::Instance() {
   return t;
 }
 
-Tracker* Tracker::Current() { return g_tracker.load(std::memory_order_acquire); }
-
 void Tracker::RegisterExitHandler() {
   if (!exit_registered_.exchange(true)) atexit(AtExit);
 }

@@ -21,8 +21,6 @@ class Tracker : public LaunchPath {
   // The tracker, created on first use; nullptr when the library passes everything through
   // (XTIMER_DISABLE=1, no CUDA loaded, or a child forked after CUDA was used).
   static Tracker* Instance();
-  // The tracker if it has been created, without creating it or waiting for its creation.
-  static Tracker* Current();
 
   // After a real CUDA call has returned: registers the exit handler once. Registering only
   // then puts it after the CUDA runtime's own (registered at its initialisation), so ours runs
