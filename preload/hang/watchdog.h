@@ -43,7 +43,7 @@ class Watchdog : public capture::DumpProvider {
   // the rank; `hang_sink` hears of hangs. All outlive the watchdog.
   Watchdog(Settings settings, Poller& poller, std::function<RankInfo()> rank_info, HangSink* hang_sink);
   // Starts the dumper (dump signal, capture signal) and the watchdog thread. With
-  // `agent_symbolizes` (a node agent is connected) the dumper leaves symbolising to the agent.
+  // `agent_symbolizes` (the agent link runs: XTIMER_AGENT_SOCKET) the agent symbolises, not the dumper.
   void Start(bool agent_symbolizes);
 
   // capture::DumpProvider
