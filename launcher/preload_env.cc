@@ -78,7 +78,7 @@ std::string NotAPreloadableLibrary(const char* path) {
 }
 
 // XTIMER_PYTHON_HOOKS: the hook module's folder (xtimer-site, beside the library) first on
-// PYTHONPATH, so a Python rank times its GC pauses and DataLoader waits (preload/python/).
+// PYTHONPATH, so a Python rank times its GC pauses and DataLoader waits (preload/steps/python/).
 void SetPythonPath(const std::string& library) {
   if (!env::Bool("XTIMER_PYTHON_HOOKS")) return;
   std::string site = library.substr(0, library.rfind('/')) + "/xtimer-site";

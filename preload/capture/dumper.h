@@ -16,8 +16,8 @@
 #include <cstdint>
 #include <string>
 
+#include "preload/base/inflight_op.h"
 #include "preload/capture/stack_dump.h"
-#include "preload/inflight_op.h"
 
 namespace xtimer::capture {
 

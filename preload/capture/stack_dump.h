@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "preload/inflight_op.h"
+#include "preload/base/inflight_op.h"
 
 namespace xtimer::capture {
 

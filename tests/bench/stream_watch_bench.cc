@@ -10,7 +10,7 @@
 #include <string>
 
 #include "common/clock.h"
-#include "preload/stream_watch.h"
+#include "preload/timing/stream_watch.h"
 
 namespace xtimer {
 namespace {

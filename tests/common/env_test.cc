@@ -7,7 +7,7 @@
 #include <string>
 
 #include "common/log.h"
-#include "preload/config.h"
+#include "preload/base/config.h"
 
 namespace xtimer::env {
 namespace {

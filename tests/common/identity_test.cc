@@ -7,7 +7,7 @@
 
 #include <cstdlib>
 
-#include "preload/inflight_op.h"
+#include "preload/base/inflight_op.h"
 
 namespace xtimer {
 namespace {

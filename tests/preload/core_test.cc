@@ -9,11 +9,11 @@
 #include <thread>
 #include <vector>
 
-#include "preload/comm_table.h"
-#include "preload/histogram.h"
-#include "preload/mpmc_queue.h"
-#include "preload/one_event.h"
-#include "preload/op_class.h"
+#include "preload/base/mpmc_queue.h"
+#include "preload/timing/comm_table.h"
+#include "preload/timing/histogram.h"
+#include "preload/timing/one_event.h"
+#include "preload/timing/op_class.h"
 
 namespace xtimer {
 namespace {

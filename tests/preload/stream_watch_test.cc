@@ -1,7 +1,7 @@
 // Unit tests of StreamWatch (preload/stream_watch.h): which streams have unfinished work and how
 // long since each made progress, from launches (CUPTI's callbacks) and records, with a fake
 // Probe in place of CUDA. No CUDA involved.
-#include "preload/stream_watch.h"
+#include "preload/timing/stream_watch.h"
 
 #include <gtest/gtest.h>
 

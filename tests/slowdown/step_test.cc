@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "preload/step_book.h"
-#include "preload/step_detector.h"
+#include "preload/steps/step_book.h"
+#include "preload/steps/step_detector.h"
 
 namespace xtimer {
 namespace {
