@@ -17,7 +17,7 @@ namespace {
 
 using slowdown::StepRecord;
 
-constexpr size_t kOffsetRecords = 20000;  // records the clock offsets are learned from
+constexpr size_t kOffsetRecords = 20000;   // records the clock offsets are learned from
 constexpr size_t kRankClockRecords = 256;  // of each rank at most (and at least 16) for its own clock
 
 std::string Span(double seconds) {

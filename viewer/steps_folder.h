@@ -33,10 +33,10 @@ struct StepsInput {
     uint32_t file = 0;  // index into `paths`
     uint64_t line = 0;  // from 1
   };
-  std::vector<Origin> origins;                // each record's, as `records`
-  std::vector<std::string> paths;             // the files read, in order
-  std::vector<std::string> problems;          // one line each: "FILE:LINE: reason"
-  size_t files = 0;                           // *.steps.jsonl found
+  std::vector<Origin> origins;        // each record's, as `records`
+  std::vector<std::string> paths;     // the files read, in order
+  std::vector<std::string> problems;  // one line each: "FILE:LINE: reason"
+  size_t files = 0;                   // *.steps.jsonl found
   size_t bad_lines = 0;
   int32_t world = 0;                   // the largest world size of the records
   std::vector<int32_t> ranks_missing;  // of [0, world), no record at all
