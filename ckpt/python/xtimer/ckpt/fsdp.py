@@ -1056,15 +1056,31 @@ def _check_snapshot(local, glob_, n_tensors, n_bytes, what):
             return len(d) == 2 and _is_int(d[1]) and d[1] < n_tensors
         return d[0] == "b" and len(d) == 3 and _is_int(d[1]) and _is_int(d[2]) and d[1] + d[2] <= n_bytes
 
+    def ok_key(k):
+        return (
+            isinstance(k, tuple)
+            and len(k) == 2
+            and isinstance(k[0], str)
+            and (k[1] is None or (isinstance(k[1], tuple) and all(_is_int(x) for x in k[1])))
+        )
+
+    def ok_index(ix):
+        return (
+            isinstance(ix, MetadataIndex)
+            and isinstance(ix.fqn, str)
+            and (ix.offset is None or (isinstance(ix.offset, tuple) and all(_is_int(x) for x in ix.offset)))
+        )
+
+    owners = glob_.get("owners") if isinstance(glob_, dict) else None
     good = (
         isinstance(items, list)
         and len(items) == len(data)
-        and all(isinstance(it, WriteItem) and isinstance(it.index, MetadataIndex) for it in items)
+        and all(isinstance(it, WriteItem) and ok_index(it.index) for it in items)
         and all(ok_data(d) for d in data)
         and all(_is_int(i) and i < len(items) for i in local["disk"])
-        and isinstance(glob_, dict)
+        and isinstance(owners, dict)
         and isinstance(glob_.get("md"), Metadata)
-        and isinstance(glob_.get("owners"), dict)
+        and all(ok_key(k) and isinstance(v, list) and all(_is_int(r) for r in v) for k, v in owners.items())
     )
     if not good:
         raise CheckpointError(f"{what} was not saved by FsdpShardCheckpointer (its parts disagree)")
