@@ -356,10 +356,10 @@ def memory_cases(out):
     data = [p for p in glob.glob(os.path.join(out, "shm-segment-0", "*")) if not p.endswith(".ctl")]
     data = [p for p in data if os.path.isfile(p) and os.path.getsize(p) > 0]
     check(bool(data), f"segment: rank 0's snapshot data found ({data})")
-    for p in data[:1]:
+    for p in data:  # both slots: the current one is either
         with open(p, "r+b") as f:
-            # The current slot's tensors lie somewhere in the file; flip a bit in every 4 KiB page
-            # that is not all zero past the first (the header), so some entry's data changes.
+            # The slot's entries lie somewhere in the file; flip a bit in every 4 KiB page that is
+            # not all zero past the first (the header), so some entry's data changes.
             raw = bytearray(f.read())
             for at in range(4096, len(raw), 4096):
                 if any(raw[at : at + 64]):
