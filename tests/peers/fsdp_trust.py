@@ -20,7 +20,9 @@ load that blocks is killed by the harness (--timeout) and fails the case.
       was), empty-metadata, cut-metadata, cut-distcp, missing-distcp, flipped-distcp (one bit of
       a tensor's data) -> step 1 loads, the line names the file;
     - intact -> step 2; stock -> stock DCP's step 7 loads; nothing-intact (step 1 flipped too)
-      -> CheckpointError naming both steps' files, never a silent start from scratch.
+      -> CheckpointError naming both steps' files, never a silent start from scratch;
+    - resume_path= naming the intact step 2 loads it; naming fifo-distcp's step 2 raises
+      CheckpointError naming the FIFO.
 
   fsdp_trust.py memory|disk --peers DIR --pypath BUILD/lib/python [--timeout S]
 """
@@ -99,7 +101,7 @@ def wait_metadata(d, step):
         time.sleep(0.05)
     raise SystemExit("no .metadata in %s/%d" % (d, step))
 
-def load(case, d, shm_name):
+def load(case, d, shm_name, resume_path=""):
     del lines[:]
     out = {}
     msd = model_sd(0)
@@ -109,7 +111,7 @@ def load(case, d, shm_name):
     ck = FsdpShardCheckpointer(d, shm_dir=shm(shm_name))
     sd = {"model": msd, "step": -1}
     try:
-        reader = ck.get_storage_reader()
+        reader = ck.get_storage_reader(resume_path)
         if reader is None:
             out["loaded"] = None
         else:
@@ -187,6 +189,9 @@ else:
             if rank == 0:
                 fifo(glob.glob(os.path.join(d, "2", ".xtimer-rank_1.*"))[0])
             dist.barrier()
+        elif case.startswith("resume-"):  # a folder named by resume_path= (the step folder of a case)
+            load(case, os.path.join(OUT, "resume"), case, os.path.join(OUT, case[len("resume-"):], "2"))
+            continue
         load(case, d, "mixed" if case.startswith("mixed") else case)
 """
 
@@ -320,7 +325,7 @@ def disk_cases(out):
         flip_tensor_bit(os.path.join(os.path.dirname(s), "1", "__1_0.distcp"))
 
     case("nothing-intact", both)
-    return list(cases) + ["stock"]
+    return list(cases) + ["stock", "resume-intact", "resume-fifo-distcp"]
 
 
 def check_disk(out):
@@ -343,6 +348,15 @@ def check_disk(out):
         f"nothing-intact: CheckpointError names both steps' files ({err or r0.get('raised') or r0.get('loaded')})",
     )
     expect_older(out, "stock", None, None, step=7)
+    expect_older(out, "resume-intact", None, None, step=2)
+    if "resume-fifo-distcp" in SELECTED:
+        r0 = load_json(os.path.join(out, "res-resume-fifo-distcp-0.json"))
+        err = (r0 or {}).get("error", "")
+        check(
+            "fifo-distcp/2/__0_0.distcp is a FIFO" in err,
+            f"resume-fifo-distcp: resume_path= to a folder with a FIFO returns CheckpointError naming it "
+            f"({err or (r0 or {}).get('raised') or (r0 or {}).get('loaded')})",
+        )
 
 
 def memory_cases(out):
