@@ -6,18 +6,21 @@ snapshot in torch.distributed.checkpoint's layout.
 
 The loop, its priority and its answers are _persister.serve's. For each request of STEP:
 copies the current snapshot out of shared memory (the slot is pinned only for that copy; the
-buffers are reused by the next persist) and says it has (copied()), writes
-DIR/STEP/__R_0.distcp with DCP's FileSystemWriter (fsync), then DIR/STEP/.xtimer-rank_R.pkl (its
-write results, renamed into place); serve then answers "done" ("failed ... why" on an error).
-The persister that finds every rank's results there writes DIR/STEP/.metadata (under a lock) and
-removes complete steps older than the KEEP newest that it wrote itself.
+buffers are reused by the next persist; its pickles read with the restricted reader) and says
+it has (copied()), writes DIR/STEP/__R_0.distcp with DCP's FileSystemWriter (fsync), reads it
+back for its checksum (the core's, fsdp.file_checksum), then writes DIR/STEP/.xtimer-rank_R.json
+(its write results, the file's size and checksum; renamed into place); serve then answers
+"done" ("failed ... why" on an error). The persister that finds every rank's results there
+writes DIR/STEP/.metadata (under a lock) and removes complete steps older than the KEEP newest
+that xtimer wrote. A FIFO, device or link found where it writes a file is removed first (a
+folder fails the write): never opened, never written through.
 """
 import fcntl
 import io
 import json
 import os
-import pickle
 import shutil
+import stat
 import sys
 
 from xtimer.ckpt._persister import fsync_dir, serve, write_atomic
@@ -37,11 +40,45 @@ class _Planner:
 _BUFFERS = {}  # copy_out's buffers, copied into again by the next persist of the same layout
 
 
+def _clear(path):
+    """Makes room for a file this persister writes at path: a FIFO, device, socket or symbolic
+    link planted there would block the open or redirect the write; it is removed (a folder
+    raises). A regular file stays: the writer replaces it."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISDIR(mode):
+        raise RuntimeError(f"{path} is a folder; a checkpoint file goes there")
+    os.unlink(path)
+
+
+def _lock(path):
+    """An flock'ed descriptor of the step's lock file (created; never a FIFO or a link)."""
+    _clear(path)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise RuntimeError(f"{path} is not a regular file")
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
 def persist(args, core, step, copied):
     from torch.distributed.checkpoint import FileSystemWriter
     from torch.distributed.checkpoint.filesystem import _StoragePrefix
     from torch.distributed.checkpoint.planner import SavePlan
-    from xtimer.ckpt.fsdp import SIDECAR, _disk_steps, copy_out
+    from xtimer.ckpt.fsdp import (
+        SIDECAR,
+        _disk_steps,
+        copy_out,
+        file_checksum,
+        read_sidecar,
+        sidecar_json,
+        write_results,
+    )
 
     got = copy_out(core, 1, _BUFFERS)
     if got is None or got[0]["step"] != step:
@@ -58,32 +95,43 @@ def persist(args, core, step, copied):
     by_index = {}
     for item, v in zip(local["items"], values):
         by_index[(item.index.fqn, tuple(item.index.offset) if item.index.offset is not None else None)] = v
+    # FileSystemWriter (single_file_per_rank, one thread) writes __<rank>_0.distcp.
+    _clear(os.path.join(step_dir, f"__{rank}_0.distcp"))
     writer = FileSystemWriter(step_dir, single_file_per_rank=True, sync_files=True, thread_count=1, overwrite=True)
     plan = SavePlan(items=items, storage_data=_StoragePrefix(f"__{rank}_"))
     results = writer.write_data(plan, _Planner(by_index)).wait()
-    side = {"step": step, "world": world, "results": results}
-    write_atomic(os.path.join(step_dir, SIDECAR % rank), lambda f: pickle.dump(side, f, pickle.HIGHEST_PROTOCOL))
+    files = {}
+    for rel in sorted({wr.storage_data.relative_path for wr in results}):
+        size, checksum = file_checksum(os.path.join(step_dir, rel))
+        files[rel] = {"size": size, "fletcher64": checksum}
+    side = sidecar_json(step, rank, world, results, files)
+    write_atomic(os.path.join(step_dir, SIDECAR % rank), lambda f: f.write(side))
     fsync_dir(step_dir)
     # The last rank to finish writes .metadata.
-    with open(os.path.join(step_dir, ".xtimer.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if os.path.exists(os.path.join(step_dir, ".metadata")):
+    lock = _lock(os.path.join(step_dir, ".xtimer.lock"))
+    try:
+        if os.path.lexists(os.path.join(step_dir, ".metadata")):
             return
         every = []
         for r in range(world):
             p = os.path.join(step_dir, SIDECAR % r)
-            if not os.path.exists(p):
+            if not os.path.lexists(p):
                 return
-            with open(p, "rb") as f:
-                side = pickle.load(f)
-            if side["world"] != world:
-                raise RuntimeError(f"{p} was written at world size {side['world']}, this step has {world}")
-            every.append(side["results"])
+            side = read_sidecar(p)
+            if side["world"] != world or side["step"] != step:
+                raise RuntimeError(
+                    f"{p} was written for step {side['step']} at world size {side['world']}, "
+                    f"this is step {step} at {world}"
+                )
+            every.append(write_results(side))
+        _clear(os.path.join(step_dir, ".metadata.tmp"))
         writer.finish(glob_["md"], every)
         fsync_dir(step_dir)
-    # Keep the newest complete steps (those this checkpointer wrote).
+    finally:
+        os.close(lock)
+    # Keep the newest complete steps (those xtimer wrote).
     keep = max(1, int(args.get("keep", 3)))
-    complete = sorted(s for s, d in _disk_steps(args["ckpt_dir"]).items() if d["complete"] and d["ranks"])
+    complete = sorted(s for s, d in _disk_steps(args["ckpt_dir"]).items() if d["complete"] and d["ours"])
     for s in complete[:-keep]:
         shutil.rmtree(os.path.join(args["ckpt_dir"], str(s)), ignore_errors=True)
 

@@ -131,9 +131,17 @@ def fsync_dir(path):
 
 
 def write_atomic(path, write):
-    """write(file) into path.tmp, fsync, rename over path (the folder's fsync is the caller's)."""
+    """write(file) into path.tmp, fsync, rename over path (the folder's fsync is the caller's).
+    Whatever lies at path.tmp (a file left by a killed writer, or a FIFO or link planted there,
+    which would block the open or redirect the write) is removed first, and the file is created
+    anew (O_EXCL | O_NOFOLLOW)."""
     tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "wb") as f:
         write(f)
         f.flush()
         os.fsync(f.fileno())

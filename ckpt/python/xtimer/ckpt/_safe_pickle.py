@@ -13,8 +13,10 @@ the caller falls back to the next usable copy.
 
 Allowed by default: Python's containers and numbers, NumPy arrays and scalars, torch's dtypes,
 sizes, devices, layouts and memory formats. Every other class is allowed by name, never by module:
-a module such as `torch` also holds functions that load and run code.
+a module such as `torch` also holds functions that load and run code. An allowed enum's members
+are read in the form Python 3.11 writes them (`getattr(TheEnum, "NAME")`); no other getattr.
 """
+import enum
 import io
 import pickle
 
@@ -52,8 +54,9 @@ allow_names(
 )
 # NumPy arrays and scalars, under both module paths (numpy 1.x `core`, 2.x `_core`).
 for _core in ("numpy.core", "numpy._core"):
-    allow_names((_core + ".multiarray", "_reconstruct"), (_core + ".multiarray", "scalar"),
-                (_core + ".numeric", "_frombuffer"))
+    allow_names(
+        (_core + ".multiarray", "_reconstruct"), (_core + ".multiarray", "scalar"), (_core + ".numeric", "_frombuffer")
+    )
 allow_names(("numpy", "ndarray"), ("numpy", "dtype"))
 
 
@@ -63,10 +66,15 @@ def _allow_torch():
     except ImportError:
         return
     allow(torch.Size, torch.device)
-    for name in dir(torch):  # dtypes, layouts and memory formats pickle as attributes of torch
+    for name in dir(torch):
         value = getattr(torch, name, None)
-        if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):
+        if isinstance(value, torch.dtype):  # pickled as torch.float32
             allow_names(("torch", name))
+        elif isinstance(value, torch.memory_format):  # as torch._utils."torch.contiguous_format"
+            allow_names(("torch._utils", "torch." + name))
+    # A layout pickles as torch.serialization._get_layout("torch.strided"), a lookup among torch's
+    # layouts by name (nothing else is reachable from it).
+    allow_names(("torch.serialization", "_get_layout"))
 
 
 _allow_torch()
@@ -80,12 +88,32 @@ class _Unpickler(pickle.Unpickler):
             self.persistent_load = persistent_load
 
     def find_class(self, module, name):
+        if (module, name) == ("builtins", "getattr"):
+            # Python 3.11 pickles an enum member as getattr(TheEnum, "NAME"): only that form is
+            # read, for allowed enums (a general getattr reaches any attribute of anything).
+            return self._enum_member
         if (module, name) in _ALLOWED:
             return super().find_class(module, name)
         raise UnsafePickle(
             "%s names %s.%s, which a checkpoint may not contain here (only containers, numbers, "
             "strings, NumPy and torch types, and the format's own classes are read from files and "
             "shared memory that other users could write); it is not used" % (self._what, module, name)
+        )
+
+    def _enum_member(self, cls, name, *default):
+        if (
+            not default
+            and isinstance(cls, type)
+            and issubclass(cls, enum.Enum)
+            and (cls.__module__, cls.__qualname__) in _ALLOWED
+            and isinstance(name, str)
+            and name in cls.__members__
+        ):
+            return cls.__members__[name]
+        raise UnsafePickle(
+            "%s calls getattr(%s, %s), which a checkpoint may not contain here (only the members "
+            "of allowed enums are read by name); it is not used"
+            % (self._what, cls.__qualname__ if isinstance(cls, type) else "a " + type(cls).__name__, repr(name)[:80])
         )
 
 
@@ -96,12 +124,20 @@ def load(file, what, persistent_load=None):
         return _Unpickler(file, what, persistent_load).load()
     except UnsafePickle:
         raise
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError,
-            ImportError, IndexError, KeyError, MemoryError) as e:
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        ImportError,
+        IndexError,
+        KeyError,
+        MemoryError,
+    ) as e:
         raise UnsafePickle("%s is not a readable pickle (%s: %s)" % (what, type(e).__name__, e)) from None
 
 
 def loads(data, what, persistent_load=None):
     """`load` from bytes (or anything with the buffer protocol)."""
     return load(io.BytesIO(memoryview(data).cast("B")), what, persistent_load)
-

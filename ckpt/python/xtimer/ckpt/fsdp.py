@@ -13,19 +13,27 @@ shard with its global offsets, plain objects as bytes; the plan is reused while 
 structure stays the same), copies the shards into the rank's
 shared-memory segment (the same core as Checkpointer: two slots, checksums, one atomic flip)
 and returns. A disk save also asks the rank's persister (a separate process, see _dcp_persist.py)
-to write the snapshot in DCP's own layout: DIR/<step>/__<rank>_0.distcp and, once every rank's
-file is there, DIR/<step>/.metadata, which torch.distributed.checkpoint.load and
-format_utils.dcp_to_torch_save read.
+to write the snapshot in DCP's own layout: DIR/<step>/__<rank>_0.distcp (with
+DIR/<step>/.xtimer-rank_<rank>.json beside it: where its items lie, its size and checksum) and,
+once every rank's file is there, DIR/<step>/.metadata, which torch.distributed.checkpoint.load
+and format_utils.dcp_to_torch_save read.
 
 A load (get_storage_reader, collective) takes the newest step that the shared-memory snapshots
 of every node plus the disk hold in full: a rank reads the snapshots of its own node, gets the
 pieces it needs from other nodes' snapshots over torch.distributed, and reads the rest from
 DIR/<step>. Every shard keeps its global offsets, so state saved by N ranks loads on M ranks.
 When no step is complete, CheckpointError names the missing shards (fqn, offsets, saving rank).
+
+What others could have written is not trusted: a snapshot's pickles are read with the restricted
+reader (_safe_pickle; DCP's plan classes only), every file of a step is checked to be a regular
+file before anything opens it (a FIFO never blocks a load), each item to lie within its file, and
+the files xtimer's persister wrote to have the size and checksum it recorded in the rank's JSON
+results file. A snapshot or step that fails is named in one line and the choice is made again
+(all ranks leave out the same); DCP's own .metadata and .distcp payloads are pickles read as
+stock torch reads them.
 """
 import collections
 import functools
-import glob
 import hashlib
 import io
 import json
@@ -34,11 +42,13 @@ import os
 import pickle
 import re
 import socket
+import stat
 import threading
 
 from torch.distributed.checkpoint.storage import StorageReader
 
 from .. import _ckpt
+from . import _safe_pickle
 from ._persister import Persister
 from .checkpointer import CheckpointError, StorageType, _Entries, _live, _node_snapshots, _ptr
 
@@ -47,8 +57,38 @@ log = logging.getLogger("xtimer.ckpt")
 __all__ = ["FsdpShardCheckpointer", "StorageType", "CheckpointError"]
 
 CORE_SUBDIR = ".xtimer-mem"  # the core's folder (segment key); nothing is written there
-SIDECAR = ".xtimer-rank_%d.pkl"  # one per rank in DIR/<step>: its write results, then .metadata
+# One per rank in DIR/<step> (JSON): where its items lie in its file and the file's checksum.
+SIDECAR = ".xtimer-rank_%d.json"
+_SIDECAR_RE = re.compile(r"\.xtimer-rank_(\d+)\.json")
+_SIDECAR_FORMAT = "xtimer-dcp-rank-1"
+_SIDECAR_MAX = 1 << 30  # bytes; a results file of a million items is about 200 MB
+# Older xtimer wrote the results as pickles (.xtimer-rank_<r>.pkl). They are never read: such a
+# step loads through its .metadata as a stock DCP folder would, without checksums.
+_LEGACY_SIDECAR_RE = re.compile(r"\.xtimer-rank_(\d+)\.pkl")
 _FORMAT = "xtimer-dcp-snapshot-1"
+
+
+def _allow_dcp_classes():
+    """The classes of DCP that a snapshot's pickles (plan and layout) hold: only these, besides
+    containers, numbers and torch's dtypes and sizes, are built when a snapshot is read."""
+    from torch.distributed.checkpoint import metadata as md, planner
+
+    _safe_pickle.allow(
+        md.Metadata,
+        md.MetadataIndex,
+        md.TensorStorageMetadata,
+        md.BytesStorageMetadata,
+        md.ChunkStorageMetadata,
+        md.TensorProperties,
+        planner.WriteItem,
+        planner.WriteItemType,
+        planner.TensorWriteData,
+    )
+    if hasattr(md, "_MEM_FORMAT_ENCODING"):  # TensorProperties' memory format, an enum (torch 2.x)
+        _safe_pickle.allow(md._MEM_FORMAT_ENCODING)
+
+
+_allow_dcp_classes()
 
 
 def _dist():
@@ -93,8 +133,11 @@ class FsdpShardCheckpointer:
 
     checkpoint_dir: the folder on disk, shared by all ranks (DIR/<step>/ in DCP's layout).
     shm_dir, keep: default to XTIMER_CKPT_SHM_DIR, XTIMER_CKPT_KEEP (complete steps kept on disk).
-    copy_threads: threads of the copy into shared memory (0: automatic). DLRover's arguments
-    (comm_backend, deletion_strategy, save_timeout) are accepted and have no effect."""
+    copy_threads: threads of the copy into shared memory (0: automatic).
+    verify_files: before a load reads a step's files that this class wrote, their checksums are
+    verified (the ranks share the reading); False checks only their kinds and sizes.
+    DLRover's arguments (comm_backend, deletion_strategy, save_timeout) are accepted and have no
+    effect."""
 
     def __init__(
         self,
@@ -106,6 +149,7 @@ class FsdpShardCheckpointer:
         shm_dir=None,
         keep=None,
         copy_threads=0,
+        verify_files=True,
     ):
         if comm_backend or deletion_strategy is not None:
             log.warning(
@@ -117,6 +161,7 @@ class FsdpShardCheckpointer:
         self._shm_dir = shm_dir if shm_dir is not None else _ckpt.env_string("XTIMER_CKPT_SHM_DIR")
         self._keep = int(keep) if keep is not None else max(1, _ckpt.env_int("XTIMER_CKPT_KEEP"))
         self._threads = int(copy_threads)
+        self._verify = bool(verify_files)
         self._core = None
         self._rank = None
         self._layout = None  # (signature, global metadata pickle, owners) of the last save
@@ -322,12 +367,19 @@ class FsdpShardCheckpointer:
     def get_storage_reader(self, resume_path=""):
         """A StorageReader for torch.distributed.checkpoint.load / load_state_dict holding the
         newest step that memory and disk hold in full, or None if nothing was saved. Collective.
-        resume_path: a DCP checkpoint folder to read instead (as FileSystemReader would)."""
+        A step whose files are not intact (checked, and verified where xtimer wrote them, before
+        any reader opens one) or a snapshot that is not usable is named in one line and an older
+        step loads; CheckpointError if steps exist and none is intact.
+        resume_path: a DCP checkpoint folder to read instead (as FileSystemReader would), after
+        the same check of its files (CheckpointError naming the file that fails it)."""
         # The persister's interpreter starts now (torch's import takes seconds), not at the first save.
         self._get_persister(_rank_world()[0])
         if resume_path:
             from torch.distributed.checkpoint import FileSystemReader
 
+            why, _ = _check_step_files(self, os.fspath(resume_path), None)
+            if why:
+                raise CheckpointError(f"cannot load {resume_path}: {why}")
             return FileSystemReader(resume_path)
         return _find_step(self)
 
@@ -557,42 +609,359 @@ def _start_persister(owner, rank):
 # Loading
 
 
+def _kind(mode):
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _open_regular(path):
+    """(descriptor, size) of the regular file at `path`; CheckpointError naming it for anything
+    else: missing, a FIFO (never waited on: the kind is checked before the open, and the open is
+    O_NONBLOCK), a device, a folder, a symbolic link (O_NOFOLLOW). The Python side of
+    common/regular_file.h's rule, for the files of a step folder."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise CheckpointError(f"{path} is missing") from None
+    except OSError as e:
+        raise CheckpointError(f"{path} cannot be read ({e.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise CheckpointError(f"{path} is {_kind(st.st_mode)}, not a regular file")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        raise CheckpointError(f"{path} cannot be opened ({e.strerror})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):  # replaced between the lstat and the open
+        os.close(fd)
+        raise CheckpointError(f"{path} is {_kind(st.st_mode)}, not a regular file")
+    return fd, st.st_size
+
+
+_CHUNK = 8 << 20  # bytes per read of a checksummed file (a multiple of 8: the pieces combine)
+_M64 = (1 << 64) - 1
+
+
+def file_checksum(path):
+    """(size, checksum) of a regular file: the core's checksum (`xtimer._ckpt.checksum`, the 64-bit
+    Fletcher pair of docs/formats.md, "aaaa...:bbbb..." in hex), read in pieces of _CHUNK bytes
+    and combined. CheckpointError naming the file if it is not a regular file."""
+    fd, _ = _open_regular(path)
+    buf = bytearray(_CHUNK)
+    view = memoryview(buf)
+    a = b = n = 0  # the running Fletcher form (checksum.h): b = sum of (n - i) * w_i
+    size = 0
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        while True:
+            got = f.readinto(view)
+            if not got:
+                break
+            size += got
+            pa, pb = _ckpt.checksum(view[:got])
+            pn = (got + 7) // 8
+            b = (b + pn * a + (pn + 1) * pa - pb) & _M64
+            a = (a + pa) & _M64
+            n += pn
+            if got < _CHUNK:  # only the last piece may be short (or a file growing under us)
+                rest = f.read()
+                if rest:
+                    raise CheckpointError(f"{path} changed while its checksum was computed")
+                break
+    return size, "%016x:%016x" % (a, ((n + 1) * a - b) & _M64)
+
+
+def _member(step_dir, rel):
+    """The path of a file a step's .metadata or results name: only a name inside the folder."""
+    if not isinstance(rel, str) or not rel or "/" in rel or rel in (".", ".."):
+        raise CheckpointError(f"{step_dir}: a file name {rel!r} in its metadata is not one of the folder's files")
+    return os.path.join(step_dir, rel)
+
+
+def _is_int(v, low=0):
+    return type(v) is int and v >= low
+
+
+def read_sidecar(path):
+    """A rank's results file (SIDECAR, JSON), checked: {"step", "world", "rank", "results":
+    [{"fqn", "offset", "index", "size", "file", "at", "length"[, "transforms"]}], "files":
+    {name: {"size", "fletcher64"}}}. CheckpointError naming the file otherwise."""
+    fd, size = _open_regular(path)
+    with os.fdopen(fd, "rb") as f:
+        if size > _SIDECAR_MAX:
+            raise CheckpointError(f"{path} is {size} bytes, larger than a results file can be")
+        raw = f.read(_SIDECAR_MAX + 1)
+    try:
+        side = json.loads(raw)
+    except ValueError as e:
+        raise CheckpointError(f"{path} is not a readable results file (JSON: {e})") from None
+    m = _SIDECAR_RE.fullmatch(os.path.basename(path))
+
+    def ok_result(r):
+        return (
+            isinstance(r, dict)
+            and isinstance(r.get("fqn"), str)
+            and (r.get("offset") is None or (isinstance(r["offset"], list) and all(_is_int(x) for x in r["offset"])))
+            and (r.get("index") is None or _is_int(r["index"]))
+            and _is_int(r.get("size"))
+            and isinstance(r.get("file"), str)
+            and _is_int(r.get("at"))
+            and _is_int(r.get("length"))
+            and (r.get("transforms") is None or isinstance(r["transforms"], list))
+        )
+
+    good = (
+        isinstance(side, dict)
+        and side.get("format") == _SIDECAR_FORMAT
+        and _is_int(side.get("step"))
+        and _is_int(side.get("world"), 1)
+        and _is_int(side.get("rank"))
+        and (m is None or int(m.group(1)) == side["rank"])
+        and isinstance(side.get("results"), list)
+        and all(ok_result(r) for r in side["results"])
+        and isinstance(side.get("files"), dict)
+        and all(
+            isinstance(v, dict) and _is_int(v.get("size")) and isinstance(v.get("fletcher64"), str)
+            for v in side["files"].values()
+        )
+    )
+    if not good:
+        raise CheckpointError(f"{path} is not a results file of {_SIDECAR_FORMAT} (or not this rank's)")
+    return side
+
+
+def sidecar_json(step, rank, world, results, files):
+    """The results file of a rank (see read_sidecar) from DCP's WriteResults."""
+    out = []
+    for wr in results:
+        si = wr.storage_data
+        r = {
+            "fqn": wr.index.fqn,
+            "offset": None if wr.index.offset is None else [int(x) for x in wr.index.offset],
+            "index": wr.index.index,
+            "size": int(wr.size_in_bytes),
+            "file": si.relative_path,
+            "at": int(si.offset),
+            "length": int(si.length),
+        }
+        tds = getattr(si, "transform_descriptors", None)
+        if tds is not None:
+            r["transforms"] = list(tds)
+        out.append(r)
+    side = {"format": _SIDECAR_FORMAT, "step": step, "world": world, "rank": rank, "results": out, "files": files}
+    return json.dumps(side, separators=(",", ":")).encode()
+
+
+def write_results(side):
+    """DCP's WriteResults of a results file (what FileSystemWriter.finish takes)."""
+    import torch
+    from torch.distributed.checkpoint.filesystem import _StorageInfo
+    from torch.distributed.checkpoint.metadata import MetadataIndex
+    from torch.distributed.checkpoint.storage import WriteResult
+
+    out = []
+    for r in side["results"]:
+        info = _StorageInfo(r["file"], r["at"], r["length"])
+        if r.get("transforms") is not None:
+            info.transform_descriptors = list(r["transforms"])
+        index = MetadataIndex(r["fqn"], None if r["offset"] is None else torch.Size(r["offset"]), r["index"])
+        out.append(WriteResult(index=index, size_in_bytes=r["size"], storage_data=info))
+    return out
+
+
+def _read_metadata(path):
+    """{key: (file, offset, length)} of a step's DCP .metadata. It is a pickle by DCP's own format
+    and is read as torch.distributed.checkpoint reads it (an unrestricted pickle.load: the trust
+    model of stock torch); only its kind is checked first, and a file that does not unpickle to a
+    Metadata is named."""
+    fd, _ = _open_regular(path)
+    with os.fdopen(fd, "rb") as f:
+        try:
+            md = pickle.load(f)
+            storage = {_key(k): (v.relative_path, int(v.offset), int(v.length)) for k, v in md.storage_data.items()}
+        except Exception as e:  # a cut or damaged pickle raises any of a dozen types
+            raise CheckpointError(
+                f"{path} is not a readable DCP .metadata ({type(e).__name__}: {str(e)[:200]})"
+            ) from None
+    return storage
+
+
+def _inspect_step(step_dir, keys, verify):
+    """Checks a step folder before any reader opens a file of it (rank 0 of a load): every file
+    it names is a regular file (never a FIFO, device, folder or link), each item lies within its
+    file, and for the files that xtimer's persister wrote (a results file beside them), their size
+    and, where .metadata is there too, each item's place agree with what the persister recorded.
+    keys: the items the load needs (None: all, read through .metadata). Returns {"storage": {key:
+    (file, offset, length)} of those items, "verify": [(file, size, checksum)] to verify} or
+    raises CheckpointError naming the file."""
+    try:
+        names = os.listdir(step_dir)
+    except OSError as e:
+        raise CheckpointError(f"{step_dir} cannot be listed ({e.strerror})") from None
+    sidecars = {}
+    for n in sorted(names):
+        m = _SIDECAR_RE.fullmatch(n)
+        if m:
+            sidecars[int(m.group(1))] = read_sidecar(os.path.join(step_dir, n))
+    recorded = {}  # key -> (file, offset, length), from the results files
+    sums = {}  # file -> {"size", "fletcher64"}
+    for side in sidecars.values():
+        for r in side["results"]:
+            recorded[(r["fqn"], None if r["offset"] is None else tuple(r["offset"]))] = (
+                r["file"],
+                r["at"],
+                r["length"],
+            )
+        sums.update(side["files"])
+    md_path = os.path.join(step_dir, ".metadata")
+    if ".metadata" in names or keys is None:
+        storage = _read_metadata(md_path)
+        for k, where in storage.items():
+            if k in recorded and recorded[k] != where:
+                raise CheckpointError(
+                    f"{md_path} places {_describe(k)} at {where}, its rank's results file at {recorded[k]}: "
+                    "one of them was damaged"
+                )
+    else:
+        storage = recorded
+    need = list(storage) if keys is None else list(keys)
+    ends = {}
+    for k, (rel, off, ln) in storage.items():
+        ends[rel] = max(ends.get(rel, 0), off + ln)
+    files = set()
+    for k in need:
+        if k not in storage:
+            raise CheckpointError(f"{step_dir}: {_describe(k)} is in none of its files")
+        files.add(storage[k][0])
+    out = []
+    for rel in sorted(files):
+        path = _member(step_dir, rel)
+        fd, size = _open_regular(path)
+        os.close(fd)
+        if size < ends[rel]:
+            raise CheckpointError(f"{path} is {size} bytes, but its items end at byte {ends[rel]}: it was cut short")
+        if sidecars:  # ours: every file has its size and checksum in a results file
+            rec = sums.get(rel)
+            if rec is None:
+                raise CheckpointError(
+                    f"{path} has no checksum in the step's {SIDECAR.replace('%d', '*')} files (one is missing)"
+                )
+            if rec["size"] != size:
+                raise CheckpointError(f"{path} is {size} bytes, but {rec['size']} were written")
+            if verify:
+                out.append((rel, size, rec["fletcher64"]))
+    return {"storage": {k: storage[k] for k in need} if keys is not None else None, "verify": out}
+
+
+def _check_step_files(fc, step_dir, keys):
+    """Collective. Rank 0 checks the step folder (_inspect_step) and tells every rank; the files
+    to verify are shared out by rank, each reads its share and computes its checksum, and one
+    all-gather says whether every file verified. Returns (None, storage) or (the problem, None),
+    the same on every rank."""
+    dist = _dist()
+    rank, world = _rank_world()
+    multi = dist is not None and world > 1
+    box = [None]
+    if rank == 0 or not multi:
+        try:
+            box = [(None, _inspect_step(step_dir, keys, fc._verify))]
+        except CheckpointError as e:
+            box = [(str(e), None)]
+    if multi:
+        dist.broadcast_object_list(box, src=0)
+    err, found = box[0]
+    if err:
+        return err, None
+    mine = None
+    for rel, size, want in found["verify"][rank::world] if multi else found["verify"]:
+        path = os.path.join(step_dir, rel)
+        try:
+            got_size, got = file_checksum(path)
+        except CheckpointError as e:
+            mine = str(e)
+            break
+        if got_size != size or got != want:
+            mine = f"{path} does not match the checksum written with it ({got}, written {want}): it was damaged"
+            break
+    if multi:
+        errs = [None] * world
+        dist.all_gather_object(errs, mine)
+        mine = "; ".join(e for e in errs if e) or None
+    return (mine, None) if mine else (None, found["storage"])
+
+
 def _disk_steps(ckpt_dir):
-    """{step: {"complete": .metadata is there, "ranks": [ranks whose results file is there]}}."""
+    """{step: {"complete": .metadata is there, "ranks": [ranks whose results file is there],
+    "ours": results files (or older xtimer's) are there, "problem": a file of the step that is
+    not a regular file, or None}}. Only names and kinds (lstat): nothing is opened here."""
     out = {}
     try:
         names = os.listdir(ckpt_dir)
     except OSError:
         return out
     for name in names:
-        if not name.isdigit():
+        if not (name.isascii() and name.isdigit()):
             continue
         d = os.path.join(ckpt_dir, name)
-        complete = os.path.isfile(os.path.join(d, ".metadata"))
-        ranks = {}
-        for p in glob.glob(os.path.join(d, ".xtimer-rank_*.pkl")):
-            m = re.search(r"rank_(\d+)\.pkl$", p)
-            if m:
-                ranks[int(m.group(1))] = p
-        if complete or ranks:
-            out[int(name)] = {"complete": complete, "ranks": sorted(ranks)}
+        try:
+            if not stat.S_ISDIR(os.lstat(d).st_mode):
+                continue
+            entries = os.listdir(d)
+        except OSError:
+            continue
+        complete, ranks, legacy, problem = False, [], False, None
+        for e in sorted(entries):
+            m = _SIDECAR_RE.fullmatch(e)
+            if e != ".metadata" and not m and not e.endswith(".distcp"):
+                legacy = legacy or bool(_LEGACY_SIDECAR_RE.fullmatch(e))
+                continue
+            try:
+                mode = os.lstat(os.path.join(d, e)).st_mode
+            except OSError:
+                continue
+            if not stat.S_ISREG(mode):
+                problem = problem or f"{os.path.join(d, e)} is {_kind(mode)}, not a regular file"
+            elif e == ".metadata":
+                complete = True
+            elif m:
+                ranks.append(int(m.group(1)))
+        if complete or ranks or problem:
+            out[int(name)] = {
+                "complete": complete,
+                "ranks": sorted(ranks),
+                "ours": bool(ranks) or legacy,
+                "problem": problem,
+            }
     return out
 
 
 def _memory_snapshots(fc):
     """The snapshots of this checkpoint folder in this node's shared-memory folder:
-    [(saving rank, step, world)]."""
+    [(saving rank, step, world)]. Own segment that cannot be opened: logged, none."""
     rank = _rank_world()[0]
+    try:
+        core = fc._get_core(rank)
+    except CheckpointError as e:
+        log.warning("xtimer.ckpt: this rank's shared-memory snapshot is not usable: %s", e)
+        return []
     return _node_snapshots(
-        fc._get_core(rank),
+        core,
         fc._rank,
         lambda r: _ckpt.RankCheckpointer(fc._core_dir, r, fc._shm_dir, -1, 0, "", 300.0, 0),
     )
 
 
 def _read_snapshot(fc, saving_rank):
-    """Copies one snapshot of this node out of shared memory (checksums verified):
-    (local dict, global dict, {key: tensor or bytes})."""
+    """Copies one snapshot of this node out of shared memory (checksums verified, pickles read
+    with the restricted reader): (local dict, global dict, {key: tensor or bytes})."""
     rank = _rank_world()[0]
     c = (
         fc._get_core(rank)
@@ -606,50 +975,160 @@ def _read_snapshot(fc, saving_rank):
     return local, glob_, {_key(item.index): v for item, v in zip(local["items"], values)}
 
 
+def _snapshot_dtype(torch, name):
+    v = getattr(torch, name, None) if isinstance(name, str) and name.isidentifier() else None
+    return v if isinstance(v, torch.dtype) else None
+
+
 def copy_out(core, threads=0, reuse=None):
     """The current snapshot of a segment, copied out (checksums verified): (local dict, global
     dict, [tensor or bytes per local item]), or None if the segment holds none. reuse: a dict
     kept by the caller across calls; the buffers of an entry of the same name, dtype and shape
-    are copied into again (fresh memory's first touch costs more than the copy)."""
+    are copied into again (fresh memory's first touch costs more than the copy).
+
+    Shared memory can be written by other users of the node: its pickles are read with the
+    restricted reader (_safe_pickle: DCP's plan and metadata classes only) and every part is
+    checked; a snapshot that is not one FsdpShardCheckpointer wrote raises CheckpointError
+    naming it (and, for a pickle, the class it names)."""
     import numpy as np
     import torch
 
     info = core.memory_index()
     if info is None:
         return None
-    index = json.loads(info[2])
+    what = f"the shared-memory snapshot of step {info[0]} in {core.ctl_path}"
+    try:
+        index = json.loads(info[2])
+        entries = index["entries"]
+        heads = [(e["name"], e["dtype"], len(e["shape"])) for e in entries[:3]]
+        if heads != [("xtimer.local", "uint8", 1), ("xtimer.global", "uint8", 1), ("xtimer.bytes", "uint8", 1)]:
+            raise ValueError("its first entries are not FsdpShardCheckpointer's")
+        specs = []
+        for n, e in enumerate(entries):
+            shape = e["shape"]
+            if not isinstance(shape, list) or not all(_is_int(x) for x in shape):
+                raise ValueError(f"entry {n} has the shape {shape!r}")
+            dtype = np.uint8 if n < 3 else _snapshot_dtype(torch, e["dtype"])
+            if dtype is None:
+                raise ValueError(f"entry {n} has the dtype {e['dtype']!r}")
+            specs.append((e["name"], e["dtype"], tuple(shape), dtype))
+    except (ValueError, TypeError, KeyError, IndexError) as e:
+        raise CheckpointError(f"{what} is not one that FsdpShardCheckpointer wrote: its index: {e}") from None
     out = []
-    for e in index["entries"]:
-        key = (e["name"], e["dtype"], tuple(e["shape"]))
-        v = reuse.get(key) if reuse is not None else None
+    for name, dt_name, shape, dtype in specs:
+        v = reuse.get((name, dt_name, shape)) if reuse is not None else None
         if v is None:
-            if e["dtype"] == "uint8" and e["name"].startswith("xtimer."):
-                v = np.empty(e["shape"], dtype=np.uint8)
-            else:
-                v = torch.empty(e["shape"], dtype=getattr(torch, e["dtype"]))
+            v = np.empty(shape, dtype=np.uint8) if dtype is np.uint8 else torch.empty(shape, dtype=dtype)
         out.append(v)
     if reuse is not None:
         reuse.clear()
-        reuse.update(((e["name"], e["dtype"], tuple(e["shape"])), v) for e, v in zip(index["entries"], out))
+        reuse.update(((name, dt_name, shape), v) for (name, dt_name, shape, _), v in zip(specs, out))
     core.copy_memory_into([_ptr(v) for v in out], threads)
-    local = pickle.loads(out[0].tobytes())
-    if not isinstance(local, dict) or local.get("format") != _FORMAT:
-        raise CheckpointError("the shared-memory snapshot was not saved by FsdpShardCheckpointer")
-    local["items"] = pickle.loads(local["items"])
-    glob_ = pickle.loads(out[1].tobytes())
+    local = _safe_pickle.loads(out[0], what + " (its plan, xtimer.local)")
+    if not (
+        isinstance(local, dict)
+        and local.get("format") == _FORMAT
+        and all(_is_int(local.get(k)) for k in ("step", "rank", "world"))
+        and isinstance(local.get("items"), bytes)
+        and isinstance(local.get("data"), list)
+        and isinstance(local.get("disk"), list)
+    ):
+        raise CheckpointError(f"{what} was not saved by FsdpShardCheckpointer")
+    local["items"] = _safe_pickle.loads(local["items"], what + " (its write items)")
+    glob_ = _safe_pickle.loads(out[1], what + " (its layout, xtimer.global)")
+    _check_snapshot(local, glob_, len(out) - 3, out[2].nbytes, what)
     blob = out[2].tobytes()
     values = [blob[d[1] : d[1] + d[2]] if d[0] == "b" else out[3 + d[1]] for d in local["data"]]
     return local, glob_, values
 
 
-def _find_step(fc, use_memory=True):
+def _check_snapshot(local, glob_, n_tensors, n_bytes, what):
+    """The parts of a snapshot agree with each other (what the load and the persister index)."""
+    from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex
+    from torch.distributed.checkpoint.planner import WriteItem
+
+    items, data = local["items"], local["data"]
+
+    def ok_data(d):
+        if not isinstance(d, tuple) or not d:
+            return False
+        if d[0] == "t":
+            return len(d) == 2 and _is_int(d[1]) and d[1] < n_tensors
+        return d[0] == "b" and len(d) == 3 and _is_int(d[1]) and _is_int(d[2]) and d[1] + d[2] <= n_bytes
+
+    def ok_key(k):
+        return (
+            isinstance(k, tuple)
+            and len(k) == 2
+            and isinstance(k[0], str)
+            and (k[1] is None or (isinstance(k[1], tuple) and all(_is_int(x) for x in k[1])))
+        )
+
+    def ok_index(ix):
+        return (
+            isinstance(ix, MetadataIndex)
+            and isinstance(ix.fqn, str)
+            and (ix.offset is None or (isinstance(ix.offset, tuple) and all(_is_int(x) for x in ix.offset)))
+        )
+
+    owners = glob_.get("owners") if isinstance(glob_, dict) else None
+    good = (
+        isinstance(items, list)
+        and len(items) == len(data)
+        and all(isinstance(it, WriteItem) and ok_index(it.index) for it in items)
+        and all(ok_data(d) for d in data)
+        and all(_is_int(i) and i < len(items) for i in local["disk"])
+        and isinstance(owners, dict)
+        and isinstance(glob_.get("md"), Metadata)
+        and all(ok_key(k) and isinstance(v, list) and all(_is_int(r) for r in v) for k, v in owners.items())
+    )
+    if not good:
+        raise CheckpointError(f"{what} was not saved by FsdpShardCheckpointer (its parts disagree)")
+
+
+def _choose(steps, holders, worlds, disk, bad_mem, bad_disk):
+    """The newest step that memory (less the unusable snapshots) and disk (less the unusable
+    steps) hold for every saving rank: ((step, saved world or None for disk only) or None,
+    the problems of the newer steps). Deterministic: every rank computes the same."""
+    problems = []
+    for step in steps:
+        mine = [f"step {step}: {bad_mem[(step, sr)]}" for sr in sorted(holders.get(step, {})) if (step, sr) in bad_mem]
+        hs = {sr: rs for sr, rs in holders.get(step, {}).items() if (step, sr) not in bad_mem}
+        ws = worlds.get(step, set())
+        if len(ws) > 1:
+            problems += mine + [f"step {step}: snapshots of different world sizes {sorted(ws)} in memory"]
+            continue
+        d = disk.get(step, {"complete": False, "ranks": []})
+        if step in bad_disk:
+            mine.append(f"step {step}: {bad_disk[step]}")
+            d = {"complete": False, "ranks": []}
+        if d["complete"] and not hs:
+            return (step, None), problems
+        if not ws:
+            # On disk only and incomplete: some ranks' files were not all written.
+            if d["ranks"]:
+                mine.append(f"step {step}: on disk without .metadata (rank files {d['ranks']} only) and not in memory")
+            problems += mine
+            continue
+        sw = next(iter(ws))
+        missing = [r for r in range(sw) if r not in hs and not d["complete"] and r not in d["ranks"]]
+        if not missing:
+            return (step, sw), problems
+        problems += mine + [(step, sw, missing)]
+    return None, problems
+
+
+def _find_step(fc):
     """Collective. Picks the newest step whose every saving rank is in some node's memory or on
-    disk, reads this rank's share of the memory snapshots, and returns a _Reader (or None). If
-    a snapshot cannot be read (corrupt, gone), every rank says so and tries again from disk."""
+    disk, reads this rank's share of the memory snapshots, checks (and verifies) the files it
+    needs on disk, and returns a reader (or None if nothing was saved). A snapshot that cannot be
+    read (corrupt, gone, not ours) or a step whose files are not intact is named in one line and
+    left out, and the choice is made again: every rank leaves out the same (one all-gather of
+    the snapshot errors, the file checks told by rank 0)."""
     dist = _dist()
     rank, world = _rank_world()
     node = (socket.gethostname(), os.path.realpath(fc._shm_dir or "/dev/shm"))
-    mem = _memory_snapshots(fc) if use_memory else []
+    mem = _memory_snapshots(fc)
     disk = _disk_steps(fc.checkpoint_dir) if rank == 0 else None
     mine = (node, rank, mem, disk)
     if dist is not None:
@@ -668,79 +1147,87 @@ def _find_step(fc, use_memory=True):
     steps = sorted(set(holders) | set(disk), reverse=True)
     if not steps:
         return None
-    problems, chosen = [], None
-    for step in steps:
-        ws = worlds.get(step, set())
-        if len(ws) > 1:
-            problems.append(f"step {step}: snapshots of different world sizes {sorted(ws)} in memory")
+    bad_mem = {}  # (step, saving rank) -> why its snapshot is not usable
+    bad_disk = {s: d["problem"] for s, d in disk.items() if d.get("problem")}  # step -> why its files are not
+    while True:
+        chosen, problems = _choose(steps, holders, worlds, disk, bad_mem, bad_disk)
+        # Every rank reads its share of the chosen step's memory snapshots (or of the newest one
+        # that is incomplete, to name its missing shards).
+        first = next((p for p in problems if isinstance(p, tuple)), None)
+        target = chosen[0] if chosen else (first[0] if first else None)
+        assign = {}
+        if target is not None and target in holders:
+            load = collections.Counter()
+            for sr in sorted(holders[target]):
+                if (target, sr) in bad_mem:
+                    continue
+                cands = holders[target][sr]
+                pick = sr if sr in cands else min(cands, key=lambda r: (load[r], r))
+                assign[sr] = pick
+                load[pick] += 1
+        local_data, glob_, err = {}, None, None
+        for sr, r in assign.items():
+            if r == rank:
+                try:
+                    local, g, data = _read_snapshot(fc, sr)
+                    if local["step"] != target:
+                        raise CheckpointError(f"the shared-memory snapshot of rank {sr} changed during the load")
+                except CheckpointError as e:
+                    err = (sr, f"the snapshot of saving rank {sr} is not usable: {e}")
+                    break
+                local_data[sr] = (local, data)
+                glob_ = glob_ or g
+        errs = [err]
+        if dist is not None and assign:
+            errs = [None] * world
+            dist.all_gather_object(errs, err)
+        errs = [e for e in errs if e]
+        if errs:
+            for sr, why in errs:
+                bad_mem[(target, sr)] = why
             continue
-        d = disk.get(step, {"complete": False, "ranks": []})
-        if d["complete"] and not holders.get(step):
-            chosen = (step, None)
-            break
-        sw = next(iter(ws)) if ws else None
+        # The step's layout goes from the lowest rank that read a snapshot to every rank.
+        src = min(assign.values()) if assign else None
+        if dist is not None and src is not None:
+            box = [glob_ if rank == src else None]
+            dist.broadcast_object_list(box, src=src)
+            glob_ = box[0]
+        if chosen is None:
+            _raise_missing(fc, problems, glob_, target)
+        step, sw = chosen
+        step_dir = os.path.join(fc.checkpoint_dir, str(step))
+        storage = None
         if sw is None:
-            # On disk only and incomplete: some ranks' files were not all written.
-            problems.append(f"step {step}: on disk without .metadata (rank files {d['ranks']} only) and not in memory")
-            continue
-        missing = [r for r in range(sw) if r not in holders[step] and not d["complete"] and r not in d["ranks"]]
-        if not missing:
-            chosen = (step, sw)
-            break
-        problems.append((step, sw, missing))
-    # Every rank reads its share of the chosen step's memory snapshots (or of the newest one that
-    # is incomplete, to name its missing shards).
-    target = chosen[0] if chosen else (problems[0][0] if problems and isinstance(problems[0], tuple) else None)
-    assign = {}
-    if target is not None and target in holders:
-        load = collections.Counter()
-        for sr in sorted(holders[target]):
-            cands = holders[target][sr]
-            pick = sr if sr in cands else min(cands, key=lambda r: (load[r], r))
-            assign[sr] = pick
-            load[pick] += 1
-    local_data, glob_, err = {}, None, None
-    for sr, r in assign.items():
-        if r == rank:
-            try:
-                local, g, data = _read_snapshot(fc, sr)
-                if local["step"] != target:
-                    raise CheckpointError(f"the shared-memory snapshot of rank {sr} changed during the load")
-            except CheckpointError as e:
-                err = str(e)
-                break
-            local_data[sr] = (local, data)
-            glob_ = glob_ or g
-    if dist is not None and assign:
-        errs = [None] * world
-        dist.all_gather_object(errs, err)
-        err = "; ".join(e for e in errs if e)
-    if err:
-        log.warning("xtimer.ckpt: a shared-memory snapshot is not usable (%s); loading from disk", err)
-        return _find_step(fc, use_memory=False)
-    # The step's layout goes from the lowest rank that read a snapshot to every rank.
-    src = min(assign.values()) if assign else None
-    if dist is not None and src is not None:
-        box = [pickle.dumps(glob_) if rank == src else None]
-        dist.broadcast_object_list(box, src=src)
-        glob_ = pickle.loads(box[0])
-    if chosen is None:
-        _raise_missing(fc, problems, glob_, target)
-    step, _ = chosen
+            keys = None  # disk only: every file of .metadata
+        else:
+            keys = [k for k, rs in glob_["owners"].items() if not any(r in assign for r in rs)]
+        if keys is None or keys:
+            why, storage = _check_step_files(fc, step_dir, keys)
+            if why:
+                bad_disk[step] = why
+                continue
+        break
     if problems:
         log.warning(
-            "xtimer.ckpt: loading step %d; newer steps are not complete: %s",
+            "xtimer.ckpt: loading step %d; newer steps are not complete or not intact: %s",
             step,
             "; ".join(_problem_text(p, None) for p in problems),
         )
-    fc._loaded_from = {"step": step, "memory": sorted(assign), "disk": [r for r in range(world) if r not in assign]}
-    if chosen[1] is None:
+    passed = sorted(sr for (s, sr) in bad_mem if s == step)
+    if passed:
+        log.warning(
+            "xtimer.ckpt: loading step %d with the shards of saving rank(s) %s from disk: %s",
+            step,
+            passed,
+            "; ".join(bad_mem[(step, sr)] for sr in passed),
+        )
+    if sw is None:
         from torch.distributed.checkpoint import FileSystemReader
 
         fc._loaded_from = {"step": step, "memory": [], "disk": "all"}
-        return FileSystemReader(os.path.join(fc.checkpoint_dir, str(step)))
-    fc._loaded_from["disk"] = [r for r in range(chosen[1]) if r not in assign]
-    return _Reader(fc, step, glob_, assign, local_data, disk.get(step))
+        return FileSystemReader(step_dir)
+    fc._loaded_from = {"step": step, "memory": sorted(assign), "disk": [r for r in range(sw) if r not in assign]}
+    return _Reader(fc, step, glob_, assign, local_data, storage or {})
 
 
 def _problem_text(p, glob_):
@@ -769,7 +1256,7 @@ class _Reader(StorageReader):
     """A DCP StorageReader over the chosen step: this rank's memory snapshots, other ranks'
     (over torch.distributed), and DIR/<step> for the saving ranks no node holds in memory."""
 
-    def __init__(self, fc, step, glob_, assign, local_data, disk_info):
+    def __init__(self, fc, step, glob_, assign, local_data, storage):
         super().__init__()
         self.fc = fc
         self.step = step
@@ -781,7 +1268,7 @@ class _Reader(StorageReader):
             for k, v in data.items():
                 self.data.setdefault(k, v)
         self.step_dir = os.path.join(fc.checkpoint_dir, str(step))
-        self._storage = None
+        self.storage = storage  # key -> (file, offset, length) of the items read from disk (checked)
 
     # StorageReader's interface
     def reset(self, checkpoint_id=None):
@@ -802,22 +1289,6 @@ class _Reader(StorageReader):
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id):
         return False
-
-    def _disk_storage(self):
-        """{key: _StorageInfo} of the step's files: .metadata, else the ranks' sidecars."""
-        if self._storage is None:
-            st = {}
-            mdp = os.path.join(self.step_dir, ".metadata")
-            if os.path.isfile(mdp):
-                with open(mdp, "rb") as f:
-                    st = {_key(k): v for k, v in pickle.load(f).storage_data.items()}
-            else:
-                for p in glob.glob(os.path.join(self.step_dir, ".xtimer-rank_*.pkl")):
-                    with open(p, "rb") as f:
-                        for wr in pickle.load(f)["results"]:
-                            st[_key(wr.index)] = wr.storage_data
-            self._storage = st
-        return self._storage
 
     def _holder(self, key):
         for sr in self.owners.get(key, ()):
@@ -931,22 +1402,22 @@ class _Reader(StorageReader):
 
         if not reqs:
             return
-        storage = self._disk_storage()
         by_file = collections.defaultdict(list)
         for req in reqs:
             k = _key(req.storage_index)
-            info = storage.get(k)
+            info = self.storage.get(k)
             if info is None:
                 raise CheckpointError(
                     f"step {self.step}: {_describe(k)} (saved by rank "
                     f"{min(self.owners.get(k, [-1]))}) is neither in memory nor in {self.step_dir}"
                 )
-            by_file[info.relative_path].append((req, info))
+            by_file[info[0]].append((req, info))
         for rel, items in by_file.items():
-            with open(os.path.join(self.step_dir, rel), "rb") as f:
-                for req, info in sorted(items, key=lambda x: x[1].offset):
-                    f.seek(info.offset)
-                    raw = f.read(info.length)
+            fd, _ = _open_regular(os.path.join(self.step_dir, rel))  # checked before; never a FIFO
+            with os.fdopen(fd, "rb") as f:
+                for req, (_, offset, length) in sorted(items, key=lambda x: x[1][1]):
+                    f.seek(offset)
+                    raw = f.read(length)
                     if req.type == LoadItemType.BYTE_IO:
                         planner.load_bytes(req, io.BytesIO(raw))
                     else:
