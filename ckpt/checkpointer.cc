@@ -17,14 +17,38 @@ Status RankCheckpointer::Create(const CheckpointerOptions& options, std::unique_
   if (c->opt_.persist_on_failure < 0) c->opt_.persist_on_failure = env::Bool("XTIMER_CKPT_PERSIST_ON_FAILURE") ? 1 : 0;
   if (c->opt_.ckpt_dir.empty() || c->opt_.ckpt_dir[0] != '/')
     return Status::Error("the checkpoint folder must be an absolute path: '" + c->opt_.ckpt_dir + "'");
-  XT_RETURN_IF_ERROR(Segment::Create(c->opt_.shm_dir, c->opt_.ckpt_dir, c->opt_.rank, &c->seg_));
+  Status st = Segment::Create(c->opt_.shm_dir, c->opt_.ckpt_dir, c->opt_.rank, &c->seg_);
+  if (st.code() == Status::Code::kUntrusted) {
+    // Another user's file (or a link) holds the segment's name: no memory snapshot is read from
+    // it (a load reads the disk and names it once) and saves report it (see segment_error_).
+    c->segment_error_ = st;
+  } else if (!st.ok()) {
+    return st;
+  }
   *out = std::move(c);
   return Status::Ok();
 }
 
 RankCheckpointer::~RankCheckpointer() = default;
 
+std::string RankCheckpointer::ctl_path() const {
+  return seg_ ? seg_->ctl_path() : opt_.shm_dir + "/" + Segment::BaseName(opt_.ckpt_dir, opt_.rank) + ".ctl";
+}
+
 Status RankCheckpointer::Prepare() {
+  if (!seg_) {
+    // The name was taken by a file that is not ours: it may have been removed since.
+    Status st = Segment::Create(opt_.shm_dir, opt_.ckpt_dir, opt_.rank, &seg_);
+    if (!st.ok()) {
+      segment_error_ = st;
+      return Status(st.code() == Status::Code::kUntrusted
+                        ? Status::Untrusted("cannot save rank " + std::to_string(opt_.rank) +
+                                            " to shared memory: " + st.message())
+                        : st);
+    }
+    segment_error_ = Status::Ok();
+    claimed_ = false;
+  }
   if (seg_->Unlinked()) {
     // The saver removed the segment (it had nothing worth keeping) while we were not its owner
     // yet: start a new one rather than write into files nobody can see.
@@ -98,11 +122,22 @@ Status RankCheckpointer::Save(SaveArgs args, bool* saved, std::string* why) {
   return Status::Ok();
 }
 
-Status RankCheckpointer::LeaseMemory(ReadLease* lease) { return seg_->AcquireCurrent(Holder::kLoad, lease); }
+Status RankCheckpointer::LeaseMemory(ReadLease* lease) {
+  if (!seg_) return segment_error_;
+  return seg_->AcquireCurrent(Holder::kLoad, lease);
+}
 
-int64_t RankCheckpointer::PersistedStep() const { return A(seg_->ctl()->persisted).load(); }
+int64_t RankCheckpointer::PersistedStep() const { return seg_ ? A(seg_->ctl()->persisted).load() : -1; }
+
+bool RankCheckpointer::DiskPending() const {
+  if (!seg_) return false;
+  for (auto& s : seg_->ctl()->slot)
+    if (A(s.disk).load() == kDiskWanted) return true;
+  return false;
+}
 
 Status RankCheckpointer::Wait(double timeout_s, const ProgressFn& progress) {
+  if (!seg_) return Status::Ok();  // nothing was saved
   Control* c = seg_->ctl();
   auto start = std::chrono::steady_clock::now();
   for (;;) {
@@ -133,7 +168,7 @@ Status RankCheckpointer::Wait(double timeout_s, const ProgressFn& progress) {
 }
 
 void RankCheckpointer::Close() {
-  if (claimed_) seg_->CloseClean();
+  if (claimed_ && seg_) seg_->CloseClean();
 }
 
 }  // namespace xtimer::ckpt

@@ -42,7 +42,13 @@ class RankCheckpointer {
   // A clean end: the saver does not treat the process as failed.
   void Close();
 
-  Segment& segment() { return *seg_; }
+  // The rank's segment; null while its name is held by a file that is not this user's own
+  // (Status::Code::kUntrusted, segment.h): then LeaseMemory returns that error (a load goes to
+  // the disk), Save tries to create the segment again and returns the error if it still cannot.
+  Segment* segment() { return seg_.get(); }
+  std::string ctl_path() const;
+  // Some disk save asked for is not written yet.
+  bool DiskPending() const;
   const CheckpointerOptions& options() const { return opt_; }
   bool inline_persist() const { return inline_; }
 
@@ -53,6 +59,7 @@ class RankCheckpointer {
   Status CheckFailures();
   CheckpointerOptions opt_;
   std::unique_ptr<Segment> seg_;
+  Status segment_error_;  // why seg_ is null
   bool claimed_ = false;
   bool inline_ = false;
   int64_t reported_failure_ = -1;

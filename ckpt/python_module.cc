@@ -137,22 +137,20 @@ class PyCheckpointer {
   }
 
   py::tuple Progress() {
-    Control* c = c_->segment().ctl();
+    Segment* seg = c_->segment();
+    if (seg == nullptr) return py::make_tuple(int64_t{-1}, uint64_t{0}, uint64_t{0});
+    Control* c = seg->ctl();
     return py::make_tuple(A(c->progress_step).load(), A(c->progress_done).load(), A(c->progress_total).load());
   }
 
-  bool Pending() {
-    for (auto& s : c_->segment().ctl()->slot)
-      if (A(s.disk).load() == kDiskWanted) return true;
-    return false;
-  }
+  bool Pending() { return c_->DiskPending(); }
 
   int64_t PersistedStep() { return c_->PersistedStep(); }
   void Close() {
     lease_.Release();
     c_->Close();
   }
-  std::string CtlPath() { return c_->segment().ctl_path(); }
+  std::string CtlPath() { return c_->ctl_path(); }
   bool InlinePersist() { return c_->inline_persist(); }
 
  private:

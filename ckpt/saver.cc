@@ -61,20 +61,35 @@ std::string SaverLockPath(const std::string& shm_dir) { return shm_dir + "/xtime
 std::string SaverWakePath(const std::string& shm_dir) { return shm_dir + "/xtimer-ckpt-saver.wake"; }
 
 void WakeSaver(const std::string& shm_dir) {
-  // Non-blocking: fails at once (ENXIO) when no saver listens, or if the FIFO is full.
-  int fd = open(SaverWakePath(shm_dir).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return;
+  // Non-blocking: fails at once (ENXIO) when no saver listens, or if the FIFO is full. Only our
+  // own FIFO (a planted one is named by the saver, which then polls).
+  int fd = -1;
+  if (!OpenShmFile(SaverWakePath(shm_dir), O_WRONLY, /*create=*/false, S_IFIFO, &fd).ok()) return;
   if (write(fd, "w", 1) < 0) {
   }
   close(fd);
 }
 
-bool SaverRunning(const std::string& shm_dir) {
-  int fd = open(SaverLockPath(shm_dir).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool running = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+namespace {
+
+// Ok: the lock file is ours or absent, *running says whether a saver holds it. Untrusted: it is
+// not ours (another user's saver, or planted), and no saver of ours can run for this folder.
+Status CheckSaverLock(const std::string& shm_dir, bool* running) {
+  *running = false;
+  int fd = -1;
+  Status st = OpenShmFile(SaverLockPath(shm_dir), O_RDONLY, /*create=*/false, S_IFREG, &fd);
+  if (st.code() == Status::Code::kNotFound) return Status::Ok();
+  XT_RETURN_IF_ERROR(st);
+  *running = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
   close(fd);  // drops our shared lock if we took it
-  return running;
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool SaverRunning(const std::string& shm_dir) {
+  bool running = false;
+  return CheckSaverLock(shm_dir, &running).ok() && running;
 }
 
 Status PersistSlot(Segment& seg, int slot, const ProgressFn& progress, int64_t* step_out) {
@@ -126,17 +141,20 @@ Saver::~Saver() {
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 
-bool Saver::AcquireNodeLock(std::string* why) {
+bool Saver::AcquireNodeLock(std::string* why, bool* held_by_another) {
+  if (held_by_another != nullptr) *held_by_another = false;
   if (lock_fd_ >= 0) return true;
   std::string path = SaverLockPath(opt_.shm_dir);
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    *why = "cannot create " + path + ": " + ErrnoText(errno);
+  int fd = -1;
+  // Only our own lock file: another user's (or a link) would let them stop every saver of ours.
+  if (Status st = OpenShmFile(path, O_RDWR, /*create=*/true, S_IFREG, &fd); !st.ok()) {
+    *why = st.message();
     return false;
   }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    *why = errno == EWOULDBLOCK ? "another saver runs for " + opt_.shm_dir
-                                : "cannot lock " + path + ": " + ErrnoText(errno);
+    bool held = errno == EWOULDBLOCK;
+    *why = held ? "another saver runs for " + opt_.shm_dir : "cannot lock " + path + ": " + ErrnoText(errno);
+    if (held_by_another != nullptr) *held_by_another = held;
     close(fd);
     return false;
   }
@@ -234,12 +252,20 @@ bool Saver::PollOnce() {
   // Forget segments whose files are gone.
   for (auto it = segments_.begin(); it != segments_.end();)
     it = std::find(found.begin(), found.end(), it->first) == found.end() ? segments_.erase(it) : std::next(it);
+  for (auto it = untrusted_.begin(); it != untrusted_.end();)
+    it = std::find(found.begin(), found.end(), *it) == found.end() ? untrusted_.erase(it) : std::next(it);
   bool busy = false, pending = false;
   for (const std::string& path : found) {
     auto it = segments_.find(path);
     if (it == segments_.end()) {
       std::unique_ptr<Segment> seg;
-      if (!Segment::Open(path, /*writable=*/false, &seg).ok()) continue;  // being created, or not ours
+      Status st = Segment::Open(path, /*writable=*/false, &seg);
+      if (st.code() == Status::Code::kUntrusted) {
+        // Not ours (another user's, a link, writable by others): named once, never served.
+        if (untrusted_.insert(path).second) Log(LogLevel::kWarn, "saver: %s", st.message().c_str());
+        continue;
+      }
+      if (!st.ok()) continue;  // being created
       it = segments_.emplace(path, std::move(seg)).first;
     }
     Serve(*it->second, &busy, &pending);
@@ -285,11 +311,11 @@ int Saver::RemoveFinishedSegments(bool log_kept) {
 void Saver::Run(const std::atomic<bool>* stop) {
   double idle_since = MonotonicS();
   if (wake_fd_ < 0) {
-    std::string path = SaverWakePath(opt_.shm_dir);
-    if (mkfifo(path.c_str(), 0600) != 0 && errno != EEXIST)
-      Log(LogLevel::kDebug, "cannot create %s: %s", path.c_str(), strerror(errno));
-    // Read-write, so that the FIFO never reports end-of-file when no writer has it open.
-    wake_fd_ = open(path.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    // Read-write, so that the FIFO never reports end-of-file when no writer has it open. Not
+    // ours (planted): named, and the saver polls every poll_ms instead.
+    Status st = OpenShmFile(SaverWakePath(opt_.shm_dir), O_RDWR, /*create=*/true, S_IFIFO, &wake_fd_);
+    if (!st.ok()) Log(st.code() == Status::Code::kUntrusted ? LogLevel::kWarn : LogLevel::kDebug, "saver: %s",
+                      st.message().c_str());
   }
   WritePid();
   {
@@ -356,7 +382,11 @@ bool Saver::WaitUntilPersisted(double timeout_s) {
 }
 
 Status EnsureSaver(const std::string& binary, const std::string& shm_dir, double idle_exit_s) {
-  if (SaverRunning(shm_dir)) return Status::Ok();
+  bool running = false;
+  if (Status st = CheckSaverLock(shm_dir, &running); !st.ok())
+    return Status::Error("no saver can run for " + shm_dir + ": " + st.message() +
+                         "; disk saves are written by the training process itself");
+  if (running) return Status::Ok();
   if (binary.empty() || access(binary.c_str(), X_OK) != 0)
     return Status::NotFound("the saver program " + (binary.empty() ? std::string("xtimer_ckpt_saver") : binary) +
                             " was not found; disk saves are written by the training process itself");

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "ckpt/persist.h"
@@ -51,8 +52,9 @@ class Saver {
  public:
   explicit Saver(SaverOptions options);
   ~Saver();
-  // Takes the node lock; false (and why) if another saver has it.
-  bool AcquireNodeLock(std::string* why);
+  // Takes the node lock; false and why if another saver has it (*held_by_another) or the lock
+  // file is not this user's own (OpenShmFile's rule, segment.h).
+  bool AcquireNodeLock(std::string* why, bool* held_by_another = nullptr);
   void ReleaseNodeLock();
   void set_progress(bool on) { opt_.progress = on; }
   // Writes this process' pid into the lock file (after a fork, the daemon's).
@@ -76,6 +78,7 @@ class Saver {
   int wake_fd_ = -1;
   bool gone_ = false;
   std::map<std::string, std::unique_ptr<Segment>> segments_;
+  std::set<std::string> untrusted_;  // segments not ours, named once (while they are there)
   // Scans ended and whether the last one left a disk write pending, for WaitUntilPersisted.
   Mutex scan_mu_;
   CondVar scan_cv_;

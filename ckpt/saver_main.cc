@@ -3,6 +3,7 @@
 // process alive and nothing left to write.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -61,9 +62,10 @@ int main(int argc, char** argv) {
   }
   ckpt::Saver saver(opt);
   std::string why;
-  if (!saver.AcquireNodeLock(&why)) {
+  bool held = false;
+  if (!saver.AcquireNodeLock(&why, &held)) {
     // Another saver serves this folder: nothing to do (normal when two ranks start one).
-    if (daemon) return 0;
+    if (daemon && held) return 0;
     std::fprintf(stderr, "xtimer_ckpt_saver: %s\n", why.c_str());
     return 1;
   }
@@ -88,9 +90,10 @@ int main(int argc, char** argv) {
       close(null);
     }
     if (!isatty(2)) {
-      std::string log = opt.shm_dir + "/xtimer-ckpt-saver.log";
-      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-      if (fd >= 0) {
+      // Only our own log file (never through a link another user planted).
+      int fd = -1;
+      if (ckpt::OpenShmFile(opt.shm_dir + "/xtimer-ckpt-saver.log", O_WRONLY | O_APPEND, /*create=*/true, S_IFREG, &fd)
+              .ok()) {
         dup2(fd, 2);
         close(fd);
       }

@@ -131,6 +131,81 @@ const char* HolderName(uint8_t kind) {
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
+namespace {
+
+constexpr const char* kShmAdvice =
+    ": not used (another user of the node may have planted it); remove it, or set XTIMER_CKPT_SHM_DIR to a "
+    "folder that only you can write to";
+
+// The rule of OpenShmFile for an open descriptor.
+Status CheckShmFile(int fd, const std::string& path, unsigned type) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return Status::Error("cannot stat " + path + ": " + ErrnoText(errno));
+  if ((st.st_mode & S_IFMT) != type)
+    return Status::Untrusted(path + " is " + FileTypeName(st.st_mode) + ", not " + FileTypeName(type) + kShmAdvice);
+  if (st.st_uid != geteuid())
+    return Status::Untrusted(path + " belongs to uid " + std::to_string(st.st_uid) + ", not to this user (uid " +
+                             std::to_string(geteuid()) + ")" + kShmAdvice);
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return Status::Untrusted(path + " is writable by other users (mode " + mode + ")" + kShmAdvice);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status OpenShmFile(const std::string& path, int access, bool create, unsigned type, int* fd_out, bool* created) {
+  *fd_out = -1;
+  if (created != nullptr) *created = false;
+  const int flags = access | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    bool made = false;
+    int fd = open(path.c_str(), flags);
+    if (fd < 0 && errno == ENOENT && create) {
+      if (type == S_IFIFO) {
+        // mkfifo never follows a link: an existing name, link or not, is EEXIST.
+        if (mkfifo(path.c_str(), 0600) == 0) made = true;
+        else if (errno != EEXIST) return Status::Error("cannot create " + path + ": " + ErrnoText(errno));
+        fd = open(path.c_str(), flags);
+      } else {
+        fd = open(path.c_str(), flags | O_CREAT | O_EXCL, 0600);
+        if (fd < 0 && errno == EEXIST) continue;  // created meanwhile (or a link planted): look again
+        made = fd >= 0;
+      }
+    }
+    if (fd < 0) {
+      int err = errno;
+      if (err == ENOENT) {
+        if (made) continue;  // removed between mkfifo and open
+        return Status::NotFound(path + " does not exist");
+      }
+      if (err == ELOOP) return Status::Untrusted(path + " is a symbolic link" + kShmAdvice);
+      struct stat ls;
+      if ((err == EACCES || err == EPERM) && lstat(path.c_str(), &ls) == 0 && ls.st_uid != geteuid())
+        return Status::Untrusted(path + " cannot be opened (" + ErrnoText(err) + "); it belongs to uid " +
+                                 std::to_string(ls.st_uid) + kShmAdvice);
+      if (err == ENXIO) return Status::NotFound(path + ": no reader");  // a FIFO opened for writing
+      return Status::Error("cannot open " + path + ": " + ErrnoText(err));
+    }
+    // Created here: the mode is set, not left to the umask. Found: checked.
+    if (made && fchmod(fd, 0600) != 0) {
+      int err = errno;
+      close(fd);
+      return Status::Error("cannot set the mode of " + path + ": " + ErrnoText(err));
+    }
+    if (Status st = CheckShmFile(fd, path, type); !st.ok()) {
+      close(fd);
+      return st;
+    }
+    *fd_out = fd;
+    if (created != nullptr) *created = made;
+    return Status::Ok();
+  }
+  return Status::Error("cannot create " + path + ": it keeps being created and removed");
+}
+
 ReadLease& ReadLease::operator=(ReadLease&& o) noexcept {
   if (this != &o) {
     Release();
@@ -195,8 +270,8 @@ Status Segment::Create(const std::string& shm_dir, const std::string& ckpt_dir, 
   seg->ctl_path_ = shm_dir + "/" + seg->base_ + ".ctl";
   seg->writable_ = true;
   for (int attempt = 0;; ++attempt) {
-    int fd = open(seg->ctl_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) return Status::Error("cannot create " + seg->ctl_path_ + ": " + ErrnoText(errno));
+    int fd = -1;
+    XT_RETURN_IF_ERROR(OpenShmFile(seg->ctl_path_, O_RDWR, /*create=*/true, S_IFREG, &fd));
     FileLock lock(fd);
     // The saver may have removed the files between our open() and flock(): start again.
     if (fstat(fd, &st) != 0 || st.st_nlink == 0) {
@@ -256,18 +331,10 @@ Status Segment::Open(const std::string& ctl_path, bool writable, std::unique_ptr
   seg->base_ = file.substr(0, file.size() - 4);
   seg->ctl_path_ = ctl_path;
   seg->writable_ = writable;
-  // O_NONBLOCK and the S_ISREG check below: a FIFO or device in the folder is refused, never waited on.
-  int fd = open(ctl_path.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    int err = errno;
-    if (err == ENOENT) return Status::NotFound(ctl_path + " does not exist");
-    return Status::Error("cannot open " + ctl_path + ": " + ErrnoText(err));
-  }
+  // Only this user's own regular file, never through a link, never waiting on a FIFO.
+  int fd = -1;
+  XT_RETURN_IF_ERROR(OpenShmFile(ctl_path, O_RDWR, /*create=*/false, S_IFREG, &fd));
   struct stat st;
-  if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
-    close(fd);
-    return Status::Corrupt(ctl_path + " is " + FileTypeName(st.st_mode) + ", not a checkpoint control file; remove it");
-  }
   if (fstat(fd, &st) != 0 || st.st_size != sizeof(Control)) {
     close(fd);
     return Status::Corrupt(ctl_path + " is not an xtimer checkpoint control file (wrong size)");
@@ -382,19 +449,12 @@ Status Segment::MapSlot(int slot, bool create) {
   Map& m = maps_[slot];
   std::string path = slot_path(slot);
   if (m.fd < 0) {
-    int fd =
-        open(path.c_str(), (writable_ ? O_RDWR : O_RDONLY) | (create ? O_CREAT : 0) | O_CLOEXEC | O_NONBLOCK, 0600);
-    if (fd < 0) {
-      int err = errno;
-      if (err == ENOENT) return Status::NotFound(path + " does not exist");
-      return Status::Error("cannot open " + path + ": " + ErrnoText(err));
-    }
+    int fd = -1;
+    XT_RETURN_IF_ERROR(OpenShmFile(path, writable_ ? O_RDWR : O_RDONLY, create, S_IFREG, &fd));
     m.fd = fd;
   }
   struct stat st;
   if (fstat(m.fd, &st) != 0) return Status::Error("cannot stat " + path + ": " + ErrnoText(errno));
-  if (!S_ISREG(st.st_mode))
-    return Status::Corrupt(path + " is " + FileTypeName(st.st_mode) + ", not a checkpoint slot; remove it");
   uint64_t size = static_cast<uint64_t>(st.st_size);
   if (st.st_nlink == 0) {
     // Removed and maybe recreated: reopen.

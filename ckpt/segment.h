@@ -31,6 +31,19 @@ namespace xtimer::ckpt {
 
 constexpr int kSlotReaders = 6;
 
+// Files of the shared-memory folder (the segments; the saver's lock, wake FIFO and log). That
+// folder (/dev/shm) is writable by every user of the node and these names are predictable, so a
+// file there is used only when it is this user's own:
+//  - one that does not exist is created exclusively (O_CREAT | O_EXCL, never through a link;
+//    a FIFO by mkfifo), then given mode 0600 by fchmod whatever the umask;
+//  - one that exists is opened with O_NOFOLLOW and O_NONBLOCK (a FIFO never blocks the open)
+//    and fstat'ed: it must be of `type` (S_IFREG, or S_IFIFO for the wake FIFO), owned by
+//    geteuid() and not writable by group or others.
+// Anything else is Status::Untrusted naming the file, what is wrong and what to do; a caller
+// names it in one log line and does without it (a load reads the disk). `access` is O_RDONLY,
+// O_WRONLY or O_RDWR, optionally | O_APPEND. *created (may be null): this call created it.
+Status OpenShmFile(const std::string& path, int access, bool create, unsigned type, int* fd, bool* created = nullptr);
+
 enum class Holder : uint8_t { kNone = 0, kWriter = 1, kPersist = 2, kLoad = 3, kInspect = 4 };
 // Per-slot disk state.
 enum DiskState : uint32_t { kDiskNone = 0, kDiskWanted = 1, kDiskDone = 2, kDiskFailed = 3 };

@@ -10,7 +10,9 @@ namespace xtimer::ckpt {
 
 class Status {
  public:
-  enum class Code { kOk, kError, kNotFound, kCorrupt, kNoSpace, kBusy };
+  // kUntrusted: a file in the shared-memory folder that is not this user's own (another user's,
+  // a link, writable by others, not the kind of file it should be): never used (segment.h).
+  enum class Code { kOk, kError, kNotFound, kCorrupt, kNoSpace, kBusy, kUntrusted };
   Status() = default;
   static Status Ok() { return Status(); }
   static Status Error(std::string msg) { return Status(Code::kError, std::move(msg)); }
@@ -18,6 +20,7 @@ class Status {
   static Status Corrupt(std::string msg) { return Status(Code::kCorrupt, std::move(msg)); }
   static Status NoSpace(std::string msg) { return Status(Code::kNoSpace, std::move(msg)); }
   static Status Busy(std::string msg) { return Status(Code::kBusy, std::move(msg)); }
+  static Status Untrusted(std::string msg) { return Status(Code::kUntrusted, std::move(msg)); }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -83,7 +84,10 @@ class DeadlineStream : public httplib::Stream {
   void BeginRequest(Clock::time_point deadline) {
     read_deadline_ = std::min(deadline, connection_end_);
     request_bytes_ = 0;
+    status_ = 0;
   }
+  // The status code of the response written since BeginRequest; 0 none.
+  int status() const { return status_; }
   // Keep-alive: waits for the first byte of another request. False when none comes in time.
   bool WaitNextRequest(double idle_s) {
     return pos_ < len_ || WaitReady(sock_, POLLIN, wake_, std::min(After(Clock::now(), idle_s), connection_end_));
@@ -110,12 +114,33 @@ class DeadlineStream : public httplib::Stream {
     return static_cast<ssize_t>(k);
   }
 
+  // All of it or -1 (httplib writes the status line and headers with one write and does not
+  // look at the count). The first write of a response starts with its status line: its code is
+  // kept, and an error response (>= 400) says "Connection: close" instead of httplib's
+  // "Keep-Alive: ..." line, since the connection is closed after it.
   ssize_t write(const char* ptr, size_t size) override {
-    if (!WaitReady(sock_, POLLOUT, wake_, WriteDeadline())) return -1;
-    ssize_t n;
-    do n = send(sock_, ptr, size, MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
-    return n;
+    std::string edited;
+    if (status_ == 0 && size >= 12 && std::memcmp(ptr, "HTTP/1.", 7) == 0 && ptr[8] == ' ') {
+      status_ = std::atoi(std::string(ptr + 9, 3).c_str());
+      if (status_ < 200) status_ = 0;  // "100 Continue": the response follows
+      if (status_ >= 400) {
+        edited.assign(ptr, size);
+        size_t at = edited.find("\r\nKeep-Alive: ");
+        size_t end = at == std::string::npos ? at : edited.find("\r\n", at + 2);
+        if (end != std::string::npos) edited.replace(at + 2, end - at - 2, "Connection: close");
+      }
+    }
+    const char* p = edited.empty() ? ptr : edited.data();
+    size_t left = edited.empty() ? size : edited.size();
+    while (left > 0) {
+      if (!WaitReady(sock_, POLLOUT, wake_, WriteDeadline())) return -1;
+      ssize_t n = send(sock_, p, left, MSG_NOSIGNAL);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) return -1;
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+    return static_cast<ssize_t>(size);
   }
 
   void get_remote_ip_and_port(std::string& ip, int& port) const override { AddressOf(sock_, true, ip, port); }
@@ -131,9 +156,32 @@ class DeadlineStream : public httplib::Stream {
   const HttpLimits& limits_;
   Clock::time_point connection_end_, read_deadline_;
   size_t request_bytes_ = 0;
+  int status_ = 0;
   char buf_[4096];
   size_t pos_ = 0, len_ = 0;
 };
+
+// Called by httplib for every request it parsed, before routing.
+//  - Range is ignored (the whole page, 200): ours are small pages that Prometheus and browsers
+//    fetch whole, and httplib 0.11 answers any number of ranges (1,000 ranges of a 5 KB page
+//    made a 144 KB multipart answer).
+//  - A Content-Length that is not one decimal number (httplib 0.11 reads "-1" as 2^64-1 and
+//    answers 413, or ignores it on a GET) is a bad request: the method is replaced by one no
+//    route serves, for which httplib answers 400 without reading a body.
+void CheckRequest(httplib::Request& req) {
+  req.ranges.clear();
+  req.headers.erase("Range");
+  size_t n = req.get_header_value_count("Content-Length");
+  std::string first = n > 0 ? req.get_header_value("Content-Length") : "";
+  for (size_t i = 0; i < n; ++i) {
+    std::string v = req.get_header_value("Content-Length", i);
+    if (v.empty() || v.size() > 18 || v != first ||
+        !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      req.method = "INVALID-CONTENT-LENGTH";
+      return;
+    }
+  }
+}
 
 }  // namespace
 
@@ -249,8 +297,10 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
       stream.BeginRequest(After(Clock::now(), limits_.request_timeout_s));
     }
     bool closed = false;
-    ok = process_request(stream, n + 1 == limits_.keep_alive_max, closed, nullptr);
-    if (!ok || closed) break;
+    ok = process_request(stream, n + 1 == limits_.keep_alive_max, closed, CheckRequest);
+    // After an error response the rest of what the client sent is not read as more requests
+    // (a request that failed to parse left the stream at an unknown place).
+    if (!ok || closed || stream.status() >= 400) break;
   }
   ::shutdown(sock, SHUT_RDWR);
   close(sock);

@@ -222,6 +222,17 @@ bool ParseRunOptions(int argc, char** argv, RunOptions* o, std::string* error, b
   auto flag_string = [&](std::string* target) {
     return [=](const std::string&, const std::string& v) { return *target = v, true; };
   };
+  // A file or folder: a value that starts with "--" is the next option taken as the path by
+  // mistake (`--log-dir --no-python` made a folder named --no-python), never a path.
+  auto flag_path = [&](std::string* target, const char* kind) {
+    return [=](const std::string& f, const std::string& v) {
+      if (v.rfind("--", 0) == 0)
+        return (*error = f + " needs a " + kind + ", not the option '" + v + "' (a " + kind +
+                         " whose name starts with -- is written ./" + v + ")"),
+               false;
+      return *target = v, true;
+    };
+  };
   using A = Arity;
   std::map<std::string, Flag> flags = {
       // torchrun's.
@@ -257,7 +268,7 @@ bool ParseRunOptions(int argc, char** argv, RunOptions* o, std::string* error, b
         }}},
       {"--local-addr", {A::kValue, flag_string(&o->local_addr)}},
       {"--role", {A::kValue, flag_string(&o->role)}},
-      {"--log-dir", {A::kValue, flag_string(&o->log_dir)}},
+      {"--log-dir", {A::kValue, flag_path(&o->log_dir, "folder")}},
       {"--redirects", {A::kValue, [&](auto& f, auto& v) { return ParseStreams(f, v, &o->redirects, error); }}},
       {"--tee", {A::kValue, [&](auto& f, auto& v) { return ParseStreams(f, v, &o->tee, error); }}},
       {"--standalone", {A::kSwitch, flag_switch(&o->standalone)}},

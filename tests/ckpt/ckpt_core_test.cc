@@ -496,7 +496,7 @@ TEST(Checkpointer, WritesDiskSavesItselfWithoutASaverAndWaits) {
   EXPECT_EQ(c->PersistedStep(), 9);
   EXPECT_EQ(ReadLatest(dirs.ckpt(), nullptr), 9);
   c->Close();
-  EXPECT_EQ(A(c->segment().ctl()->owner_state).load(), kOwnerClosed);
+  EXPECT_EQ(A(c->segment()->ctl()->owner_state).load(), kOwnerClosed);
 }
 
 TEST(Checkpointer, StartsANewSegmentWhenTheSaverRemovedItsFiles) {
@@ -506,15 +506,15 @@ TEST(Checkpointer, StartsANewSegmentWhenTheSaverRemovedItsFiles) {
   o.shm_dir = dirs.shm();
   std::unique_ptr<RankCheckpointer> c;
   ASSERT_TRUE(RankCheckpointer::Create(o, &c).ok());
-  std::string ctl = c->segment().ctl_path();
-  ASSERT_TRUE(c->segment().Remove().ok());  // as a saver does for a segment nobody owns
-  EXPECT_TRUE(c->segment().Unlinked());
+  std::string ctl = c->segment()->ctl_path();
+  ASSERT_TRUE(c->segment()->Remove().ok());  // as a saver does for a segment nobody owns
+  EXPECT_TRUE(c->segment()->Unlinked());
   FakeState s(4, {100});
   bool saved = false;
   std::string why;
   ASSERT_TRUE(c->Save(s.Args(4), &saved, &why).ok());
   EXPECT_TRUE(saved);
-  EXPECT_FALSE(c->segment().Unlinked());
+  EXPECT_FALSE(c->segment()->Unlinked());
   std::unique_ptr<Segment> seen;  // what a saver or a restarted process finds
   ASSERT_TRUE(Segment::Open(ctl, false, &seen).ok());
   EXPECT_EQ(seen->SlotStep(seen->CurrentSlot()), 4);

@@ -4,11 +4,16 @@
 // another world size, and temp files a killed writer left behind (removed by the next write).
 // Before the common file rule (common/regular_file.h) the FIFO tests blocked in open(2) until the
 // test's timeout.
+// ForeignSegment: files in the shared-memory folder that another user planted under our
+// predictable names (chown'ed to `nobody`, mode 0666, or a symbolic link; the tests run as root,
+// and this host does not set fs.protected_regular): never read, written or followed. Before
+// OpenShmFile (ckpt/segment.h) every one of them was used as is.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -18,6 +23,7 @@
 #include "ckpt/checkpointer.h"
 #include "ckpt/image.h"
 #include "ckpt/persist.h"
+#include "ckpt/saver.h"
 #include "ckpt/segment.h"
 #include "tests/ckpt/ckpt_test_util.h"
 
@@ -196,6 +202,262 @@ TEST(HostileFolder, TheNextWriterRemovesTempFilesAKilledWriterLeft) {
   EXPECT_EQ(stat(other.c_str(), &st), 0) << "a file that is not ours was removed";
   EXPECT_EQ(stat(RankFile(dirs.ckpt(), 9, 0).c_str(), &st), 0);
   close(held);
+  c->Close();
+}
+
+
+// --- Segments another user planted
+
+constexpr uid_t kNobody = 65534;
+
+std::string CtlOf(const TempDirs& dirs, int rank) {
+  return dirs.shm() + "/" + Segment::BaseName(dirs.ckpt(), rank) + ".ctl";
+}
+
+std::string SlotOf(const TempDirs& dirs, int rank, int slot) {
+  return dirs.shm() + "/" + Segment::BaseName(dirs.ckpt(), rank) + ".slot" + std::to_string(slot);
+}
+
+// In a child process that then dies without closing (as a crashed training process would):
+// the segment of (dirs.ckpt(), rank) in `shm` holding step `step` in memory, persist on failure on.
+void MakeDeadSegment(const std::string& shm, const std::string& ckpt, int rank, int64_t step) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::unique_ptr<Segment> seg;
+    if (!Segment::Create(shm, ckpt, rank, &seg).ok() || !seg->Claim(3, true).ok()) _exit(1);
+    FakeState s(step, {4096});
+    SaveResult r;
+    std::string why;
+    SaveArgs args = s.Args(step);
+    args.world_size = 2;  // ranks 0 and 1
+    bool ok = seg->Save(args, &r, &why).ok() && r == SaveResult::kSaved;
+    seg->JoinPrefault();
+    _exit(ok ? 0 : 2);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// The three files of a segment as another user would leave them.
+void GiveAway(const TempDirs& dirs, int rank, uid_t uid, mode_t mode) {
+  for (const std::string& p : {CtlOf(dirs, rank), SlotOf(dirs, rank, 0), SlotOf(dirs, rank, 1)}) {
+    ASSERT_EQ(chown(p.c_str(), uid, uid), 0) << p << ": " << strerror(errno);
+    ASSERT_EQ(chmod(p.c_str(), mode), 0) << p;
+  }
+}
+
+std::string Contents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+#define SKIP_UNLESS_ROOT() \
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to chown a file to another user"
+
+CheckpointerOptions Options(const TempDirs& dirs, int rank) {
+  CheckpointerOptions o;
+  o.ckpt_dir = dirs.ckpt();
+  o.shm_dir = dirs.shm();
+  o.rank = rank;
+  return o;
+}
+
+TEST(ForeignSegment, ACreatedSegmentIsOursAndPrivateWhateverTheUmask) {
+  TempDirs dirs("private");
+  mode_t old = umask(0);
+  std::unique_ptr<RankCheckpointer> c;
+  ASSERT_TRUE(RankCheckpointer::Create(Options(dirs, 0), &c).ok());
+  FakeState s(2, {4096});
+  bool saved = false;
+  std::string why;
+  Status st = c->Save(s.Args(2), &saved, &why);
+  umask(old);
+  ASSERT_TRUE(st.ok()) << st.message();
+  c->segment()->JoinPrefault();
+  for (const std::string& p : {CtlOf(dirs, 0), SlotOf(dirs, 0, 0), SlotOf(dirs, 0, 1)}) {
+    struct stat sb;
+    ASSERT_EQ(lstat(p.c_str(), &sb), 0) << p;
+    EXPECT_TRUE(S_ISREG(sb.st_mode)) << p;
+    EXPECT_EQ(sb.st_mode & 07777, 0600u) << p;
+    EXPECT_EQ(sb.st_uid, geteuid()) << p;
+  }
+  c->Close();
+}
+
+// The create path: a restarted worker (or a new job) finds its own segment's name taken.
+TEST(ForeignSegment, APlantedControlFileIsNeitherLoadedNorWritten) {
+  SKIP_UNLESS_ROOT();
+  struct Case {
+    uid_t uid;
+    mode_t mode;
+    const char* says;
+  };
+  for (const Case& k : {Case{kNobody, 0666, "belongs to uid 65534"}, Case{kNobody, 0600, "belongs to uid 65534"},
+                        Case{geteuid(), 0666, "is writable by other users (mode 0666)"}}) {
+    SCOPED_TRACE(k.says);
+    TempDirs dirs("planted");
+    MakeDeadSegment(dirs.shm(), dirs.ckpt(), 0, 7);  // what the other user wrote: step 7
+    GiveAway(dirs, 0, k.uid, k.mode);
+    const std::string before = Contents(CtlOf(dirs, 0));
+
+    std::unique_ptr<RankCheckpointer> c;
+    Status st = RankCheckpointer::Create(Options(dirs, 0), &c);
+    ASSERT_TRUE(st.ok()) << st.message();  // a load must still be able to read the disk
+    ReadLease lease;
+    st = c->LeaseMemory(&lease);
+    EXPECT_EQ(st.code(), Status::Code::kUntrusted) << "the planted step 7 was offered to the load";
+    EXPECT_FALSE(lease.held());
+    EXPECT_TRUE(Has(st.message(), CtlOf(dirs, 0) + " " + k.says)) << st.message();
+    EXPECT_TRUE(Has(st.message(), "XTIMER_CKPT_SHM_DIR")) << st.message();
+    EXPECT_EQ(c->PersistedStep(), -1);
+
+    // A save neither writes into it nor fails silently.
+    FakeState s(8, {4096});
+    bool saved = true;
+    std::string why;
+    st = c->Save(s.Args(8), &saved, &why);
+    EXPECT_EQ(st.code(), Status::Code::kUntrusted) << st.message();
+    EXPECT_FALSE(saved);
+    EXPECT_TRUE(Has(st.message(), "cannot save rank 0 to shared memory")) << st.message();
+    EXPECT_EQ(Contents(CtlOf(dirs, 0)), before) << "the planted control file was written to";
+    c->Close();
+
+    std::unique_ptr<Segment> seg;
+    EXPECT_EQ(Segment::Create(dirs.shm(), dirs.ckpt(), 0, &seg).code(), Status::Code::kUntrusted);
+    EXPECT_EQ(Segment::Open(CtlOf(dirs, 0), false, &seg).code(), Status::Code::kUntrusted);
+  }
+}
+
+// The open path: a load lists every rank's control file of its folder (fsdp.py, deepspeed.py)
+// and opens another rank's; the saver and `xtimer_ckpt inspect` open what they find.
+TEST(ForeignSegment, AnotherRanksPlantedControlFileIsSkipped) {
+  SKIP_UNLESS_ROOT();
+  TempDirs dirs("planted-rank1");
+  MakeDeadSegment(dirs.shm(), dirs.ckpt(), 0, 5);  // ours
+  MakeDeadSegment(dirs.shm(), dirs.ckpt(), 1, 9);  // planted
+  GiveAway(dirs, 1, kNobody, 0666);
+
+  std::unique_ptr<RankCheckpointer> other;  // how a load opens another rank's segment
+  ASSERT_TRUE(RankCheckpointer::Create(Options(dirs, 1), &other).ok());
+  ReadLease lease;
+  Status st = other->LeaseMemory(&lease);
+  EXPECT_EQ(st.code(), Status::Code::kUntrusted) << "rank 1's planted step 9 was offered to the load";
+  EXPECT_TRUE(Has(st.message(), CtlOf(dirs, 1) + " belongs to uid 65534")) << st.message();
+
+  std::unique_ptr<RankCheckpointer> mine;  // its own is still read
+  ASSERT_TRUE(RankCheckpointer::Create(Options(dirs, 0), &mine).ok());
+  ASSERT_TRUE(mine->LeaseMemory(&lease).ok());
+  EXPECT_EQ(lease.index().info.step, 5);
+  lease.Release();
+
+  std::unique_ptr<Segment> seg;
+  st = Segment::Open(CtlOf(dirs, 1), /*writable=*/false, &seg);
+  EXPECT_EQ(st.code(), Status::Code::kUntrusted) << st.message();
+}
+
+TEST(ForeignSegment, ASymbolicLinkIsNeverFollowed) {
+  TempDirs dirs("link");
+  // A dangling link: creating through it would make a file wherever it points, as this user.
+  std::string target = dirs.ckpt() + "-target";
+  ASSERT_EQ(symlink(target.c_str(), CtlOf(dirs, 0).c_str()), 0);
+  std::unique_ptr<RankCheckpointer> c;
+  ASSERT_TRUE(RankCheckpointer::Create(Options(dirs, 0), &c).ok());
+  FakeState s(3, {4096});
+  bool saved = true;
+  std::string why;
+  Status st = c->Save(s.Args(3), &saved, &why);
+  EXPECT_EQ(st.code(), Status::Code::kUntrusted) << st.message();
+  EXPECT_TRUE(Has(st.message(), CtlOf(dirs, 0) + " is a symbolic link")) << st.message();
+  struct stat sb;
+  EXPECT_NE(lstat(target.c_str(), &sb), 0) << "a file was created through the link";
+  c.reset();
+  ASSERT_EQ(unlink(CtlOf(dirs, 0).c_str()), 0);
+
+  // Links to a segment elsewhere that holds a snapshot (someone else's files, ours to read).
+  TempDirs elsewhere("link");
+  MakeDeadSegment(elsewhere.shm(), dirs.ckpt(), 0, 11);
+  for (const std::string& f : {std::string(".ctl"), std::string(".slot0"), std::string(".slot1")}) {
+    std::string name = "/" + Segment::BaseName(dirs.ckpt(), 0) + f;
+    ASSERT_EQ(symlink((elsewhere.shm() + name).c_str(), (dirs.shm() + name).c_str()), 0);
+  }
+  ASSERT_TRUE(RankCheckpointer::Create(Options(dirs, 0), &c).ok());
+  ReadLease lease;
+  st = c->LeaseMemory(&lease);
+  EXPECT_EQ(st.code(), Status::Code::kUntrusted) << "step 11 was read through the link";
+  std::unique_ptr<Segment> seg;
+  EXPECT_EQ(Segment::Open(CtlOf(dirs, 0), false, &seg).code(), Status::Code::kUntrusted);
+}
+
+TEST(ForeignSegment, APlantedSlotFileIsNotRead) {
+  SKIP_UNLESS_ROOT();
+  TempDirs dirs("slot");
+  MakeDeadSegment(dirs.shm(), dirs.ckpt(), 0, 4);
+  std::unique_ptr<Segment> seg;
+  ASSERT_TRUE(Segment::Open(CtlOf(dirs, 0), false, &seg).ok());
+  int cur = seg->CurrentSlot();
+  ASSERT_GE(cur, 0);
+  seg.reset();
+  ASSERT_EQ(chown(SlotOf(dirs, 0, cur).c_str(), kNobody, kNobody), 0);
+  ASSERT_TRUE(Segment::Open(CtlOf(dirs, 0), false, &seg).ok());
+  ReadLease lease;
+  Status st = seg->AcquireCurrent(Holder::kLoad, &lease);
+  EXPECT_EQ(st.code(), Status::Code::kUntrusted) << "a slot another user owns was read";
+  EXPECT_TRUE(Has(st.message(), SlotOf(dirs, 0, cur) + " belongs to uid 65534")) << st.message();
+}
+
+// A planted segment whose "owner" died asks for persist on failure, into a folder it names: the
+// saver would write it there as this user.
+TEST(ForeignSegment, TheSaverNamesAPlantedSegmentOnceAndNeverWritesIt) {
+  SKIP_UNLESS_ROOT();
+  TempDirs dirs("saver-planted");
+  MakeDeadSegment(dirs.shm(), dirs.ckpt(), 0, 6);
+  GiveAway(dirs, 0, kNobody, 0666);
+  Saver saver({dirs.shm(), -1, 10, false});
+  std::string why;
+  ASSERT_TRUE(saver.AcquireNodeLock(&why)) << why;
+  ::testing::internal::CaptureStderr();
+  saver.PollOnce();
+  saver.PollOnce();
+  std::string log = ::testing::internal::GetCapturedStderr();
+  struct stat sb;
+  EXPECT_NE(stat(RankFile(dirs.ckpt(), 6, 0).c_str(), &sb), 0) << "the saver wrote the planted snapshot";
+  size_t first = log.find(CtlOf(dirs, 0) + " belongs to uid 65534");
+  EXPECT_NE(first, std::string::npos) << log;
+  EXPECT_EQ(log.find(CtlOf(dirs, 0), first + 1), std::string::npos) << "named more than once: " << log;
+  EXPECT_EQ(saver.RemoveFinishedSegments(false), 0);
+  EXPECT_EQ(stat(CtlOf(dirs, 0).c_str(), &sb), 0);
+}
+
+// The saver's lock file: another user's would decide whether our saver may run.
+TEST(ForeignSegment, APlantedSaverLockIsNotTakenAndDiskSavesStillHappen) {
+  SKIP_UNLESS_ROOT();
+  TempDirs dirs("lock");
+  std::string lock = SaverLockPath(dirs.shm());
+  { std::ofstream(lock) << "1\n"; }
+  ASSERT_EQ(chown(lock.c_str(), kNobody, kNobody), 0);
+  ASSERT_EQ(chmod(lock.c_str(), 0666), 0);
+  Saver saver({dirs.shm(), -1, 10, false});
+  std::string why;
+  bool held = true;
+  EXPECT_FALSE(saver.AcquireNodeLock(&why, &held)) << "took another user's lock file";
+  EXPECT_FALSE(held);
+  EXPECT_TRUE(Has(why, lock + " belongs to uid 65534")) << why;
+  Status st = EnsureSaver("/bin/true", dirs.shm(), 1);
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(Has(st.message(), "written by the training process")) << st.message();
+
+  CheckpointerOptions o = Options(dirs, 0);
+  o.saver_binary = "/bin/true";  // would "start" and never write anything
+  std::unique_ptr<RankCheckpointer> c;
+  ASSERT_TRUE(RankCheckpointer::Create(o, &c).ok());
+  FakeState s(12, {4096});
+  bool saved = false;
+  ASSERT_TRUE(c->Save(s.Args(12, /*disk=*/true), &saved, &why).ok());
+  EXPECT_TRUE(c->inline_persist());
+  EXPECT_TRUE(c->Wait(30, nullptr).ok());
+  XtcFile f;
+  EXPECT_TRUE(XtcFile::Open(RankFile(dirs.ckpt(), 12, 0), &f).ok());
   c->Close();
 }
 

@@ -1,7 +1,9 @@
 """Hostile checkpoint folders through the Python API, xtc.py and `xtimer_ckpt inspect`: a FIFO
 in a step folder (load and inspect return with an error, never wait on it), a rank file copied
 into another step's folder (not loaded as that step), every step unusable (CheckpointError naming
-each step, never a silent (0, None)), and the inspect line of a step with no readable file.
+each step, never a silent (0, None)), the inspect line of a step with no readable file, and a
+shared-memory segment another user planted under the job's name (chown'ed to `nobody`, mode 0666,
+or symbolic links): its snapshot is never loaded, the disk step is.
 Loads and inspect run in child processes with a timeout, so a hang fails the test rather than
 stalling it."""
 import os
@@ -42,9 +44,10 @@ class Hostile(unittest.TestCase):
         c.wait()
         c.close()
 
-    def load(self):
-        """(exit code, output) of a load in a fresh process with an empty shared-memory folder."""
-        code = LOAD.format(ckpt=self.dirs.ckpt, shm=self.dirs.other_shm())
+    def load(self, shm=None):
+        """(exit code, output) of a load in a fresh process with an empty shared-memory folder
+        (or `shm`)."""
+        code = LOAD.format(ckpt=self.dirs.ckpt, shm=shm or self.dirs.other_shm())
         p = lib.run_python(code, timeout=60, check=False)
         return p.returncode, p.stdout + p.stderr
 
@@ -54,6 +57,41 @@ class Hostile(unittest.TestCase):
 
     def rank_file(self, step, rank=0):
         return os.path.join(self.dirs.ckpt, str(step), f"rank_{rank}.xtc")
+
+    def plant(self, step, value):
+        """A shared-memory folder holding a memory snapshot of this checkpoint folder, step `step`
+        with w = value, whose process closed it: what another user could leave under its name."""
+        shm = self.dirs.other_shm()
+        c = Checkpointer(self.dirs.ckpt, shm_dir=shm, saver=False)
+        c.save_checkpoint(step, {"w": torch.full((1000,), float(value))}, storage_type=StorageType.MEMORY)
+        c.close()
+        files = sorted(os.path.join(shm, n) for n in os.listdir(shm) if n.startswith("xtimer-ckpt-"))
+        self.assertEqual([os.path.splitext(f)[1] for f in files], [".ctl", ".slot0", ".slot1"], files)
+        return shm, files
+
+    def test_a_planted_segment_is_not_loaded_the_disk_step_is(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to chown a file to another user")
+        self.save(1)
+        # Another user's files (nobody, mode 0666) under the job's segment name, holding step 9.
+        shm, files = self.plant(9, 666)
+        for f in files:
+            os.chown(f, 65534, 65534)
+            os.chmod(f, 0o666)
+        rc, out = self.load(shm)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("LOADED 1 1.0", out)  # before: LOADED 9 666.0, the other user's state
+        self.assertIn(files[0] + " belongs to uid 65534, not to this user", out)
+        self.assertEqual(out.count(files[0]), 1, out)  # one line
+        # Symbolic links to such files elsewhere (here our own): never followed.
+        linked = self.dirs.other_shm()
+        _, files = self.plant(9, 666)
+        for f in files:
+            os.symlink(f, os.path.join(linked, os.path.basename(f)))
+        rc, out = self.load(linked)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("LOADED 1 1.0", out)
+        self.assertIn("is a symbolic link", out)
 
     def test_a_fifo_in_a_step_folder_is_refused_not_waited_on(self):
         self.save(1)

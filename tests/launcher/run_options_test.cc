@@ -115,6 +115,9 @@ TEST(RunOptions, BadInputGetsOneLineNamingTheFlag) {
       {{"--save_at_breakpoint=2", "t.py"}, "--save-at-breakpoint takes 0 or 1"},
       {{"--node_unit", "0", "t.py"}, "--node-unit takes a whole number"},
       {{"--node-unit", "2", "--standalone", "t.py"}, "no multiple of 2 nodes lies between MIN and MAX"},
+      // A path option followed by another option: once a folder named --no-python.
+      {{"--log-dir", "--no-python", "/bin/true"}, "--log-dir needs a folder, not the option '--no-python'"},
+      {{"--log_dir=--tee", "t.py"}, "--log-dir needs a folder, not the option '--tee'"},
       {{"--nnodes", "3:3", "--rdzv-backend", "etcd", "--rdzv-endpoint", "e:1", "--rdzv-id", "j", "--node-unit=2",
         "t.py"},
        "--node-unit 2 with --nnodes 3: no multiple"},
@@ -326,6 +329,31 @@ TEST(RunOptions, PetEnvironmentUnderTheCommandLine) {
     EXPECT_FALSE(Parse({"train.py"}, &p, &error));
     EXPECT_NE(error.find("PET_STANDALONE=yes: takes 1 or 0"), std::string::npos) << error;
   }
+}
+
+// A path option takes the next argument as its path: when that is another option the command
+// line is wrong (`--log-dir --no-python /bin/true` once made a folder named --no-python and
+// ran /bin/true with Python). A folder of such a name is still reachable as ./--name.
+TEST(RunOptions, APathOptionRefusesAnOptionAsItsPath) {
+  RunOptions o;
+  std::string error;
+  EXPECT_FALSE(Parse({"--log-dir", "--no-python", "/bin/true"}, &o, &error));
+  EXPECT_EQ(error, "--log-dir needs a folder, not the option '--no-python' (a folder whose name starts with -- is "
+                   "written ./--no-python)");
+  EXPECT_EQ(o.log_dir, "");
+  {
+    ScopedEnv env({{"PET_LOG_DIR", "--standalone"}});
+    RunOptions p;
+    EXPECT_FALSE(Parse({"t.py"}, &p, &error));
+    EXPECT_NE(error.find("--log-dir needs a folder, not the option '--standalone'"), std::string::npos) << error;
+  }
+  RunOptions ok;
+  ASSERT_TRUE(Parse({"--log-dir", "./--odd", "--no-python", "/bin/true"}, &ok, &error)) << error;
+  EXPECT_EQ(ok.log_dir, "./--odd");
+  EXPECT_TRUE(ok.no_python);
+  RunOptions dash;
+  ASSERT_TRUE(Parse({"--log-dir=-d", "t.py"}, &dash, &error)) << error;  // one dash: a name like any other
+  EXPECT_EQ(dash.log_dir, "-d");
 }
 
 // dlrover-run's levels: 1 = this node's GPUs + the network check (where the store lets the
