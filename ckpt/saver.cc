@@ -314,8 +314,9 @@ void Saver::Run(const std::atomic<bool>* stop) {
     // Read-write, so that the FIFO never reports end-of-file when no writer has it open. Not
     // ours (planted): named, and the saver polls every poll_ms instead.
     Status st = OpenShmFile(SaverWakePath(opt_.shm_dir), O_RDWR, /*create=*/true, S_IFIFO, &wake_fd_);
-    if (!st.ok()) Log(st.code() == Status::Code::kUntrusted ? LogLevel::kWarn : LogLevel::kDebug, "saver: %s",
-                      st.message().c_str());
+    if (!st.ok())
+      Log(st.code() == Status::Code::kUntrusted ? LogLevel::kWarn : LogLevel::kDebug, "saver: %s",
+          st.message().c_str());
   }
   WritePid();
   {

@@ -205,7 +205,6 @@ TEST(HostileFolder, TheNextWriterRemovesTempFilesAKilledWriterLeft) {
   c->Close();
 }
 
-
 // --- Segments another user planted
 
 constexpr uid_t kNobody = 65534;

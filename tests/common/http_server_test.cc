@@ -102,7 +102,8 @@ std::string Statuses(const std::vector<Response>& rs) {
 
 TEST_F(HttpServerTest, GoodRequestsOnOneConnectionAreAllAnswered) {
   const std::string get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
-  std::vector<Response> rs = Responses(Exchange(get + get + "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  std::vector<Response> rs =
+      Responses(Exchange(get + get + "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
   ASSERT_EQ(rs.size(), 3u) << Statuses(rs);
   for (const Response& r : rs) {
     EXPECT_EQ(r.status, 200);
@@ -127,8 +128,8 @@ TEST_F(HttpServerTest, RangesAreIgnoredTheWholePageIsServed) {
   ASSERT_EQ(rs.size(), 1u) << raw.substr(0, 300);
   EXPECT_EQ(rs[0].status, 200) << rs[0].head.substr(0, 200);
   EXPECT_TRUE(rs[0].body == Page()) << "not the page: " << rs[0].body.size() << " bytes";
-  EXPECT_LE(raw.size(), Page().size() + 1024) << "a " << raw.size() << "-byte answer for a " << Page().size()
-                                             << "-byte page";
+  EXPECT_LE(raw.size(), Page().size() + 1024)
+      << "a " << raw.size() << "-byte answer for a " << Page().size() << "-byte page";
   // One range too: Prometheus and browsers fetch these pages whole.
   rs = Responses(Exchange("GET /metrics HTTP/1.1\r\nHost: x\r\nRange: bytes=0-9\r\nConnection: close\r\n\r\n"));
   ASSERT_EQ(rs.size(), 1u);

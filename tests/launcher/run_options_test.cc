@@ -338,8 +338,9 @@ TEST(RunOptions, APathOptionRefusesAnOptionAsItsPath) {
   RunOptions o;
   std::string error;
   EXPECT_FALSE(Parse({"--log-dir", "--no-python", "/bin/true"}, &o, &error));
-  EXPECT_EQ(error, "--log-dir needs a folder, not the option '--no-python' (a folder whose name starts with -- is "
-                   "written ./--no-python)");
+  EXPECT_EQ(error,
+            "--log-dir needs a folder, not the option '--no-python' (a folder whose name starts with -- is "
+            "written ./--no-python)");
   EXPECT_EQ(o.log_dir, "");
   {
     ScopedEnv env({{"PET_LOG_DIR", "--standalone"}});

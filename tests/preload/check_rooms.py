@@ -34,7 +34,9 @@ def check(sources):
     for rel in sorted(sources):
         room = room_of(rel)
         if room is None:
-            problems.append(f"preload/{rel}: in no room; put it in one of {', '.join(ROOMS)} (tests/preload/check_rooms.py)")
+            problems.append(
+                f"preload/{rel}: in no room; put it in one of {', '.join(ROOMS)} (tests/preload/check_rooms.py)"
+            )
             continue
         for n, line in enumerate(sources[rel].splitlines(), 1):
             m = INCLUDE.match(line)
@@ -44,16 +46,20 @@ def check(sources):
             where = f"preload/{rel}:{n}"
             if not target.startswith("preload/"):
                 if "/" not in target or target.startswith(("./", "../")):
-                    problems.append(f'{where}: includes "{target}"; name preload code by its full path, "preload/<room>/<file>"')
+                    problems.append(
+                        f'{where}: includes "{target}"; name preload code by its full path, "preload/<room>/<file>"'
+                    )
                 continue  # another folder of the project (common/...) or a system header
-            to = room_of(target[len("preload/"):])
+            to = room_of(target[len("preload/") :])
             if to is None:
                 problems.append(f'{where}: includes "{target}", which is in no room')
                 continue
             edges[(room, to)] = edges.get((room, to), 0) + 1
             if ROOMS.index(to) > ROOMS.index(room):
                 allowed = ", ".join(ROOMS[: ROOMS.index(room) + 1])
-                problems.append(f'{where}: includes "{target}": room {room} is below {to}; it may include only {allowed}')
+                problems.append(
+                    f'{where}: includes "{target}": room {room} is below {to}; it may include only {allowed}'
+                )
     return problems, edges
 
 
