@@ -82,6 +82,11 @@ def one(args, peers, out, env):
     got = {r["case"]: r for r in rows(os.path.join(out, "one.jsonl"))}
     print("cases done at (s since the worker's imports): " + ", ".join(f"{c} {r['t']}" for c, r in got.items()))
 
+    r = got.get("memory", {})
+    check(
+        r.get("same") is True and said(r, "loaded from the flash snapshot"),
+        f"a real snapshot (ZeRO-2: DeepSpeed's enum, loss scaler, fragment addresses) loads from memory {loaded(r)}",
+    )
     r = got.get("hostile", {})
     check(r.get("ran") is False, "hostile skeleton: the code it names did not run")
     check(r.get("same") is True and not r.get("error"), f"hostile skeleton: the DISK save loads {loaded(r)}")

@@ -5,6 +5,8 @@ MODE=one (1 rank), one case after the other in this process, each a JSON line in
 ({"case", "step": the engine's step after the load, "want": the step expected, "same": its state
 is the one saved at that step, byte for byte, "log": what xtimer.ckpt said, "error": the
 exception, if any}). Every load follows a training step that no save holds.
+  memory       a MEMORY save after a DISK save loads from memory (DeepSpeed's own classes, its
+               ZeRO stage enum among them, pass the restricted unpickler);
   hostile      the memory snapshot's pickled skeleton calls os.system (as bytes someone else
                could write into shared memory would): it must not run ("ran": the file it would
                make), and the DISK save of step 1 loads;
@@ -219,6 +221,12 @@ def one(engine):
     d, shm = folder("hostile")
     ck = checkpointer(engine, d, shm)
     _, d1 = disk_save(engine, ck, d)
+    # First a real snapshot: DeepSpeed's own classes are on the allow-list (it loads from memory).
+    train(engine)
+    ck.save_checkpoint(d, storage_type=StorageType.MEMORY)
+    dm = engine.global_steps, digest(engine)
+    step, _, err, lines = load(engine, ck, d)
+    record("one.jsonl", case="memory", **got(engine, step, dm), log=lines, error=err)
     train(engine)
     mark = os.path.join(OUT, "hostile-ran")
     evil_snapshot(ck, engine.global_steps, mark)

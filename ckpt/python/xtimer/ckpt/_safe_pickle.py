@@ -82,10 +82,32 @@ class _Unpickler(pickle.Unpickler):
     def find_class(self, module, name):
         if (module, name) in _ALLOWED:
             return super().find_class(module, name)
+        if (module, name) == ("builtins", "getattr"):
+            return self._enum_member
         raise UnsafePickle(
             "%s names %s.%s, which a checkpoint may not contain here (only containers, numbers, "
             "strings, NumPy and torch types, and the format's own classes are read from files and "
             "shared memory that other users could write); it is not used" % (self._what, module, name)
+        )
+
+
+    def _enum_member(self, cls, name, *default):
+        """getattr as a pickle names it for an Enum member (Python 3.11 pickles one as
+        `getattr(TheEnum, "name")`): only a member of an allowed Enum, never any other attribute."""
+        import enum
+
+        if (
+            not default
+            and isinstance(cls, type)
+            and issubclass(cls, enum.Enum)
+            and (cls.__module__, cls.__qualname__) in _ALLOWED
+            and isinstance(name, str)
+            and name in cls.__members__
+        ):
+            return cls.__members__[name]
+        raise UnsafePickle(
+            "%s calls getattr(%r, %r), which a checkpoint may not do here (only a member of an allowed Enum "
+            "is read this way); it is not used" % (self._what, cls, name)
         )
 
 
