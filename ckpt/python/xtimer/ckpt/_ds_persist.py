@@ -177,9 +177,10 @@ class _SumWriter:
         return _hex(s)
 
 
-def file_checksum(fd, chunk=16 << 20):
+def file_checksum(fd, chunk=1 << 20):
     """(bytes, checksum) of an open file, read from its start in chunks (each a whole number of
-    8-byte words but the last, so that their checksums combine)."""
+    8-byte words but the last, so that their checksums combine) into one buffer that stays in
+    the CPU's cache. Not mapped: a file truncated under a mapping would kill the process."""
     mv = memoryview(bytearray(chunk))
     total, s = 0, (0, 0)
     try:
