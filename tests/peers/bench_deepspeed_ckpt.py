@@ -16,9 +16,10 @@ Then (PHASES=save,load by default; PHASES=load for the loads alone) what checkin
 on a load: one more DISK save, then REPEATS loads of its tag each way, alternating, in the same
 process: DeepSpeed's own engine.load_checkpoint, ours with the check of every file's size and
 checksum against the persister's marker (what a load does), ours without it (the check switched
-off), the check alone, and the same reads with zlib.crc32 (the alternative checksum); the files are in the page cache (just written), as on a restart soon
-after a save. PARAMS=64e6 makes the tag's files 1 GiB (16 bytes per parameter: the fp32 weights,
-the fp32 master copy and Adam's two moments).
+off), the check alone, and the same reads with zlib.crc32 (the alternative checksum); the files
+are in the page cache (just written), as on a restart soon after a save. PARAMS=64e6 makes the
+tag's files 1 GiB (16 bytes per parameter: the fp32 weights, the fp32 master copy and Adam's two
+moments).
 """
 import importlib
 import os

@@ -90,7 +90,10 @@ def one(args, peers, out, env):
     r = got.get("hostile", {})
     check(r.get("ran") is False, "hostile skeleton: the code it names did not run")
     check(r.get("same") is True and not r.get("error"), f"hostile skeleton: the DISK save loads {loaded(r)}")
-    check(said(r, "posix.system", "loading DeepSpeed's files"), f"hostile skeleton: one line names posix.system ({r.get('log')})")
+    check(
+        said(r, "posix.system", "loading DeepSpeed's files"),
+        f"hostile skeleton: one line names posix.system ({r.get('log')})",
+    )
 
     r = got.get("client", {})
     check(r.get("saved2") is True, "client_state of the user's class: the MEMORY save is taken")
@@ -155,7 +158,10 @@ def ranks(args, peers, out, env):
             )
     check(said(got.get(("ctl", 1), {}), ctl), "rank 1's control file corrupt: a line on rank 1 names it")
     check(not any(r.get("ran") for r in got.values()), "rank 1's skeleton hostile: the code it names did not run")
-    check(said(got.get(("hostile", 1), {}), "posix.system"), "rank 1's skeleton hostile: a line on rank 1 names posix.system")
+    check(
+        said(got.get(("hostile", 1), {}), "posix.system"),
+        "rank 1's skeleton hostile: a line on rank 1 names posix.system",
+    )
     check(
         said(got.get(("bitflip", 0), {}), "zero_pp_rank_1_mp_rank_00_optim_states.pt", "damaged"),
         "a flipped bit in rank 1's file: named on rank 0 too (the ranks agree)",
@@ -179,9 +185,16 @@ def main():
     peers = peers_or_skip(args.peers)
     packages_or_skip(peers)
     out = tempfile.mkdtemp(prefix=f"xtimer-ds-trust-{args.which}-")
-    shm = tempfile.mkdtemp(prefix=f"xtimer-ds-trust-{args.which}-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    shm = tempfile.mkdtemp(
+        prefix=f"xtimer-ds-trust-{args.which}-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
+    )
     env = base_env(
-        out, os.pathsep.join([args.pypath, HERE]), SHM_ROOT=shm, XTIMER_CKPT_PERSIST_ON_FAILURE="0", DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1"
+        out,
+        os.pathsep.join([args.pypath, HERE]),
+        SHM_ROOT=shm,
+        XTIMER_CKPT_PERSIST_ON_FAILURE="0",
+        DS_ACCELERATOR="cpu",
+        OMP_NUM_THREADS="1",
     )
     try:
         {"one": one, "ranks": ranks}[args.which](args, peers, out, env)

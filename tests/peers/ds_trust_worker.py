@@ -11,8 +11,9 @@ exception, if any}). Every load follows a training step that no save holds.
                could write into shared memory would): it must not run ("ran": the file it would
                make), and the DISK save of step 1 loads;
   client       a DISK save at step 1 with a client_state of the user's own class
-               (ds_trust_thing.Thing; the persister writes it), a MEMORY save at step 2 with another: the snapshot is not
-               used (one line names the class) and step 1 loads with its client_state;
+               (ds_trust_thing.Thing; the persister writes it), a MEMORY save at step 2 with
+               another: the snapshot is not used (one line names the class) and step 1 loads
+               with its client_state;
   fifo-*       DISK saves at steps 1 and 2, then a FIFO where `latest`, step 2's xtimer_step,
                its marker or its optimizer file was: the load (from disk, no memory snapshot)
                returns instead of waiting on it ("hung" if SIGALRM had to end it after 45 s),
@@ -34,7 +35,6 @@ MODE=save2, then MODE=load2 (2 ranks, a job of two processes each time):
 save2 writes $OUT/save2.json (per case and rank: the control file, the digests of steps 1 and
 2); load2 writes one JSON line per case and rank to $OUT/load2.jsonl.
 """
-import glob
 import hashlib
 import importlib
 import json

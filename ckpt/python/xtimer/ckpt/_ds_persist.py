@@ -75,7 +75,9 @@ def open_regular(path, follow=True, max_bytes=None):
         raise
     except OSError as e:
         if e.errno == errno.ELOOP and not follow:
-            raise CheckpointError(f"{path} is a symbolic link; xtimer reads its own files only under their own name") from None
+            raise CheckpointError(
+                f"{path} is a symbolic link; xtimer reads its own files only under their own name"
+            ) from None
         raise CheckpointError(f"{path}: cannot open it: {e.strerror}") from None
     try:
         st = os.fstat(fd)
@@ -353,7 +355,11 @@ def persist(ck, rank, step, extra, copied):
     _write_new(os.path.join(tag_dir, DONE % rank), lambda out: out.write(mine))
     fsync_dir(tag_dir)
     # The last rank of the step to finish says the tag is complete.
-    lock = os.open(os.path.join(tag_dir, ".xtimer.lock"), os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    lock = os.open(
+        os.path.join(tag_dir, ".xtimer.lock"),
+        os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o644,
+    )
     with os.fdopen(lock, "rb") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         if any(_done_step(os.path.join(tag_dir, DONE % r)) != step for r in range(world)):

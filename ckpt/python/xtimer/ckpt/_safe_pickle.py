@@ -52,8 +52,9 @@ allow_names(
 )
 # NumPy arrays and scalars, under both module paths (numpy 1.x `core`, 2.x `_core`).
 for _core in ("numpy.core", "numpy._core"):
-    allow_names((_core + ".multiarray", "_reconstruct"), (_core + ".multiarray", "scalar"),
-                (_core + ".numeric", "_frombuffer"))
+    allow_names(
+        (_core + ".multiarray", "_reconstruct"), (_core + ".multiarray", "scalar"), (_core + ".numeric", "_frombuffer")
+    )
 allow_names(("numpy", "ndarray"), ("numpy", "dtype"))
 
 
@@ -90,7 +91,6 @@ class _Unpickler(pickle.Unpickler):
             "shared memory that other users could write); it is not used" % (self._what, module, name)
         )
 
-
     def _enum_member(self, cls, name, *default):
         """getattr as a pickle names it for an Enum member (Python 3.11 pickles one as
         `getattr(TheEnum, "name")`): only a member of an allowed Enum, never any other attribute."""
@@ -118,12 +118,20 @@ def load(file, what, persistent_load=None):
         return _Unpickler(file, what, persistent_load).load()
     except UnsafePickle:
         raise
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError,
-            ImportError, IndexError, KeyError, MemoryError) as e:
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        ImportError,
+        IndexError,
+        KeyError,
+        MemoryError,
+    ) as e:
         raise UnsafePickle("%s is not a readable pickle (%s: %s)" % (what, type(e).__name__, e)) from None
 
 
 def loads(data, what, persistent_load=None):
     """`load` from bytes (or anything with the buffer protocol)."""
     return load(io.BytesIO(memoryview(data).cast("B")), what, persistent_load)
-

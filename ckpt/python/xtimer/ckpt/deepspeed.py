@@ -58,6 +58,7 @@ from .. import _ckpt
 from . import _safe_pickle
 from ._ds_persist import (
     DONE,
+    STEP_FILE,
     _pack,
     _unpack,
     file_checksum,
@@ -799,5 +800,7 @@ def _file_problems(tag_dir, name, want, marked, marker):
     finally:
         os.close(fd)
     if got != written:
-        return [f"{path} does not match the checksum its persister recorded ({written}, now {got}): the file is damaged"]
+        return [
+            f"{path} does not match the checksum its persister recorded ({written}, now {got}): the file is damaged"
+        ]
     return []
