@@ -11,6 +11,15 @@ and DISK save, on the same ZeRO-2 engine in the same run, with a copy of the sam
 PARAMS (default 32M) fp32 parameters; Adam adds two moments and ZeRO an fp32 master copy. The
 checkpointer loads first (nothing there), as a job that resumes does, which starts its persister.
 Each round's files are removed after it (the disk may be small).
+
+Then (PHASES=save,load by default; PHASES=load for the loads alone) what checking the files costs
+on a load: one more DISK save, then REPEATS loads of its tag each way, alternating, in the same
+process: DeepSpeed's own engine.load_checkpoint, ours with the check of every file's size and
+checksum against the persister's marker (what a load does), ours without it (the check switched
+off), the check alone, and the same reads with zlib.crc32 (the alternative checksum); the files
+are in the page cache (just written), as on a restart soon after a save. PARAMS=64e6 makes the
+tag's files 1 GiB (16 bytes per parameter: the fp32 weights, the fp32 master copy and Adam's two
+moments).
 """
 import importlib
 import os
@@ -28,6 +37,7 @@ importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None  # s
 OUT = os.environ.get("OUT", "/tmp/xtimer-ds-bench")
 PARAMS = int(float(os.environ.get("PARAMS", "32e6")))
 REPEATS = int(os.environ.get("REPEATS", "3"))
+PHASES = os.environ.get("PHASES", "save,load").split(",")
 
 
 def median(xs):
@@ -57,6 +67,14 @@ def main():
     d_ds, d_x = os.path.join(OUT, "deepspeed"), os.path.join(OUT, "xtimer")
     ours = DeepSpeedCheckpointer(engine, d_x)
     ours.load_checkpoint(d_x)
+    if "save" in PHASES:
+        saves(engine, ours, tensors, nbytes, d_ds, d_x)
+    if "load" in PHASES:
+        loads(engine, ours, d_x)
+    shutil.rmtree(OUT, ignore_errors=True)
+
+
+def saves(engine, ours, tensors, nbytes, d_ds, d_x):
     times = {"copy": [], "deepspeed": [], "memory": [], "disk": [], "on_disk": []}
     skipped = 0
     for i in range(REPEATS):
@@ -92,7 +110,65 @@ def main():
         print(f"  {label:42s} {m:7.3f} s  {m / base:6.2f}x the copy  {[round(x, 3) for x in times[k]]}")
     if skipped:
         print(f"  ({skipped} of our saves were skipped: the figures do not hold)")
-    shutil.rmtree(OUT, ignore_errors=True)
+
+
+def crc32_files(tag_dir, chunk=1 << 20):
+    """zlib.crc32 of every *.pt file of a tag, read as the check reads them (the alternative)."""
+    import zlib
+
+    buf = memoryview(bytearray(chunk))
+    for n in sorted(os.listdir(tag_dir)):
+        if n.endswith(".pt"):
+            with open(os.path.join(tag_dir, n), "rb", buffering=0) as f:
+                c = 0
+                while True:
+                    got = f.readinto(buf)
+                    if not got:
+                        break
+                    c = zlib.crc32(buf[:got], c)
+
+
+def loads(engine, ours, d_x):
+    """A DISK save's tag loaded each way, REPEATS times, alternating (see the module's text)."""
+    import xtimer.ckpt.deepspeed as xds
+
+    engine.checkpoint_engine = ours._engine
+    ours.save_checkpoint(d_x, tag="load", storage_type=StorageType.DISK)
+    ours.wait_latest_checkpoint()
+    tag_dir = os.path.join(d_x, "load")
+    size = sum(os.path.getsize(os.path.join(tag_dir, n)) for n in os.listdir(tag_dir) if n.endswith(".pt"))
+    times = {"deepspeed": [], "checked": [], "unchecked": [], "check": [], "crc32": []}
+    for _ in range(REPEATS):
+        engine.checkpoint_engine = TorchCheckpointEngine()
+        t = time.perf_counter()
+        engine.load_checkpoint(d_x, tag="load")
+        times["deepspeed"].append(time.perf_counter() - t)
+        engine.checkpoint_engine = ours._engine
+        for checked in (True, False):
+            xds._CHECKSUMS = checked
+            t = time.perf_counter()
+            ours.load_checkpoint(d_x, tag="load")
+            times["checked" if checked else "unchecked"].append(time.perf_counter() - t)
+        xds._CHECKSUMS = True
+        t = time.perf_counter()
+        problems = xds._tag_problems(tag_dir, 0, 1)
+        times["check"].append(time.perf_counter() - t)
+        assert not problems, problems
+        t = time.perf_counter()
+        crc32_files(tag_dir)
+        times["crc32"].append(time.perf_counter() - t)
+    base = median(times["unchecked"])
+    print(f"load of one tag, {size / 2**30:.2f} GiB of DeepSpeed files, median of {REPEATS}")
+    for k, label in (
+        ("deepspeed", "DeepSpeed's engine.load_checkpoint"),
+        ("unchecked", "ours, files not checked (the baseline)"),
+        ("checked", "ours, every file's checksum checked"),
+        ("check", "the check alone"),
+        ("crc32", "the same reads with zlib.crc32 instead"),
+    ):
+        m = median(times[k])
+        print(f"  {label:42s} {m:7.3f} s  {m / base:6.2f}x ours unchecked  {[round(x, 3) for x in times[k]]}")
+    print(f"  the check reads {size / median(times['check']) / 2**30:.2f} GiB/s")
 
 
 if __name__ == "__main__":

@@ -3,34 +3,209 @@ writes the rank's shared-memory snapshot of a DISK save as DeepSpeed's own files
 
     python -m xtimer.ckpt._ds_persist '{"core_dir": ..., "rank": R, "shm_dir": ...}'
 
-For each request of STEP, {"save_dir": D, "world": W, "latest": bool} (_persister.serve): copies
-the current snapshot out of shared memory (the slot is pinned only for that copy; the buffers are
-reused by the next persist of the same layout) and says it has (copied()); writes each of the rank's files of the tag
-as DeepSpeed's engine does (torch.save of the same state dict) into D/<tag>/..., each into a
-temporary name, fsynced and renamed, then the folders fsynced; then D/<tag>/.xtimer-done-rank_R
-(the step, fsynced). The persister that finds the markers of all W ranks for this step (under a
-lock) writes D/<tag>/xtimer_step and, when asked, D/latest (both renamed into place, fsynced):
-`latest` never names a tag whose files are not all on disk, and a persister killed half way
-leaves the previous `latest` in place.
+For each request of STEP, {"save_dir": D, "world": W, "latest": bool, "skeletons": {file:
+sha256}} (_persister.serve): copies the current snapshot out of shared memory (the slot is
+pinned only for that copy; the buffers are reused by the next persist of the same layout) and
+says it has (copied()); checks that each file's pickled skeleton is the one the training process
+saved (the sha256 it sent through the persister's stdin: only then is it unpickled without
+restriction, as the training process's own objects, client_state classes included); writes each
+of the rank's files of the tag as DeepSpeed's engine does (torch.save of the same state dict)
+into D/<tag>/..., each into a temporary name, fsynced and renamed, then the folders fsynced;
+then D/<tag>/.xtimer-done-rank_R (JSON: the step, the world size and each file's size and
+checksum, computed while it was written; fsynced). The persister that finds the markers of all W
+ranks for this step (under a lock) writes D/<tag>/xtimer_step (JSON) and, when asked, D/latest
+(both renamed into place, fsynced): `latest` never names a tag whose files are not all on disk,
+and a persister killed half way leaves the previous `latest` in place.
 
-_pack and _unpack (one file's state dict as a pickled skeleton plus its tensors) live here so
-that the persister does not import DeepSpeed unless a skeleton names its classes.
+Shared with the loader (deepspeed.py), without importing DeepSpeed: _pack and _unpack (one
+file's state dict as a pickled skeleton plus its tensors; a skeleton read back from shared memory
+goes through the restricted unpickler, _safe_pickle), the file rule for every file of a tag
+(open_regular: a FIFO, device or folder is refused at once, never waited on), the markers and
+the checksum of a file.
 """
+import errno
 import fcntl
+import hashlib
 import io
 import json
 import os
 import pickle
+import stat
 import sys
 
 import numpy as np
 import torch
 
-from xtimer.ckpt._persister import fsync_dir, serve, write_atomic
-from xtimer.ckpt.checkpointer import Checkpointer, _ptr
+from xtimer import _ckpt
+from xtimer.ckpt import _safe_pickle
+from xtimer.ckpt._persister import fsync_dir, serve
+from xtimer.ckpt.checkpointer import Checkpointer, CheckpointError, _ptr
 
-STEP_FILE = "xtimer_step"  # in <dir>/<tag>/: the engine's global_steps of a DISK save
-DONE = ".xtimer-done-rank_%d"  # in <dir>/<tag>/: this rank's files of the step are on disk
+STEP_FILE = "xtimer_step"  # in <dir>/<tag>/: JSON, the step of a DISK save whose files are all there
+DONE = ".xtimer-done-rank_%d"  # in <dir>/<tag>/: JSON, this rank's files of the step are on disk
+CHECKSUM = "xtimer-fletcher64"  # the core's checksum (ckpt/checksum.h), "a:b" in hex
+_SIDECAR_BYTES = 1 << 20  # the most a marker, xtimer_step or `latest` holds
+
+
+# --- the rule for the files of a checkpoint folder (common/regular_file.h, in Python)
+
+
+def kind_of(mode):
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISLNK, "a symbolic link"),
+    ):
+        if test(mode):
+            return name
+    return "not a file"
+
+
+def open_regular(path, follow=True, max_bytes=None):
+    """A read-only descriptor of path if it is a regular file: opened with O_NONBLOCK (a FIFO
+    never blocks the open) and O_NOFOLLOW unless `follow`, then checked with fstat. Raises
+    FileNotFoundError when it does not exist, CheckpointError naming it otherwise."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        if e.errno == errno.ELOOP and not follow:
+            raise CheckpointError(
+                f"{path} is a symbolic link; xtimer reads its own files only under their own name"
+            ) from None
+        raise CheckpointError(f"{path}: cannot open it: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise CheckpointError(f"{path} is {kind_of(st.st_mode)}, not a regular file; remove it")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise CheckpointError(f"{path} is {st.st_size} bytes, more than such a file holds; is it the right file?")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_small(path, follow=False):
+    """The bytes of a small sidecar file by the rule above."""
+    fd = open_regular(path, follow, _SIDECAR_BYTES)
+    with os.fdopen(fd, "rb") as f:
+        return f.read(_SIDECAR_BYTES + 1)
+
+
+def read_json(path):
+    """A JSON sidecar (marker, xtimer_step) by the rule; None when it does not exist. Raises
+    CheckpointError naming it when it is not a regular file or not JSON."""
+    try:
+        data = read_small(path)
+    except FileNotFoundError:
+        return None
+    try:
+        return json.loads(data.decode())
+    except (UnicodeDecodeError, ValueError):
+        raise CheckpointError(f"{path} is not JSON (damaged?)") from None
+
+
+def tag_step(tag_dir):
+    """(step, world) of a tag whose files xtimer's persisters all wrote (its xtimer_step; world
+    None when written before it was recorded), None when it has none. Raises CheckpointError as
+    read_json."""
+    v = read_json(os.path.join(tag_dir, STEP_FILE))
+    if v is None:
+        return None
+    if isinstance(v, int) and not isinstance(v, bool):  # "N\n": xtimer_step before it was JSON
+        return v, None
+    if isinstance(v, dict) and isinstance(v.get("step"), int) and isinstance(v.get("world"), int):
+        return v["step"], v["world"]
+    raise CheckpointError(f"{os.path.join(tag_dir, STEP_FILE)} does not hold a step (damaged?)")
+
+
+# --- checksums
+
+
+def _combine(first, words, second):
+    """The checksum of A + B from A's (a, b), A's length in 8-byte words, and B's (a, b)."""
+    m = (1 << 64) - 1
+    return (first[0] + second[0]) & m, (first[1] + second[1] + words * second[0]) & m
+
+
+def _hex(c):
+    return "%016x:%016x" % c
+
+
+class _SumWriter:
+    """A binary file that checksums what is written to it (the core's checksum, at memory speed;
+    pieces are combined, so the bytes are never held or read again)."""
+
+    def __init__(self, f):
+        self.f = f
+        self.sum = (0, 0)
+        self.words = 0
+        self.tail = b""  # < 8 bytes not yet summed
+        self.bytes = 0
+
+    def write(self, data):
+        mv = memoryview(data).cast("B")
+        n = self.f.write(mv)
+        self.bytes += len(mv)
+        if self.tail:
+            need = 8 - len(self.tail)
+            self.tail += bytes(mv[:need])
+            mv = mv[need:]
+            if len(self.tail) < 8:
+                return n
+            self._add(self.tail)
+            self.tail = b""
+        whole = len(mv) - len(mv) % 8
+        if whole:
+            self._add(mv[:whole])
+        self.tail = bytes(mv[whole:])
+        return n
+
+    def _add(self, piece):
+        self.sum = _combine(self.sum, self.words, _ckpt.checksum(piece))
+        self.words += len(piece) // 8
+
+    def flush(self):
+        self.f.flush()
+
+    def checksum(self):
+        s = _combine(self.sum, self.words, _ckpt.checksum(self.tail)) if self.tail else self.sum
+        return _hex(s)
+
+
+def file_checksum(fd, chunk=1 << 20):
+    """(bytes, checksum) of an open file, read from its start in chunks (each a whole number of
+    8-byte words but the last, so that their checksums combine) into one buffer that stays in
+    the CPU's cache. Not mapped: a file truncated under a mapping would kill the process."""
+    mv = memoryview(bytearray(chunk))
+    total, s = 0, (0, 0)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+    except (AttributeError, OSError):
+        pass
+    with os.fdopen(os.dup(fd), "rb", buffering=0) as f:
+        f.seek(0)
+        while True:
+            n = 0
+            while n < chunk:
+                got = f.readinto(mv[n:])
+                if not got:
+                    break
+                n += got
+            if n:
+                s = _combine(s, total // 8, _ckpt.checksum(mv[:n]))
+                total += n
+            if n < chunk:
+                return total, _hex(s)
+
+
+# --- the snapshot's files
 
 
 def _pack(obj):
@@ -49,22 +224,72 @@ def _pack(obj):
     return np.frombuffer(buf.getvalue(), dtype=np.uint8).copy(), tensors
 
 
-def _unpack(skeleton, tensors):
-    class U(pickle.Unpickler):
-        def persistent_load(self, pid):
-            _, i, is_param, requires_grad = pid
-            t = tensors[i]
-            return torch.nn.Parameter(t, requires_grad=requires_grad) if is_param else t
+def skeleton_digest(skeleton):
+    return hashlib.sha256(np.asarray(skeleton).tobytes()).hexdigest()
 
-    return U(io.BytesIO(np.asarray(skeleton).tobytes())).load()
+
+def _unpack(skeleton, tensors, what=None):
+    """The state dict of one file. With `what` (where the skeleton comes from, for the message)
+    only the classes _safe_pickle allows are built, and anything else raises UnsafePickle (a
+    CheckpointError) naming the class; without it (a skeleton whose digest the training process
+    that pickled it vouched for) the pickle is read as the training process wrote it."""
+
+    def persistent_load(pid):
+        if not (isinstance(pid, tuple) and len(pid) == 4 and pid[0] == "t" and type(pid[1]) is int):
+            raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")
+        _, i, is_param, requires_grad = pid
+        if not 0 <= i < len(tensors) or not isinstance(tensors[i], torch.Tensor):
+            raise pickle.UnpicklingError(f"tensor {i} is not in the snapshot")
+        t = tensors[i]
+        return torch.nn.Parameter(t, requires_grad=bool(requires_grad)) if is_param else t
+
+    data = np.asarray(skeleton).tobytes()
+    if what is not None:
+        return _safe_pickle.loads(data, what, persistent_load)
+
+    class U(pickle.Unpickler):
+        pass
+
+    u = U(io.BytesIO(data))
+    u.persistent_load = persistent_load
+    return u.load()
+
+
+def inside(rel):
+    """rel (a path a snapshot names) if it stays inside the folder it is joined to, else None."""
+    if not isinstance(rel, str) or not rel or "\0" in rel:
+        return None
+    p = os.path.normpath(rel)
+    if os.path.isabs(p) or p == "." or p == ".." or p.startswith("../"):
+        return None
+    return p
+
+
+# --- the persister
 
 
 def _done_step(path):
     try:
-        with open(path) as f:
-            return int(json.load(f)["step"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return int(read_json(path)["step"])
+    except (CheckpointError, KeyError, TypeError, ValueError):
         return None
+
+
+def _write_new(path, write):
+    """write(file) into path.tmp (a new file: whatever lay there, a FIFO included, is removed
+    first, never opened), fsync, rename over path (the folder's fsync is the caller's)."""
+    tmp = path + ".tmp"
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        out = write(f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.rename(tmp, path)
+    return out
 
 
 _BUFFERS = {}  # (entry name, dtype, shape) -> buffer of the previous persist
@@ -94,29 +319,56 @@ def persist(ck, rank, step, extra, copied):
     snap = _copy_out(ck, rank, step)
     copied()
     save_dir, world, tag = extra["save_dir"], int(extra["world"]), snap["tag"]
+    vouched = extra.get("skeletons") or {}
     tag_dir = os.path.join(save_dir, tag)
     os.makedirs(tag_dir, exist_ok=True)
     folders = {tag_dir}
+    sums = {}
     for rel, f in snap["files"].items():
+        # Only the bytes the training process pickled are unpickled as it wrote them: a snapshot
+        # changed in shared memory since (by anyone who can write there) is not written.
+        if inside(rel) is None or vouched.get(rel) != skeleton_digest(f["skeleton"]):
+            raise RuntimeError(
+                f"the snapshot of step {step} in shared memory is not the one this rank saved (its file {rel!r} "
+                "differs); nothing of it is written"
+            )
         path = os.path.join(save_dir, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         folders.add(os.path.dirname(path))
-        state = _unpack(f["skeleton"], f["tensors"])
-        write_atomic(path, lambda out: torch.save(state, out))
+        try:
+            state = _unpack(f["skeleton"], f["tensors"])
+        except (AttributeError, ImportError) as e:
+            raise RuntimeError(
+                f"{rel} holds a class this process cannot import ({e}); a class in a DISK save's state must come "
+                "from a module on the path (a class defined in the training script itself cannot be persisted)"
+            ) from None
+
+        def write(out, state=state):
+            w = _SumWriter(out)
+            torch.save(state, w)
+            return {"bytes": w.bytes, "sum": w.checksum()}
+
+        sums[os.path.relpath(path, tag_dir)] = _write_new(path, write)
     for d in sorted(folders, key=len, reverse=True):
         fsync_dir(d)
-    mine = json.dumps({"step": step, "world": world}).encode()
-    write_atomic(os.path.join(tag_dir, DONE % rank), lambda out: out.write(mine))
+    mine = json.dumps({"step": step, "world": world, "checksum": CHECKSUM, "files": sums}, indent=1).encode()
+    _write_new(os.path.join(tag_dir, DONE % rank), lambda out: out.write(mine))
     fsync_dir(tag_dir)
     # The last rank of the step to finish says the tag is complete.
-    with open(os.path.join(tag_dir, ".xtimer.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    lock = os.open(
+        os.path.join(tag_dir, ".xtimer.lock"),
+        os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o644,
+    )
+    with os.fdopen(lock, "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
         if any(_done_step(os.path.join(tag_dir, DONE % r)) != step for r in range(world)):
             return
-        write_atomic(os.path.join(tag_dir, STEP_FILE), lambda out: out.write(f"{step}\n".encode()))
+        done = json.dumps({"format": "xtimer-deepspeed-step", "version": 1, "step": step, "world": world})
+        _write_new(os.path.join(tag_dir, STEP_FILE), lambda out: out.write(done.encode() + b"\n"))
         fsync_dir(tag_dir)
         if extra.get("latest"):
-            write_atomic(os.path.join(save_dir, "latest"), lambda out: out.write(tag.encode()))
+            _write_new(os.path.join(save_dir, "latest"), lambda out: out.write(tag.encode()))
             fsync_dir(save_dir)
 
 
