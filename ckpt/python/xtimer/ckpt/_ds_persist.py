@@ -38,7 +38,7 @@ import torch
 
 from xtimer import _ckpt
 from xtimer.ckpt import _safe_pickle
-from xtimer.ckpt._persister import fsync_dir, serve
+from xtimer.ckpt._persister import fsync_dir, serve, write_atomic
 from xtimer.ckpt.checkpointer import Checkpointer, CheckpointError, _ptr
 
 STEP_FILE = "xtimer_step"  # in <dir>/<tag>/: JSON, the step of a DISK save whose files are all there
@@ -275,23 +275,6 @@ def _done_step(path):
         return None
 
 
-def _write_new(path, write):
-    """write(file) into path.tmp (a new file: whatever lay there, a FIFO included, is removed
-    first, never opened), fsync, rename over path (the folder's fsync is the caller's)."""
-    tmp = path + ".tmp"
-    try:
-        os.unlink(tmp)
-    except FileNotFoundError:
-        pass
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    with os.fdopen(fd, "wb") as f:
-        out = write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.rename(tmp, path)
-    return out
-
-
 _BUFFERS = {}  # (entry name, dtype, shape) -> buffer of the previous persist
 
 
@@ -348,11 +331,11 @@ def persist(ck, rank, step, extra, copied):
             torch.save(state, w)
             return {"bytes": w.bytes, "sum": w.checksum()}
 
-        sums[os.path.relpath(path, tag_dir)] = _write_new(path, write)
+        sums[os.path.relpath(path, tag_dir)] = write_atomic(path, write)
     for d in sorted(folders, key=len, reverse=True):
         fsync_dir(d)
     mine = json.dumps({"step": step, "world": world, "checksum": CHECKSUM, "files": sums}, indent=1).encode()
-    _write_new(os.path.join(tag_dir, DONE % rank), lambda out: out.write(mine))
+    write_atomic(os.path.join(tag_dir, DONE % rank), lambda out: out.write(mine))
     fsync_dir(tag_dir)
     # The last rank of the step to finish says the tag is complete.
     lock = os.open(
@@ -365,10 +348,10 @@ def persist(ck, rank, step, extra, copied):
         if any(_done_step(os.path.join(tag_dir, DONE % r)) != step for r in range(world)):
             return
         done = json.dumps({"format": "xtimer-deepspeed-step", "version": 1, "step": step, "world": world})
-        _write_new(os.path.join(tag_dir, STEP_FILE), lambda out: out.write(done.encode() + b"\n"))
+        write_atomic(os.path.join(tag_dir, STEP_FILE), lambda out: out.write(done.encode() + b"\n"))
         fsync_dir(tag_dir)
         if extra.get("latest"):
-            _write_new(os.path.join(save_dir, "latest"), lambda out: out.write(tag.encode()))
+            write_atomic(os.path.join(save_dir, "latest"), lambda out: out.write(tag.encode()))
             fsync_dir(save_dir)
 
 

@@ -131,10 +131,10 @@ def fsync_dir(path):
 
 
 def write_atomic(path, write):
-    """write(file) into path.tmp, fsync, rename over path (the folder's fsync is the caller's).
-    Whatever lies at path.tmp (a file left by a killed writer, or a FIFO or link planted there,
-    which would block the open or redirect the write) is removed first, and the file is created
-    anew (O_EXCL | O_NOFOLLOW)."""
+    """write(file) into path.tmp, fsync, rename over path (the folder's fsync is the caller's);
+    returns what write returned. Whatever lies at path.tmp (a file left by a killed writer, or a
+    FIFO or link planted there, which would block the open or redirect the write) is removed
+    first, and the file is created anew (O_EXCL | O_NOFOLLOW)."""
     tmp = path + ".tmp"
     try:
         os.unlink(tmp)
@@ -142,10 +142,11 @@ def write_atomic(path, write):
         pass
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     with os.fdopen(fd, "wb") as f:
-        write(f)
+        out = write(f)
         f.flush()
         os.fsync(f.fileno())
     os.rename(tmp, path)
+    return out
 
 
 def serve(persist, what):
