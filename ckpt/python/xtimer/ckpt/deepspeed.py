@@ -61,15 +61,13 @@ from ._ds_persist import (
     STEP_FILE,
     _pack,
     _unpack,
-    file_checksum,
     inside,
-    kind_of,
-    open_regular,
     read_json,
     read_small,
     skeleton_digest,
     tag_step,
 )
+from ._files import file_checksum, kind_of, open_regular
 from ._persister import Persister
 from .checkpointer import Checkpointer, CheckpointError, StorageType, _agree, _node_snapshots, _ptr
 

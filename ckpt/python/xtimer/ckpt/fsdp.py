@@ -49,6 +49,8 @@ from torch.distributed.checkpoint.storage import StorageReader
 
 from .. import _ckpt
 from . import _safe_pickle
+from ._files import file_checksum as _file_checksum
+from ._files import kind_of, open_regular
 from ._persister import Persister
 from .checkpointer import CheckpointError, StorageType, _Entries, _live, _node_snapshots, _ptr
 
@@ -609,74 +611,27 @@ def _start_persister(owner, rank):
 # Loading
 
 
-def _kind(mode):
-    for test, name in (
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISDIR, "a folder"),
-        (stat.S_ISLNK, "a symbolic link"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
 def _open_regular(path):
-    """(descriptor, size) of the regular file at `path`; CheckpointError naming it for anything
-    else: missing, a FIFO (never waited on: the kind is checked before the open, and the open is
-    O_NONBLOCK), a device, a folder, a symbolic link (O_NOFOLLOW). The Python side of
-    common/regular_file.h's rule, for the files of a step folder."""
+    """(descriptor, size) of the regular file at `path` (_files.open_regular's rule, no link
+    followed); CheckpointError naming it for anything else, a missing file included."""
     try:
-        st = os.lstat(path)
+        fd = open_regular(path, follow=False)
     except FileNotFoundError:
         raise CheckpointError(f"{path} is missing") from None
-    except OSError as e:
-        raise CheckpointError(f"{path} cannot be read ({e.strerror})") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise CheckpointError(f"{path} is {_kind(st.st_mode)}, not a regular file")
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as e:
-        raise CheckpointError(f"{path} cannot be opened ({e.strerror})") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):  # replaced between the lstat and the open
-        os.close(fd)
-        raise CheckpointError(f"{path} is {_kind(st.st_mode)}, not a regular file")
-    return fd, st.st_size
-
-
-_CHUNK = 8 << 20  # bytes per read of a checksummed file (a multiple of 8: the pieces combine)
-_M64 = (1 << 64) - 1
+    return fd, os.fstat(fd).st_size
 
 
 def file_checksum(path):
-    """(size, checksum) of a regular file: the core's checksum (`xtimer._ckpt.checksum`, the 64-bit
-    Fletcher pair of docs/formats.md, "aaaa...:bbbb..." in hex), read in pieces of _CHUNK bytes
-    and combined. CheckpointError naming the file if it is not a regular file."""
-    fd, _ = _open_regular(path)
-    buf = bytearray(_CHUNK)
-    view = memoryview(buf)
-    a = b = n = 0  # the running Fletcher form (checksum.h): b = sum of (n - i) * w_i
-    size = 0
-    with os.fdopen(fd, "rb", buffering=0) as f:
-        while True:
-            got = f.readinto(view)
-            if not got:
-                break
-            size += got
-            pa, pb = _ckpt.checksum(view[:got])
-            pn = (got + 7) // 8
-            b = (b + pn * a + (pn + 1) * pa - pb) & _M64
-            a = (a + pa) & _M64
-            n += pn
-            if got < _CHUNK:  # only the last piece may be short (or a file growing under us)
-                rest = f.read()
-                if rest:
-                    raise CheckpointError(f"{path} changed while its checksum was computed")
-                break
-    return size, "%016x:%016x" % (a, ((n + 1) * a - b) & _M64)
+    """(size, checksum) of a regular file (_files.file_checksum); CheckpointError naming the file
+    if it is not a regular file or its size changed while it was read."""
+    fd, size = _open_regular(path)
+    try:
+        got, checksum = _file_checksum(fd)
+    finally:
+        os.close(fd)
+    if got != size:
+        raise CheckpointError(f"{path} changed while its checksum was computed")
+    return size, checksum
 
 
 def _member(step_dir, rel):
@@ -928,7 +883,7 @@ def _disk_steps(ckpt_dir):
             except OSError:
                 continue
             if not stat.S_ISREG(mode):
-                problem = problem or f"{os.path.join(d, e)} is {_kind(mode)}, not a regular file"
+                problem = problem or f"{os.path.join(d, e)} is {kind_of(mode)}, not a regular file"
             elif e == ".metadata":
                 complete = True
             elif m:
