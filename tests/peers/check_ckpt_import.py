@@ -15,7 +15,6 @@ named the file itself, finds nothing and starts from step 0 (--dlrover-second-jo
 """
 import argparse
 import glob
-import json
 import os
 import shutil
 import sys
@@ -25,19 +24,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 from checks import check, failures  # noqa: E402
-from peers import base_env, dlrover_buffers_removed, peers_or_skip, run  # noqa: E402
+from peers import base_env, dlrover_buffers_removed, peers_or_skip, rows, run  # noqa: E402
 
 DLROVER_IMPORT = "from dlrover.trainer.torch.flash_checkpoint.ddp import DdpCheckpointer, StorageType\n"
 XTIMER_IMPORT = "from xtimer.ckpt import DdpCheckpointer, StorageType\n"
 STEPS = 20
-
-
-def rows(path):
-    try:
-        with open(path) as f:
-            return [json.loads(line) for line in f if line.strip()]
-    except OSError:
-        return []
 
 
 def job(args, peers, out, label, script, second):

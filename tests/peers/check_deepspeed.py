@@ -25,19 +25,9 @@ import subprocess
 import time
 
 from checks import check
-from peers import base_env, run
+from peers import base_env, rows, run
 
 STEPS, CRASH_AT = 6, 5
-
-
-def rows(path):
-    import json
-
-    try:
-        with open(path) as f:
-            return [json.loads(line) for line in f if line.strip()]
-    except OSError:
-        return []
 
 
 def scenarios(args, peers, out, xtimer_run):

@@ -23,15 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 from checks import check, failures, free_port  # noqa: E402
-from peers import SKIP, base_env, peers_or_skip  # noqa: E402
-
-
-def rows(path):
-    try:
-        with open(path) as f:
-            return [json.loads(line) for line in f if line.strip()]
-    except OSError:
-        return []
+from peers import base_env, peers_or_skip, rows, SKIP  # noqa: E402
 
 
 def job(peers, env, nranks, name, timeout):

@@ -14,7 +14,6 @@ deepspeed: see deepspeed_worker.py.
 """
 import argparse
 import glob
-import json
 import os
 import shutil
 import sys
@@ -24,17 +23,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 from checks import check, failures  # noqa: E402
-from peers import SKIP, base_env, peers_or_skip, run  # noqa: E402
+from peers import base_env, peers_or_skip, rows, run, SKIP  # noqa: E402
 
 NEEDS = {"hf-trainer": ["transformers", "accelerate"], "deepspeed": ["deepspeed"]}
-
-
-def rows(path):
-    try:
-        with open(path) as f:
-            return [json.loads(line) for line in f if line.strip()]
-    except OSError:
-        return []
 
 
 def packages_or_skip(peers, names):

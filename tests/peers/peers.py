@@ -7,6 +7,7 @@ launcher; a real etcd and a free port come from tests/common/.
 """
 import contextlib
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -36,6 +37,15 @@ class Peers:
             if not os.access(exe, os.X_OK):
                 return exe
         return None
+
+
+def rows(path):
+    """The JSON lines of a file the workers append to ([] while it does not exist)."""
+    try:
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except OSError:
+        return []
 
 
 def peers_or_skip(path):

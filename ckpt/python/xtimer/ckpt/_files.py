@@ -56,7 +56,6 @@ def open_regular(path, follow=True, max_bytes=None):
     return fd
 
 
-
 def _combine(first, words, second):
     """The checksum of A + B from A's (a, b), A's length in 8-byte words, and B's (a, b)."""
     m = (1 << 64) - 1
