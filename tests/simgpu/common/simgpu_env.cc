@@ -1,4 +1,4 @@
-#include "common/env.h"
+#include "common/simgpu_env.h"
 
 #include <unistd.h>
 
