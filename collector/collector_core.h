@@ -50,8 +50,8 @@
 
 #include "collector.pb.h"
 #include "common/prometheus_text.h"
-#include "common/slowdown/judge.h"
-#include "common/slowdown/verdict.h"
+#include "slowdown/slowdown_judge.h"
+#include "slowdown/slowdown_verdict.h"
 
 namespace xtimer::collector {
 
@@ -139,7 +139,7 @@ class CollectorCore {
   // session.
   v1::UploadReply Upload(const v1::StackUpload& upload);
   // An agent's step records for the slowdown judge. false: unknown session (register again).
-  // Records that break the rules (common/slowdown/step_record.h) are dropped and counted, the
+  // Records that break the rules (common/steps/step_record.h) are dropped and counted, the
   // first reason logged (rate-limited). *reply, when given, gets the latest verdict with the
   // session's own ranks only (nothing before the first evaluation).
   bool Steps(const v1::StepsRequest& request, v1::Slowdown* reply = nullptr);

@@ -7,8 +7,8 @@
 
 #include "common/clock.h"
 #include "common/rank_metrics.h"
-#include "common/slowdown/slowdown_metrics.h"
-#include "common/slowdown/verdict_json.h"
+#include "slowdown/slowdown_metrics.h"
+#include "slowdown/slowdown_verdict_json.h"
 #include "common/stacks/rank_set.h"
 
 namespace xtimer::collector {

@@ -22,7 +22,7 @@
 #include "collector/dump_round.h"
 #include "collector/upload_refusal.h"
 #include "common/prometheus_text.h"
-#include "common/slowdown/verdict.h"
+#include "slowdown/slowdown_verdict.h"
 
 namespace xtimer::collector {
 

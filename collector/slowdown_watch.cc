@@ -2,8 +2,8 @@
 
 #include "common/atomic_file.h"
 #include "common/log.h"
-#include "common/slowdown/slowdown_proto.h"
-#include "common/slowdown/verdict_json.h"
+#include "slowdown/slowdown_proto.h"
+#include "slowdown/slowdown_verdict_json.h"
 
 namespace xtimer::collector {
 

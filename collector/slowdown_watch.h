@@ -1,4 +1,4 @@
-// The slowdown judge (common/slowdown/judge.h) inside the collector core: agents' step records
+// The slowdown judge (slowdown/slowdown_judge.h) inside the collector core: agents' step records
 // in (Steps calls, or the node agent's own), an evaluation every XTIMER_SLOW_INTERVAL seconds
 // (Tick), and what comes of it: out_dir/slowdown.json rewritten atomically, one log line when a
 // slowdown starts and one when it ends, the SAMPLE commands for the agents of the ranks the judge
@@ -18,8 +18,8 @@
 
 #include "collector.pb.h"
 #include "common/mutex.h"
-#include "common/slowdown/judge.h"
-#include "common/slowdown/verdict.h"
+#include "slowdown/slowdown_judge.h"
+#include "slowdown/slowdown_verdict.h"
 
 namespace xtimer::collector {
 

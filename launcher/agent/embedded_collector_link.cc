@@ -12,7 +12,7 @@
 #include "collector/collector_core.h"
 #include "common/identity.h"
 #include "common/log.h"
-#include "common/slowdown/slowdown_proto.h"
+#include "slowdown/slowdown_proto.h"
 #include "launcher/agent/collector_link.h"
 
 namespace xtimer {

@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "ckpt/saver.h"
-#include "common/slowdown/verdict.h"
+#include "slowdown/slowdown_verdict.h"
 #include "common/mutex.h"
 #include "launcher/agent/collector_link.h"
 #include "launcher/agent/rank_channel.h"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/log.h"
-#include "common/slowdown/step_json.h"
+#include "common/steps/step_json.h"
 
 namespace xtimer {
 

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/slowdown/step_record.h"
+#include "common/steps/step_record.h"
 
 #include "common/mutex.h"
 
@@ -26,7 +26,7 @@ namespace xtimer {
 bool ParseRankMessage(std::string_view bytes, nlohmann::json* msg, std::string* why);
 
 // The step records of a `steps` message (docs/formats.md, "Agent channel"): each element of
-// "records" read by the record rules (common/slowdown/step_json.h); a record of another rank
+// "records" read by the record rules (common/steps/step_json.h); a record of another rank
 // than the message's is not taken. Returns how many could not be used (*why: the first reason).
 size_t StepRecordsOf(const nlohmann::json& msg, std::vector<slowdown::StepRecord>* out, std::string* why);
 

@@ -14,7 +14,7 @@
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/log.h"
-#include "common/slowdown/step_file_writer.h"
+#include "common/steps/step_file_writer.h"
 #include "preload/steps/python_hooks.h"
 #include "preload/timing/event_pool.h"
 #include "preload/timing/launch_path.h"

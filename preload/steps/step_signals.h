@@ -4,7 +4,7 @@
 // start/end, Python GC and DataLoader time (python_hooks.h) and, while the node agent asks,
 // main-thread Python stack samples (python_sampler.h). Each record is appended to
 // <XTIMER_TIMELINE_PATH>/<rank>-<world>.steps.jsonl in the compact layout 2 (a header, dictionary
-// lines, one line per step: common/slowdown/step_file_writer.h) and handed to the agent link as a
+// lines, one line per step: common/steps/step_file_writer.h) and handed to the agent link as a
 // self-contained layout-1 JSON object, which it sends in batches.
 //
 // Everything runs on the poller thread, from what the poller already sees: nothing is added to
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "common/slowdown/step_file_writer.h"
+#include "common/steps/step_file_writer.h"
 #include "preload/steps/python_sampler.h"
 #include "preload/steps/step_book.h"
 #include "preload/steps/step_detector.h"

@@ -13,7 +13,7 @@
 #include <regex>
 
 #include "collector/collector_core.h"
-#include "common/slowdown/slowdown_proto.h"
+#include "slowdown/slowdown_proto.h"
 #include "tests/slowdown/synthetic_job.h"
 
 namespace xtimer::collector {

@@ -40,7 +40,7 @@ patterns = [
     r"(?<![\w-])((?:XTIMER)_[A-Z][A-Z0-9_]*[A-Z0-9])=",
     r"\$\{?((?:XTIMER)_[A-Z][A-Z0-9_]*[A-Z0-9])",
 ]
-product = ["common", "preload", "launcher", "collector", "viewer", "netprobe", "ckpt", "scripts"]
+product = ["common", "preload", "launcher", "collector", "viewer", "slowdown", "netprobe", "ckpt", "scripts"]
 used = set()
 for folder in product:
     for path in (root / folder).rglob("*"):

@@ -3,7 +3,7 @@
 
   thread_safety_check.py SOURCE_DIR BUILD_DIR
 
-1. Every mutex of the components with threads (collector/, launcher/, ckpt/, preload/, common/)
+1. Every mutex of the components (collector/, launcher/, ckpt/, preload/, common/, slowdown/)
    is the annotated Mutex of common/mutex.h: a bare std::mutex or std::condition_variable there is
    named and fails the check, so no lock escapes the analysis.
 2. Every source of the build that includes common/mutex.h (directly or through its own header) is
@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import sys
 
-COMPONENTS = ("collector/", "launcher/", "ckpt/", "preload/", "common/")
+COMPONENTS = ("collector/", "launcher/", "ckpt/", "preload/", "common/", "slowdown/")
 BARE = re.compile(r"\bstd::(mutex|condition_variable|lock_guard|unique_lock|scoped_lock)\b")
 ANALYSIS = ["-fsyntax-only", "-Wno-everything", "-Wthread-safety", "-Wthread-safety-beta", "-Werror"]
 # The broken rules of thread_safety_negative.cc and the diagnostic each must give.

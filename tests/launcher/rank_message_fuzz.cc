@@ -17,9 +17,9 @@
 
 #include "common/prometheus_text.h"
 #include "common/rank_metrics.h"
-#include "common/slowdown/judge.h"
-#include "common/slowdown/slowdown_metrics.h"
-#include "common/slowdown/verdict_json.h"
+#include "slowdown/slowdown_judge.h"
+#include "slowdown/slowdown_metrics.h"
+#include "slowdown/slowdown_verdict_json.h"
 #include "launcher/agent/rank_channel.h"
 #include "launcher/agent/rank_registry.h"
 

@@ -8,8 +8,8 @@
 #include <set>
 #include <sstream>
 
-#include "common/slowdown/judge.h"
-#include "common/slowdown/verdict_json.h"
+#include "slowdown/slowdown_judge.h"
+#include "slowdown/slowdown_verdict_json.h"
 #include "tests/slowdown/synthetic_job.h"
 
 namespace xtimer::slowdown {

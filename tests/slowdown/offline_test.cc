@@ -17,10 +17,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "common/slowdown/step_file_writer.h"
-#include "common/slowdown/step_json.h"
+#include "common/steps/step_file_writer.h"
+#include "common/steps/step_json.h"
+#include "slowdown/steps_folder.h"
 #include "tests/slowdown/synthetic_job.h"
-#include "viewer/steps_folder.h"
 
 namespace xtimer::slowdown {
 namespace {

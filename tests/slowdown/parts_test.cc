@@ -2,11 +2,11 @@
 // collective (lateness, wait, transfer), clock offsets, and the robust statistics.
 #include <gtest/gtest.h>
 
-#include "common/slowdown/attribution.h"
-#include "common/slowdown/clock_offsets.h"
-#include "common/slowdown/collectives.h"
-#include "common/slowdown/robust_stats.h"
-#include "common/slowdown/step_json.h"
+#include "common/steps/step_json.h"
+#include "slowdown/attribution.h"
+#include "slowdown/clock_offsets.h"
+#include "slowdown/collectives.h"
+#include "slowdown/robust_stats.h"
 
 namespace xtimer::slowdown {
 namespace {

@@ -1,4 +1,4 @@
-// The steps file's compact layout (common/slowdown/step_file_writer.h, step_json.h): records
+// The steps file's compact layout (common/steps/step_file_writer.h, step_json.h): records
 // written and read back equal, each string written once, layout-1 lines still read (alone and
 // after a layout-2 part), a lost header or dictionary line named once per file and the rest read,
 // corrupt and cut lines skipped, fields of the wrong type refused with the field named, strings
@@ -11,9 +11,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/slowdown/step_file_writer.h"
-#include "common/slowdown/step_json.h"
-#include "viewer/steps_folder.h"
+#include "common/steps/step_file_writer.h"
+#include "common/steps/step_json.h"
+#include "slowdown/steps_folder.h"
 
 namespace xtimer::slowdown {
 namespace {

@@ -31,7 +31,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/slowdown/step_json.h"
+#include "common/steps/step_json.h"
 
 extern "C" SIMGPU_KERNEL void sw_kernel(void** args) { simgpu_sleep_ns(*static_cast<int64_t*>(args[0])); }
 SIMGPU_KERNEL_PARAMS(sw_kernel, sizeof(int64_t));

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "common/slowdown/judge.h"
-#include "common/slowdown/step_record.h"
+#include "common/steps/step_record.h"
+#include "slowdown/slowdown_judge.h"
 
 namespace xtimer::slowdown::sim {
 

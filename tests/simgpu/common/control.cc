@@ -9,8 +9,8 @@
 #include <mutex>
 #include <string>
 
-#include "common/clock.h"
-#include "common/env.h"
+#include "common/simgpu_clock.h"
+#include "common/simgpu_env.h"
 
 namespace simgpu {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <mutex>
 
-#include "common/env.h"
+#include "common/simgpu_env.h"
 
 namespace simgpu {
 namespace {

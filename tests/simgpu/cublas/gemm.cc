@@ -3,8 +3,8 @@
 #include <library_types.h>
 #include <cublas_api.h>
 
-#include "common/clock.h"
-#include "common/env.h"
+#include "common/simgpu_clock.h"
+#include "common/simgpu_env.h"
 
 // Host "kernels": exported so dladdr/cuFuncGetName name them, each with the parameter table
 // (simgpu/kernel.h convention) that makes the driver copy the duration at launch.

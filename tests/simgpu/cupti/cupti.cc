@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "common/activity.h"
-#include "common/clock.h"
+#include "common/simgpu_clock.h"
 
 #define SIMGPU_EXPORT extern "C" __attribute__((visibility("default")))
 

@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "common/env.h"
+#include "common/simgpu_env.h"
 #include "driver/driver.h"
 
 namespace simgpu::drv {

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "common/activity.h"
-#include "common/clock.h"
+#include "common/simgpu_clock.h"
 #include "common/control.h"
 #include "driver/api_params.h"
 #include "driver/driver.h"

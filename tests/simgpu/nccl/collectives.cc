@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/driver_api.h"
-#include "common/env.h"
+#include "common/simgpu_env.h"
 #include "nccl/comm.h"
 #include "nccl/group.h"
 #include "nccl/reduce.h"

@@ -12,7 +12,7 @@
 #include <random>
 
 #include "common/driver_api.h"
-#include "common/env.h"
+#include "common/simgpu_env.h"
 #include "nccl/group.h"
 #include "nccl/reduce.h"
 

@@ -11,9 +11,9 @@
 #include <cstring>
 #include <deque>
 
-#include "common/clock.h"
+#include "common/simgpu_clock.h"
 #include "common/control.h"
-#include "common/env.h"
+#include "common/simgpu_env.h"
 #include "nccl/comm.h"
 #include "nccl/reduce.h"
 

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <thread>
 
-#include "common/env.h"
+#include "common/simgpu_env.h"
 
 extern "C" __attribute__((visibility("default"), noinline)) int simnccl_wait_for_peers(std::atomic<uint32_t>* word,
                                                                                        uint32_t seen, int timeout_ms) {
