@@ -32,9 +32,9 @@ int main(int argc, char** argv) {
   for (const std::string& n : options.notes) Log(LogLevel::kInfo, "run: %s", n.c_str());
   // The environment's settings, read once; the workers get theirs through their own environment
   // (run::WorkerVariables), never through this process's.
-  const run::RunSettings settings = run::RunSettings::FromEnv(options);
-  // --precheck: this node's GPUs before it joins (and before LD_PRELOAD below: the check's own
-  // process runs untimed). A node that fails never joins the rendezvous.
+  run::RunSettings settings = run::RunSettings::FromEnv(options);
+  // --precheck: this node's GPUs before it joins (the check's own process runs untimed: the
+  // preload goes to the workers only). A node that fails never joins the rendezvous.
   if (options.precheck >= 1) {
     run::PrecheckResult check = run::RunPrecheck(settings.gpu_check_timeout_s);
     for (const std::string& line : check.lines) Log(LogLevel::kInfo, "run: --precheck: %s", line.c_str());
@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
     }
     Log(LogLevel::kInfo, "run: --precheck: this node's GPUs passed");
   }
-  if (!SetPreloadEnvironment(&error)) {
+  // The workers' LD_PRELOAD and PYTHONPATH (a bad library: exit 2).
+  if (!PreloadVariables(&settings.preload, &error)) {
     std::fprintf(stderr, "xtimer_run: %s\n", error.c_str());
     return 2;
   }

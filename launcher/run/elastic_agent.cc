@@ -145,7 +145,8 @@ RunSettings RunSettings::FromEnv(const RunOptions& o) {
 }
 
 std::vector<std::string> WorkerVariables(const RunSettings& s) {
-  std::vector<std::string> vars = {"XTIMER_HANG_ACTION=" + s.hang_action};
+  std::vector<std::string> vars = s.preload;
+  vars.push_back("XTIMER_HANG_ACTION=" + s.hang_action);
   if (!s.persist_on_failure.empty()) vars.push_back("XTIMER_CKPT_PERSIST_ON_FAILURE=" + s.persist_on_failure);
   return vars;
 }
@@ -322,7 +323,8 @@ int ElasticAgent::CommPerfTest(const Round& round) {
       (long long)round.number, round.group_world_size * o_.nproc_per_node);
   WorkerGroup group;
   std::string error;
-  if (!group.Start(CommPerfSpecs(o_, round, Environment(), timeout_s), &error)) {
+  if (!group.Start(CommPerfSpecs(o_, round, WithVariables(Environment(), WorkerVariables(settings_)), timeout_s),
+                   &error)) {
     Log(LogLevel::kWarn, "run: --comm-perf-test could not start (%s); training starts anyway", error.c_str());
     return 0;
   }

@@ -36,12 +36,15 @@ struct RunSettings {
   // XTIMER_CKPT_PERSIST_ON_FAILURE for the workers' checkpointers: "0" under --save-at-breakpoint 0
   // when the user set nothing; "" leaves the workers' own (an explicit variable wins).
   std::string persist_on_failure;
+  // LD_PRELOAD and PYTHONPATH for the workers (launcher/preload_env.h), set by xtimer_run.
+  std::vector<std::string> preload;
 
   static RunSettings FromEnv(const RunOptions& o);
 };
 
 // The variables xtimer_run sets for its workers on top of what they inherit (KEY=VALUE): only
-// what the workers read (the preload's hang action, the checkpointer's persist-on-failure).
+// what the workers read (the preload itself, its hang action, the checkpointer's
+// persist-on-failure). --comm-perf-test's ranks get the same.
 std::vector<std::string> WorkerVariables(const RunSettings& s);
 
 // `base` with each KEY=VALUE of `vars` set (replacing that key's entry, else appended).
