@@ -79,7 +79,7 @@ std::string NotAPreloadableLibrary(const char* path) {
 
 // XTIMER_PYTHON_HOOKS: the hook module's folder (xtimer-site, beside the library) first on
 // PYTHONPATH, so a Python rank times its GC pauses and DataLoader waits (preload/steps/python/).
-void SetPythonPath(const std::string& library) {
+void AddPythonPath(const std::string& library, std::vector<std::string>* vars) {
   if (!env::Bool("XTIMER_PYTHON_HOOKS")) return;
   std::string site = library.substr(0, library.rfind('/')) + "/xtimer-site";
   if (access((site + "/sitecustomize.py").c_str(), R_OK) != 0) return;  // an install without it
@@ -89,12 +89,13 @@ void SetPythonPath(const std::string& library) {
     if ((":" + current + ":").find(":" + site + ":") != std::string::npos) return;  // nested launcher
     path += ":" + current;
   }
-  setenv("PYTHONPATH", path.c_str(), 1);
+  vars->push_back("PYTHONPATH=" + path);
 }
 
 }  // namespace
 
-bool SetPreloadEnvironment(std::string* error) {
+bool PreloadVariables(std::vector<std::string>* vars, std::string* error) {
+  vars->clear();
   char resolved[PATH_MAX];
   std::string lib = PreloadPath();
   if (realpath(lib.c_str(), resolved) == nullptr || access(resolved, R_OK) != 0) {
@@ -117,8 +118,18 @@ bool SetPreloadEnvironment(std::string* error) {
       preload += old;
     }
   }
-  setenv("LD_PRELOAD", preload.c_str(), 1);
-  SetPythonPath(resolved);
+  vars->push_back("LD_PRELOAD=" + preload);
+  AddPythonPath(resolved, vars);
+  return true;
+}
+
+bool SetPreloadEnvironment(std::string* error) {
+  std::vector<std::string> vars;
+  if (!PreloadVariables(&vars, error)) return false;
+  for (const std::string& kv : vars) {
+    const size_t eq = kv.find('=');
+    setenv(kv.substr(0, eq).c_str(), kv.c_str() + eq + 1, 1);
+  }
   return true;
 }
 

@@ -1,7 +1,5 @@
 // xtimer_run [torchrun options] SCRIPT [ARGS...]: torchrun's command line and worker
 // environment on a C++ agent that is also the node's xtimer agent (launcher/README.md).
-#include <stdlib.h>
-
 #include <cstdio>
 #include <string>
 
@@ -32,10 +30,13 @@ int main(int argc, char** argv) {
   }
   for (const std::string& w : options.warnings) Log(LogLevel::kWarn, "run: %s", w.c_str());
   for (const std::string& n : options.notes) Log(LogLevel::kInfo, "run: %s", n.c_str());
-  // --precheck: this node's GPUs before it joins (and before LD_PRELOAD below: the check's own
-  // process runs untimed). A node that fails never joins the rendezvous.
+  // The environment's settings, read once; the workers get theirs through their own environment
+  // (run::WorkerVariables), never through this process's.
+  run::RunSettings settings = run::RunSettings::FromEnv(options);
+  // --precheck: this node's GPUs before it joins (the check's own process runs untimed: the
+  // preload goes to the workers only). A node that fails never joins the rendezvous.
   if (options.precheck >= 1) {
-    run::PrecheckResult check = run::RunPrecheck(env::Double("XTIMER_GPU_CHECK_TIMEOUT", 1, 86400));
+    run::PrecheckResult check = run::RunPrecheck(settings.gpu_check_timeout_s);
     for (const std::string& line : check.lines) Log(LogLevel::kInfo, "run: --precheck: %s", line.c_str());
     if (!check.passed) {
       std::fprintf(stderr, "xtimer_run: --precheck: this node failed its GPU check, so it does not join the job: %s\n",
@@ -44,20 +45,11 @@ int main(int argc, char** argv) {
     }
     Log(LogLevel::kInfo, "run: --precheck: this node's GPUs passed");
   }
-  // --min-bandwidth is the network check's floor (launcher/run/network_check.h reads it).
-  if (options.min_bandwidth_mbps > 0)
-    setenv("XTIMER_NETCHECK_MIN_BANDWIDTH", std::to_string(options.min_bandwidth_mbps).c_str(), 1);
-  if (!SetPreloadEnvironment(&error)) {
+  // The workers' LD_PRELOAD and PYTHONPATH (a bad library: exit 2).
+  if (!PreloadVariables(&settings.preload, &error)) {
     std::fprintf(stderr, "xtimer_run: %s\n", error.c_str());
     return 2;
   }
-  // A hang restarts the workers (after the stacks are merged) unless the user chose otherwise.
-  if (const char* action = std::getenv("XTIMER_HANG_ACTION"); action == nullptr || *action == '\0')
-    setenv("XTIMER_HANG_ACTION", "restart", 1);
-  // --save-at-breakpoint 0: a failed worker's newest memory snapshot is not written out (the flag
-  // travels in each worker's checkpoint segment); an explicit variable wins.
-  if (!options.save_at_breakpoint && env::String("XTIMER_CKPT_PERSIST_ON_FAILURE").empty())
-    setenv("XTIMER_CKPT_PERSIST_ON_FAILURE", "0", 1);
 
   // Before any thread exists, the etcd rendezvous' included: a thread that does not block the
   // stop signals would take a SIGTERM and end the process at once, workers and all.
@@ -81,7 +73,7 @@ int main(int argc, char** argv) {
       agent.reset();
     }
   }
-  int status = run::ElasticAgent(options, std::move(rdzv), agent.get()).Run();
+  int status = run::ElasticAgent(options, settings, std::move(rdzv), agent.get()).Run();
   if (agent) agent->Stop();
   return status;
 }

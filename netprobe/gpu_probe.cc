@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "netprobe/probe_gpu_api.h"
-#include "netprobe/subprocess.h"
+#include "common/net/subprocess.h"
 #include "netprobe/wire.h"
 
 namespace xtimer::netprobe {
@@ -32,7 +32,7 @@ int Fail(const std::string& error) {
 }
 
 int NcclWorker(int rank, int64_t size, double timeout_s, const std::string& uid_hex) {
-  Deadline deadline = Deadline::In(timeout_s);
+  net::Deadline deadline = net::Deadline::In(timeout_s);
   CudaRt cu;
   Nccl nc;
   std::string error;
@@ -91,7 +91,7 @@ int NcclWorker(int rank, int64_t size, double timeout_s, const std::string& uid_
 }
 
 int LocalWorker(int64_t size, double timeout_s) {
-  Deadline deadline = Deadline::In(timeout_s);
+  net::Deadline deadline = net::Deadline::In(timeout_s);
   CudaRt cu;
   std::string error;
   if (!LoadCudaRt(&cu, &error)) return Fail(error);
@@ -159,8 +159,8 @@ int LocalWorker(int64_t size, double timeout_s) {
   return 0;
 }
 
-bool StartWorker(const std::vector<std::string>& args, Child* child, std::string* error) {
-  std::vector<std::string> argv = {SelfExe(), "--internal-worker"};
+bool StartWorker(const std::vector<std::string>& args, net::Child* child, std::string* error) {
+  std::vector<std::string> argv = {net::SelfExe(), "--internal-worker"};
   argv.insert(argv.end(), args.begin(), args.end());
   if (argv[0].empty()) {
     *error = "cannot find the path of xtimer_netprobe to start its GPU worker";
@@ -170,7 +170,7 @@ bool StartWorker(const std::vector<std::string>& args, Child* child, std::string
 }
 
 // Reads the worker's next answer as a JSON object with "ok" (or "uid" when expect_uid).
-bool ReadAnswer(Child* child, Deadline deadline, json* out, std::string* error) {
+bool ReadAnswer(net::Child* child, net::Deadline deadline, json* out, std::string* error) {
   std::string line;
   if (!child->ReadMarkedLine(kMarker, &line, deadline, error)) return false;
   json j = json::parse(line, nullptr, false);
@@ -257,9 +257,9 @@ int RunGpuWorker(const std::vector<std::string>& args) {
 }
 
 void RunNcclInitiator(int64_t size, const std::function<bool(const std::string&, std::string*)>& send_uid,
-                      Deadline deadline, TestResult* out) {
+                      net::Deadline deadline, TestResult* out) {
   out->completed = false;
-  Child child;
+  net::Child child;
   std::string error;
   json j;
   if (!StartWorker({"nccl", "0", std::to_string(size), Seconds(deadline.left_s())}, &child, &error) ||
@@ -290,7 +290,7 @@ void RunNcclInitiator(int64_t size, const std::function<bool(const std::string&,
     out->error = error.empty() ? "the GPU worker reported zero times" : error;
     return;
   }
-  child.Wait(Deadline::Earlier(deadline, Deadline::In(5)));
+  child.Wait(net::Deadline::Earlier(deadline, net::Deadline::In(5)));
   const double bytes = static_cast<double>(size);
   out->latency_us = lat;
   out->fwd_mbps = bytes / fwd / 1e6;
@@ -304,8 +304,8 @@ void RunNcclInitiator(int64_t size, const std::function<bool(const std::string&,
   out->completed = true;
 }
 
-bool RunNcclResponder(int64_t size, const std::string& uid_hex, Deadline deadline, std::string* error) {
-  Child child;
+bool RunNcclResponder(int64_t size, const std::string& uid_hex, net::Deadline deadline, std::string* error) {
+  net::Child child;
   json j;
   if (!StartWorker({"nccl", "1", std::to_string(size), Seconds(deadline.left_s()), uid_hex}, &child, error) ||
       !ReadAnswer(&child, deadline, &j, error)) {
@@ -313,14 +313,14 @@ bool RunNcclResponder(int64_t size, const std::string& uid_hex, Deadline deadlin
     return false;
   }
   if (!CheckOk(j, error)) return false;
-  child.Wait(Deadline::Earlier(deadline, Deadline::In(5)));
+  child.Wait(net::Deadline::Earlier(deadline, net::Deadline::In(5)));
   return true;
 }
 
-LocalResult RunLocalGpuCheck(int64_t size, Deadline deadline) {
+LocalResult RunLocalGpuCheck(int64_t size, net::Deadline deadline) {
   LocalResult r;
   r.ran = true;
-  Child child;
+  net::Child child;
   std::string error;
   json j;
   if (!StartWorker({"local", std::to_string(size), Seconds(deadline.left_s())}, &child, &error) ||
@@ -328,7 +328,7 @@ LocalResult RunLocalGpuCheck(int64_t size, Deadline deadline) {
     r.error = error;
     return r;
   }
-  child.Wait(Deadline::Earlier(deadline, Deadline::In(5)));
+  child.Wait(net::Deadline::Earlier(deadline, net::Deadline::In(5)));
   auto gpus = j.find("gpus");
   auto pairs = j.find("pairs");
   if (gpus == j.end() || !gpus->is_array() || pairs == j.end() || !pairs->is_array()) {

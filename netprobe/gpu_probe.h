@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "netprobe/judge.h"
-#include "netprobe/net.h"
+#include "common/net/net.h"
 
 namespace xtimer::netprobe {
 
@@ -21,12 +21,12 @@ int RunGpuWorker(const std::vector<std::string>& args);
 // Initiator (NCCL rank 0): starts the worker, passes its unique id to `send_uid` (which relays it
 // through the rendezvous to the responder), then collects the figures.
 void RunNcclInitiator(int64_t size, const std::function<bool(const std::string&, std::string*)>& send_uid,
-                      Deadline deadline, TestResult* out);
+                      net::Deadline deadline, TestResult* out);
 // Responder (NCCL rank 1) with the initiator's unique id (hex).
-bool RunNcclResponder(int64_t size, const std::string& uid_hex, Deadline deadline, std::string* error);
+bool RunNcclResponder(int64_t size, const std::string& uid_hex, net::Deadline deadline, std::string* error);
 
 // Copy bandwidth host -> each GPU and between each ordered pair of local GPUs.
-LocalResult RunLocalGpuCheck(int64_t size, Deadline deadline);
+LocalResult RunLocalGpuCheck(int64_t size, net::Deadline deadline);
 
 // Pure helpers (unit-tested).
 std::string HexEncode(const void* data, size_t n);

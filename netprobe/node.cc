@@ -11,8 +11,9 @@
 #include "common/atomic_file.h"
 #include "common/identity.h"
 #include "common/log.h"
+#include "common/net/net.h"
 #include "netprobe/gpu_probe.h"
-#include "netprobe/net.h"
+#include "netprobe/messages.h"
 #include "netprobe/probe_rendezvous.h"
 #include "netprobe/report.h"
 #include "netprobe/tcp_probe.h"
@@ -62,22 +63,22 @@ class NodeClient {
   std::string HandleTest(const json& msg);
   std::string HandleLocal(const json& msg);
   bool Send(const json& msg, std::string* error) {
-    return SendMessage(rdzv_.get(), msg, Deadline::In(o_.timeout_s), error);
+    return SendMessage(rdzv_.get(), msg, net::Deadline::In(o_.timeout_s), error);
   }
 
   const Options& o_;
-  Fd rdzv_;
-  Fd probe_;
+  net::Fd rdzv_;
+  net::Fd probe_;
   int probe_port_ = 0;
   int rank_ = -1;
 };
 
 json NodeClient::Run() {
   std::string error;
-  probe_ = Listen("", &probe_port_, &error);
+  probe_ = net::Listen("", &probe_port_, &error);
   if (!probe_.valid()) return Fail("cannot open the probe port: " + error);
   const std::string target = o_.rdzv_host + ":" + std::to_string(o_.rdzv_port);
-  rdzv_ = Connect(o_.rdzv_host, o_.rdzv_port, Deadline::In(o_.timeout_s), &error);
+  rdzv_ = net::Connect(o_.rdzv_host, o_.rdzv_port, net::Deadline::In(o_.timeout_s), &error);
   if (!rdzv_.valid())
     return Fail("cannot reach the rendezvous at " + target + " within --timeout " + std::to_string(o_.timeout_s) +
                 " s: " + error);
@@ -87,7 +88,7 @@ json NodeClient::Run() {
                {"nnodes", o_.nnodes},
                {"backend", Name(o_.backend)},
                {"host", HostName()},
-               {"addr", LocalHost(rdzv_.get())},
+               {"addr", net::LocalHost(rdzv_.get())},
                {"port", probe_port_}};
   if (!Send(join, &error)) return Fail("rendezvous at " + target + ": " + error);
 
@@ -96,7 +97,7 @@ json NodeClient::Run() {
   const double idle_s = 3 * o_.timeout_s + 10;
   for (;;) {
     json msg;
-    if (!RecvMessage(rdzv_.get(), &msg, Deadline::In(idle_s), &error))
+    if (!RecvMessage(rdzv_.get(), &msg, net::Deadline::In(idle_s), &error))
       return Fail("lost the rendezvous at " + target + ": " + error);
     const std::string type = msg["type"].get<std::string>();
     Fields f(msg, &error);
@@ -142,11 +143,11 @@ std::string NodeClient::HandleTest(const json& msg) {
   double connect_timeout = timeout;
   if (msg.contains("connect_timeout") && (!f.Num("connect_timeout", &connect_timeout) || connect_timeout <= 0))
     return "rendezvous sent a bad test: " + (error.empty() ? "connect_timeout" : error);
-  Deadline deadline = Deadline::In(timeout);
-  Deadline connect_deadline = Deadline::Earlier(deadline, Deadline::In(connect_timeout));
+  net::Deadline deadline = net::Deadline::In(timeout);
+  net::Deadline connect_deadline = net::Deadline::Earlier(deadline, net::Deadline::In(connect_timeout));
   // The responder accepts a little longer than the initiator connects: the two were told to
   // start at slightly different moments.
-  Deadline accept_deadline = Deadline::Earlier(deadline, Deadline::In(connect_timeout + 0.5));
+  net::Deadline accept_deadline = net::Deadline::Earlier(deadline, net::Deadline::In(connect_timeout + 0.5));
   json result = {{"type", "result"}, {"id", id}};
   if (role == "initiator") {
     TestResult t;
@@ -195,7 +196,7 @@ std::string NodeClient::HandleLocal(const json& msg) {
   double timeout = 0;
   if (!f.Int("size", 1, int64_t{1} << 40, &size) || !f.Num("timeout", &timeout) || timeout <= 0)
     return "rendezvous sent a bad local check: " + error;
-  LocalResult l = RunLocalGpuCheck(size, Deadline::In(timeout));
+  LocalResult l = RunLocalGpuCheck(size, net::Deadline::In(timeout));
   json result = {{"type", "local_result"}, {"ok", l.ok}};
   if (!l.ok) {
     result["error"] = l.error;
@@ -227,7 +228,7 @@ RendezvousThread::~RendezvousThread() { Wait(); }
 
 bool RendezvousThread::Start(const Options& options, const std::string& host, int port, std::string* error) {
   port_ = port;
-  Fd listen = Listen(host, &port_, error);
+  net::Fd listen = net::Listen(host, &port_, error);
   if (!listen.valid()) return false;
   server_ = std::make_unique<Rendezvous>(options, std::move(listen), false);
   thread_ = std::thread([this] { report_ = server_->Run(); });
@@ -252,7 +253,7 @@ int RunNode(const Options& o) {
   // Node 0 hosts the rendezvous when its address is one of ours and the port is free.
   RendezvousThread server;
   int requested_rank = o.node_rank;
-  if ((o.node_rank == 0 || o.node_rank < 0) && IsLocalAddress(o.rdzv_host)) {
+  if ((o.node_rank == 0 || o.node_rank < 0) && net::IsLocalAddress(o.rdzv_host)) {
     std::string error;
     if (server.Start(o, o.rdzv_host, o.rdzv_port, &error)) {
       requested_rank = 0;
@@ -279,7 +280,7 @@ int RunNode(const Options& o) {
 int RunServe(const Options& o) {
   int port = o.rdzv_port;
   std::string error;
-  Fd listen = Listen(o.rdzv_host, &port, &error);
+  net::Fd listen = net::Listen(o.rdzv_host, &port, &error);
   if (!listen.valid())
     return FailProbe(o, "--serve cannot listen on " + o.rdzv_host + ":" + std::to_string(o.rdzv_port) + ": " + error);
   Log(LogLevel::kInfo, "rendezvous listening on %s:%d for %d nodes", o.rdzv_host.c_str(), port, o.nnodes);

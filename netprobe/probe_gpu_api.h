@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "netprobe/net.h"
+#include "common/net/net.h"
 
 namespace xtimer::netprobe {
 
@@ -62,7 +62,7 @@ bool LoadNccl(Nccl* api, std::string* error);
 // Records `iters` calls of `op` between two events on `stream` and waits for them until the
 // deadline. *seconds gets the time per call.
 template <typename Op>
-inline bool Timed(const CudaRt& cu, cudaStream_t stream, int iters, Deadline deadline, const char* what, Op&& op,
+inline bool Timed(const CudaRt& cu, cudaStream_t stream, int iters, net::Deadline deadline, const char* what, Op&& op,
                   double* seconds, std::string* error) {
   cudaEvent_t start = nullptr, stop = nullptr;
   cudaError_t e = cu.EventCreate(&start);

@@ -12,6 +12,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "netprobe/messages.h"
 #include "netprobe/plan.h"
 
 namespace xtimer::netprobe {
@@ -35,7 +36,7 @@ bool IsHex(const std::string& s) {
 
 }  // namespace
 
-Rendezvous::Rendezvous(const Options& options, Fd listen_fd, bool print_progress)
+Rendezvous::Rendezvous(const Options& options, net::Fd listen_fd, bool print_progress)
     : o_(options), listen_(std::move(listen_fd)), print_(print_progress) {}
 
 Rendezvous::~Rendezvous() = default;
@@ -95,7 +96,7 @@ json Rendezvous::Run() {
 }
 
 void Rendezvous::JoinPhase() {
-  Deadline deadline = Deadline::In(o_.timeout_s);
+  net::Deadline deadline = net::Deadline::In(o_.timeout_s);
   auto joined = [&] {
     return std::count_if(inputs_.begin(), inputs_.end(), [](const NodeInput& i) { return i.present; });
   };
@@ -107,7 +108,7 @@ void Rendezvous::LocalPhase() {
   json msg = {{"type", "local"}, {"size", o_.size}, {"timeout", o_.timeout_s}};
   for (int r = 0; r < o_.nnodes; ++r)
     if (node_conn_[r] != nullptr && SendTo(r, msg)) local_pending_.push_back(r);
-  Deadline deadline = Deadline::In(o_.timeout_s + kMargin);
+  net::Deadline deadline = net::Deadline::In(o_.timeout_s + kMargin);
   while (!local_pending_.empty() && !deadline.passed()) PollOnce(deadline);
   for (int r : local_pending_) {
     inputs_[r].local.ran = true;
@@ -187,7 +188,7 @@ void Rendezvous::RunStep(const Step& step, int round, int step_no, bool base, st
     p.test = index;
     p.id = next_id_++;
     p.need_uid = o_.backend == Backend::kNccl;
-    p.deadline = Deadline::In(o_.timeout_s + kMargin);
+    p.deadline = net::Deadline::In(o_.timeout_s + kMargin);
     pending_[p.id] = p;
     ids.push_back(p.id);
   }
@@ -203,13 +204,13 @@ void Rendezvous::RunStep(const Step& step, int round, int step_no, bool base, st
     if (!p.need_uid) SendTo(t.b, TestMessage(p, false, ""));
   }
   for (;;) {
-    Deadline earliest = Deadline::In(3600);
+    net::Deadline earliest = net::Deadline::In(3600);
     bool open = false;
     for (uint64_t id : ids) {
       auto it = pending_.find(id);
       if (it == pending_.end() || (it->second.done_a && it->second.done_b)) continue;
       open = true;
-      earliest = Deadline::Earlier(earliest, it->second.deadline);
+      earliest = net::Deadline::Earlier(earliest, it->second.deadline);
     }
     if (!open) break;
     if (earliest.passed()) {
@@ -239,7 +240,7 @@ void Rendezvous::RunStep(const Step& step, int round, int step_no, bool base, st
   Broadcast({{"type", "progress"}, {"text", ""}});  // keeps idle nodes' waits short
 }
 
-void Rendezvous::PollOnce(Deadline until) {
+void Rendezvous::PollOnce(net::Deadline until) {
   std::vector<pollfd> pfds;
   pfds.push_back({listen_.get(), POLLIN, 0});
   for (auto& c : conns_) pfds.push_back({c->fd.get(), POLLIN, 0});
@@ -271,8 +272,8 @@ void Rendezvous::Accept() {
     if (fd < 0) return;
     auto c = std::make_unique<Conn>();
     c->fd.reset(fd);
-    c->peer = PeerString(fd);
-    c->join_deadline = Deadline::In(o_.timeout_s);
+    c->peer = net::PeerString(fd);
+    c->join_deadline = net::Deadline::In(o_.timeout_s);
     size_t unjoined = std::count_if(conns_.begin(), conns_.end(), [](const auto& x) { return x->rank < 0; });
     if (unjoined >= kMaxUnjoined || phase_ == Phase::kDone) {
       Log(LogLevel::kWarn, "rendezvous: refused a connection from %s (too many unjoined connections or finished)",
@@ -335,7 +336,7 @@ void Rendezvous::OnJoin(Conn* c, const json& msg) {
     return Drop(c, error);
   auto refuse = [&](const std::string& why) {
     std::string e;
-    SendMessage(c->fd.get(), {{"type", "error"}, {"message", why}}, Deadline::In(1), &e);
+    SendMessage(c->fd.get(), {{"type", "error"}, {"message", why}}, net::Deadline::In(1), &e);
     Drop(c, why);
   };
   if (c->rank >= 0) return Drop(c, "joined twice");
@@ -423,7 +424,7 @@ void Rendezvous::OnUid(Conn* c, const json& msg) {
   const TestResult& t = tests_[p.test];
   if (c->rank != t.a || !p.need_uid) return Drop(c, "sent a unique id it was not asked for");
   p.need_uid = false;
-  p.deadline = Deadline::In(o_.timeout_s + kMargin);  // the responder starts only now
+  p.deadline = net::Deadline::In(o_.timeout_s + kMargin);  // the responder starts only now
   SendTo(t.b, TestMessage(p, false, uid));
 }
 
@@ -514,7 +515,7 @@ bool Rendezvous::SendTo(int rank, const json& msg) {
   Conn* c = node_conn_[rank];
   if (c == nullptr || !c->fd.valid()) return false;
   std::string error;
-  if (SendMessage(c->fd.get(), msg, Deadline::In(o_.timeout_s), &error)) return true;
+  if (SendMessage(c->fd.get(), msg, net::Deadline::In(o_.timeout_s), &error)) return true;
   Drop(c, error);
   return false;
 }
@@ -543,7 +544,7 @@ void Rendezvous::Finish(json* report) {
   // the nodes to hang up (bounded).
   for (auto& c : conns_)
     if (c->fd.valid()) shutdown(c->fd.get(), SHUT_WR);
-  Deadline deadline = Deadline::In(std::min(5.0, o_.timeout_s + 1));
+  net::Deadline deadline = net::Deadline::In(std::min(5.0, o_.timeout_s + 1));
   while (!conns_.empty() && !deadline.passed()) PollOnce(deadline);
   conns_.clear();
 }

@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "netprobe/net.h"
+#include "common/net/net.h"
 #include "netprobe/options.h"
 #include "netprobe/report.h"
 #include "netprobe/wire.h"
@@ -26,7 +26,7 @@ class Rendezvous {
  public:
   // `listen_fd` is bound already (so that the caller knows the address is ours). With
   // `print_progress` the round summaries also go to stdout (--serve).
-  Rendezvous(const Options& options, Fd listen_fd, bool print_progress);
+  Rendezvous(const Options& options, net::Fd listen_fd, bool print_progress);
   ~Rendezvous();
 
   // Runs the whole probe and returns the report (exit_code 2 and "error" when it failed).
@@ -34,11 +34,11 @@ class Rendezvous {
 
  private:
   struct Conn {
-    Fd fd;
+    net::Fd fd;
     FrameDecoder decoder;
     int rank = -1;  // -1 until joined
     std::string peer;
-    Deadline join_deadline = Deadline::In(0);
+    net::Deadline join_deadline = net::Deadline::In(0);
   };
   struct Pending {
     int test = -1;  // index into tests_
@@ -46,10 +46,10 @@ class Rendezvous {
     bool need_uid = false;  // nccl: the responder waits for the initiator's unique id
     bool done_a = false, done_b = false;
     std::string error_a, error_b;
-    Deadline deadline = Deadline::In(0);
+    net::Deadline deadline = net::Deadline::In(0);
   };
 
-  void PollOnce(Deadline until);
+  void PollOnce(net::Deadline until);
   void Accept();
   void ReadFrom(Conn* c);
   void OnMessage(Conn* c, const nlohmann::json& msg);
@@ -72,7 +72,7 @@ class Rendezvous {
   void Finish(nlohmann::json* report);
 
   Options o_;
-  Fd listen_;
+  net::Fd listen_;
   bool print_;
   enum class Phase { kJoin, kLocal, kRounds, kDone } phase_ = Phase::kJoin;
   std::vector<std::unique_ptr<Conn>> conns_;

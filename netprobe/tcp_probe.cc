@@ -38,16 +38,16 @@ uint64_t Get64(const unsigned char* p) {
   return v;
 }
 
-bool SendCmd(int fd, Op op, uint64_t arg, Deadline d, std::string* error) {
+bool SendCmd(int fd, Op op, uint64_t arg, net::Deadline d, std::string* error) {
   unsigned char c[kCmdBytes] = {};
   Put32(c, op);
   Put64(c + 8, arg);
-  return SendAll(fd, c, sizeof c, d, error);
+  return net::SendAll(fd, c, sizeof c, d, error);
 }
 
-bool RecvCmd(int fd, Op* op, uint64_t* arg, Deadline d, std::string* error) {
+bool RecvCmd(int fd, Op* op, uint64_t* arg, net::Deadline d, std::string* error) {
   unsigned char c[kCmdBytes];
-  if (!RecvAll(fd, c, sizeof c, d, error)) return false;
+  if (!net::RecvAll(fd, c, sizeof c, d, error)) return false;
   uint32_t o = Get32(c);
   if (o < kPing || o > kBye) {
     *error = "probe peer sent an unknown command " + std::to_string(o);
@@ -74,7 +74,7 @@ const std::vector<char>& Pattern() {
 }
 
 // Sends (or receives) share(i) bytes on every stream at once until done or the deadline.
-bool Pump(const std::vector<Fd>& fds, int64_t size, bool sending, Deadline deadline, std::string* error) {
+bool Pump(const std::vector<net::Fd>& fds, int64_t size, bool sending, net::Deadline deadline, std::string* error) {
   const int n = static_cast<int>(fds.size());
   std::vector<uint64_t> left(n);
   for (int i = 0; i < n; ++i) left[i] = Share(size, n, i);
@@ -111,7 +111,7 @@ bool Pump(const std::vector<Fd>& fds, int64_t size, bool sending, Deadline deadl
       if (got > 0) {
         left[i] -= static_cast<uint64_t>(got);
       } else if (got == 0 && !sending) {
-        *error = "stream " + std::to_string(i + 1) + " closed by " + PeerString(fds[i].get()) + " with " +
+        *error = "stream " + std::to_string(i + 1) + " closed by " + net::PeerString(fds[i].get()) + " with " +
                  std::to_string(left[i]) + " bytes missing";
         return false;
       } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
@@ -134,23 +134,23 @@ std::string Hello(const TcpTestSpec& s, uint32_t stream) {
 
 }  // namespace
 
-void RunTcpInitiator(const TcpTestSpec& spec, const std::string& host, int port, Deadline connect_deadline,
-                     Deadline deadline, TestResult* out) {
+void RunTcpInitiator(const TcpTestSpec& spec, const std::string& host, int port, net::Deadline connect_deadline,
+                     net::Deadline deadline, TestResult* out) {
   out->completed = false;
   std::string error;
   auto fail = [&](const std::string& what) { out->error = what; };
 
-  connect_deadline = Deadline::Earlier(connect_deadline, deadline);
-  Fd control = Connect(host, port, connect_deadline, &error);
+  connect_deadline = net::Deadline::Earlier(connect_deadline, deadline);
+  net::Fd control = net::Connect(host, port, connect_deadline, &error);
   if (!control.valid()) return fail(error);
   std::string hello = Hello(spec, 0);
-  if (!SendAll(control.get(), hello.data(), hello.size(), deadline, &error)) return fail(error);
-  std::vector<Fd> data;
+  if (!net::SendAll(control.get(), hello.data(), hello.size(), deadline, &error)) return fail(error);
+  std::vector<net::Fd> data;
   for (int i = 1; i <= spec.streams; ++i) {
-    Fd fd = Connect(host, port, connect_deadline, &error);
+    net::Fd fd = net::Connect(host, port, connect_deadline, &error);
     if (!fd.valid()) return fail("data stream " + std::to_string(i) + ": " + error);
     hello = Hello(spec, static_cast<uint32_t>(i));
-    if (!SendAll(fd.get(), hello.data(), hello.size(), deadline, &error)) return fail(error);
+    if (!net::SendAll(fd.get(), hello.data(), hello.size(), deadline, &error)) return fail(error);
     data.push_back(std::move(fd));
   }
 
@@ -197,16 +197,16 @@ void RunTcpInitiator(const TcpTestSpec& spec, const std::string& host, int port,
   out->completed = true;
 }
 
-bool ServeTcpResponder(const TcpTestSpec& spec, int listen_fd, Deadline accept_deadline, Deadline deadline,
+bool ServeTcpResponder(const TcpTestSpec& spec, int listen_fd, net::Deadline accept_deadline, net::Deadline deadline,
                        std::string* error) {
-  accept_deadline = Deadline::Earlier(accept_deadline, deadline);
-  Fd control;
-  std::vector<Fd> data(spec.streams);
+  accept_deadline = net::Deadline::Earlier(accept_deadline, deadline);
+  net::Fd control;
+  std::vector<net::Fd> data(spec.streams);
   int have = 0;
   std::string why_rejected;
   while (have < spec.streams + 1) {
     std::string err;
-    Fd fd = Accept(listen_fd, accept_deadline, &err);
+    net::Fd fd = net::Accept(listen_fd, accept_deadline, &err);
     if (!fd.valid()) {
       *error = "waiting for node " + std::to_string(spec.peer) + " to connect: " + err +
                (why_rejected.empty() ? "" : " (rejected: " + why_rejected + ")");
@@ -214,15 +214,15 @@ bool ServeTcpResponder(const TcpTestSpec& spec, int listen_fd, Deadline accept_d
     }
     unsigned char h[kHelloBytes];
     // A hello is sent right after connecting; do not let a silent connection stall the test.
-    Deadline hello_deadline = Deadline::Earlier(deadline, Deadline::In(2.0));
-    if (!RecvAll(fd.get(), h, sizeof h, hello_deadline, &err)) {
-      why_rejected = "a connection from " + PeerString(fd.get()) + " sent no hello: " + err;
+    net::Deadline hello_deadline = net::Deadline::Earlier(deadline, net::Deadline::In(2.0));
+    if (!net::RecvAll(fd.get(), h, sizeof h, hello_deadline, &err)) {
+      why_rejected = "a connection from " + net::PeerString(fd.get()) + " sent no hello: " + err;
       continue;
     }
     uint64_t id = Get64(h + 8);
     uint32_t from = Get32(h + 16), stream = Get32(h + 20);
     if (std::memcmp(h, kHelloMagic, 8) != 0) {
-      why_rejected = "a connection from " + PeerString(fd.get()) + " is not a probe stream";
+      why_rejected = "a connection from " + net::PeerString(fd.get()) + " is not a probe stream";
       continue;
     }
     if (id != spec.test_id || from != static_cast<uint32_t>(spec.peer)) {
@@ -234,7 +234,7 @@ bool ServeTcpResponder(const TcpTestSpec& spec, int listen_fd, Deadline accept_d
                std::to_string(spec.streams);
       return false;
     }
-    Fd& slot = stream == 0 ? control : data[stream - 1];
+    net::Fd& slot = stream == 0 ? control : data[stream - 1];
     if (slot.valid()) {
       *error = "node " + std::to_string(spec.peer) + " opened stream " + std::to_string(stream) + " twice";
       return false;

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "netprobe/judge.h"
-#include "netprobe/net.h"
+#include "common/net/net.h"
 
 namespace xtimer::netprobe {
 
@@ -28,11 +28,11 @@ struct TcpTestSpec {
 
 // Runs the initiator side against host:port. Fills time/bandwidth/latency of *out and sets
 // out->completed, or out->error.
-void RunTcpInitiator(const TcpTestSpec& spec, const std::string& host, int port, Deadline connect_deadline,
-                     Deadline deadline, TestResult* out);
+void RunTcpInitiator(const TcpTestSpec& spec, const std::string& host, int port, net::Deadline connect_deadline,
+                     net::Deadline deadline, TestResult* out);
 
 // Serves one test on `listen_fd`: accepts the initiator's connections, answers its commands.
-bool ServeTcpResponder(const TcpTestSpec& spec, int listen_fd, Deadline accept_deadline, Deadline deadline,
+bool ServeTcpResponder(const TcpTestSpec& spec, int listen_fd, net::Deadline accept_deadline, net::Deadline deadline,
                        std::string* error);
 
 }  // namespace xtimer::netprobe

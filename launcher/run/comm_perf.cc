@@ -8,15 +8,15 @@
 #include <iterator>
 
 #include "launcher/run/elastic_agent.h"
-#include "netprobe/net.h"
+#include "common/net/net.h"
 #include "netprobe/probe_gpu_api.h"
-#include "netprobe/subprocess.h"
+#include "common/net/subprocess.h"
 
 namespace xtimer::run {
 namespace {
 
-using netprobe::Deadline;
-using netprobe::Fd;
+using net::Deadline;
+using net::Fd;
 
 constexpr char kMagic[4] = {'X', 'T', 'P', 'F'};
 // Sizes measured, and timed calls of each (after two untimed ones).
@@ -56,14 +56,14 @@ bool Serve(int listener, int world, bool ready, const ncclUniqueId& id, Deadline
   std::string not_ready;
   while (static_cast<int>(peers.size()) < world - 1) {
     std::string error;
-    Fd fd = netprobe::Accept(listener, deadline, &error);
+    Fd fd = net::Accept(listener, deadline, &error);
     if (!fd.valid()) {
       *why = "only " + std::to_string(peers.size() + 1) + " of " + std::to_string(world) + " ranks came: " + error;
       ready = false;
       break;
     }
     Hello h{};
-    if (!netprobe::RecvAll(fd.get(), &h, sizeof h, deadline, &error) || std::memcmp(h.magic, kMagic, 4) != 0 ||
+    if (!net::RecvAll(fd.get(), &h, sizeof h, deadline, &error) || std::memcmp(h.magic, kMagic, 4) != 0 ||
         h.rank == 0 || h.rank >= static_cast<uint32_t>(world) || seen[h.rank])
       continue;  // not one of ours (or a repeat): dropped
     seen[h.rank] = true;
@@ -77,13 +77,13 @@ bool Serve(int listener, int world, bool ready, const ncclUniqueId& id, Deadline
   r.id = id;
   for (Fd& p : peers) {
     std::string ignored;
-    netprobe::SendAll(p.get(), &r, sizeof r, deadline, &ignored);
+    net::SendAll(p.get(), &r, sizeof r, deadline, &ignored);
   }
   // Each peer closes first (after reading), so this side leaves nothing in TIME_WAIT on the port.
   for (Fd& p : peers) {
     char c;
     std::string ignored;
-    netprobe::RecvAll(p.get(), &c, 1, Deadline::Earlier(deadline, Deadline::In(2)), &ignored);
+    net::RecvAll(p.get(), &c, 1, Deadline::Earlier(deadline, Deadline::In(2)), &ignored);
   }
   return ready;
 }
@@ -100,7 +100,7 @@ std::vector<WorkerSpec> CommPerfSpecs(const RunOptions& o, const Round& round, c
   std::vector<WorkerSpec> specs;
   for (int local = 0; local < o.nproc_per_node; ++local) {
     WorkerSpec s;
-    s.argv = {netprobe::SelfExe(), "--internal-comm-perf", t};
+    s.argv = {net::SelfExe(), "--internal-comm-perf", t};
     s.env = WorkerEnvironment(o, round, local, clean);
     s.local_rank = local;
     s.rank = round.group_rank * o.nproc_per_node + local;
@@ -144,7 +144,7 @@ int CommPerfWorkerMain(int argc, char** argv) {
   Fd listener;
   if (rank == 0) {
     int p = port;
-    listener = netprobe::Listen("", &p, &error);
+    listener = net::Listen("", &p, &error);
     if (!listener.valid()) return Fail(rank, "cannot listen on MASTER_PORT " + std::to_string(port) + ": " + error);
   }
   netprobe::CudaRt cu;
@@ -168,15 +168,15 @@ int CommPerfWorkerMain(int argc, char** argv) {
       return Fail(rank, unready.empty() ? why : unready);
     listener.reset();
   } else {
-    Fd fd = netprobe::Connect(master, port, deadline, &error);
+    Fd fd = net::Connect(master, port, deadline, &error);
     if (!fd.valid()) return Fail(rank, unready.empty() ? "cannot reach rank 0: " + error : unready);
     Hello h{};
     std::memcpy(h.magic, kMagic, 4);
     h.rank = static_cast<uint32_t>(rank);
     h.ready = unready.empty() ? 1 : 0;
     Reply r{};
-    if (!netprobe::SendAll(fd.get(), &h, sizeof h, deadline, &error) ||
-        !netprobe::RecvAll(fd.get(), &r, sizeof r, deadline, &error) || std::memcmp(r.magic, kMagic, 4) != 0)
+    if (!net::SendAll(fd.get(), &h, sizeof h, deadline, &error) ||
+        !net::RecvAll(fd.get(), &r, sizeof r, deadline, &error) || std::memcmp(r.magic, kMagic, 4) != 0)
       return Fail(rank, unready.empty() ? "no answer from rank 0: " + error : unready);
     fd.reset();
     if (!unready.empty()) return Fail(rank, unready);

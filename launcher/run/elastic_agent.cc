@@ -132,6 +132,35 @@ bool StopSignalPending() {
   return false;
 }
 
+RunSettings RunSettings::FromEnv(const RunOptions& o) {
+  RunSettings s;
+  // Unset (or empty) is told apart from an explicit "dump": the table's default is the preload's.
+  const char* action = std::getenv("XTIMER_HANG_ACTION");
+  s.hang_action = action != nullptr && *action != '\0' ? env::String("XTIMER_HANG_ACTION") : "restart";
+  s.dump_wait_s = env::Double("XTIMER_DUMP_WAIT");
+  s.gpu_check_timeout_s = env::Double("XTIMER_GPU_CHECK_TIMEOUT", 1, 86400);
+  const char* persist = std::getenv("XTIMER_CKPT_PERSIST_ON_FAILURE");
+  if (!o.save_at_breakpoint && (persist == nullptr || *persist == '\0')) s.persist_on_failure = "0";
+  return s;
+}
+
+std::vector<std::string> WorkerVariables(const RunSettings& s) {
+  std::vector<std::string> vars = s.preload;
+  vars.push_back("XTIMER_HANG_ACTION=" + s.hang_action);
+  if (!s.persist_on_failure.empty()) vars.push_back("XTIMER_CKPT_PERSIST_ON_FAILURE=" + s.persist_on_failure);
+  return vars;
+}
+
+std::vector<std::string> WithVariables(std::vector<std::string> base, const std::vector<std::string>& vars) {
+  for (const std::string& kv : vars) {
+    const std::string prefix = kv.substr(0, kv.find('=') + 1);
+    auto it = std::find_if(base.begin(), base.end(), [&](const std::string& e) { return e.rfind(prefix, 0) == 0; });
+    if (it != base.end()) *it = kv;
+    else base.push_back(kv);
+  }
+  return base;
+}
+
 std::vector<std::string> WorkerEnvironment(const RunOptions& o, const Round& round, int local_rank,
                                            const std::vector<std::string>& base) {
   int world = round.group_world_size * o.nproc_per_node;
@@ -172,8 +201,9 @@ std::vector<std::string> WorkerEnvironment(const RunOptions& o, const Round& rou
   return env;
 }
 
-ElasticAgent::ElasticAgent(RunOptions options, std::unique_ptr<Rendezvous> rendezvous, NodeAgent* agent)
-    : o_(std::move(options)), rdzv_(std::move(rendezvous)), agent_(agent) {
+ElasticAgent::ElasticAgent(RunOptions options, RunSettings settings, std::unique_ptr<Rendezvous> rendezvous,
+                           NodeAgent* agent)
+    : o_(std::move(options)), settings_(std::move(settings)), rdzv_(std::move(rendezvous)), agent_(agent) {
   if (o_.standalone) o_.rdzv_id = NewUuid();  // as torchrun --standalone, whatever --rdzv-id says
   if (o_.numa_affinity) {
     NumaPlan plan =
@@ -201,7 +231,7 @@ ElasticAgent::~ElasticAgent() {
 }
 
 std::vector<WorkerSpec> ElasticAgent::Specs(const Round& round) const {
-  std::vector<std::string> base = Environment();
+  std::vector<std::string> base = WithVariables(Environment(), WorkerVariables(settings_));
   // A round that counts no restart (a node lost or added) reuses its attempt folder: emptied
   // first, as torchrun does, so an old error.json is never taken for this round's.
   std::string attempt = run_log_dir_ + "/attempt_" + std::to_string(round.restarts);
@@ -249,9 +279,8 @@ ElasticAgent::Outcome ElasticAgent::Monitor(WorkerGroup& group, std::string* why
   double period = o_.monitor_interval_s;
   timespec wait{static_cast<time_t>(period), static_cast<long>((period - static_cast<time_t>(period)) * 1e9)};
   // Under xtimer_run a hang restarts the workers unless the user chose another hang action.
-  std::string action = env::String("XTIMER_HANG_ACTION");
-  bool restart_on_hang = action == "restart";
-  double dump_wait = env::Double("XTIMER_DUMP_WAIT");
+  bool restart_on_hang = settings_.hang_action == "restart";
+  double dump_wait = settings_.dump_wait_s;
   double next_tick = 0, hang_deadline = 0;
   int64_t hang_since_ms = 0;
   int hung_rank = -1;
@@ -288,13 +317,14 @@ ElasticAgent::Outcome ElasticAgent::Monitor(WorkerGroup& group, std::string* why
 }
 
 int ElasticAgent::CommPerfTest(const Round& round) {
-  const double timeout_s = env::Double("XTIMER_GPU_CHECK_TIMEOUT", 1, 86400);
+  const double timeout_s = settings_.gpu_check_timeout_s;
   const double t0 = MonotonicS();
   Log(LogLevel::kInfo, "run: --comm-perf-test: round %lld's %d rank(s) measure their allreduce",
       (long long)round.number, round.group_world_size * o_.nproc_per_node);
   WorkerGroup group;
   std::string error;
-  if (!group.Start(CommPerfSpecs(o_, round, Environment(), timeout_s), &error)) {
+  if (!group.Start(CommPerfSpecs(o_, round, WithVariables(Environment(), WorkerVariables(settings_)), timeout_s),
+                   &error)) {
     Log(LogLevel::kWarn, "run: --comm-perf-test could not start (%s); training starts anyway", error.c_str());
     return 0;
   }

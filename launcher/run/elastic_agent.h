@@ -2,7 +2,7 @@
 // environment under the preload, watch them, and go to a new round when a worker fails, a rank
 // hangs (after its stacks are merged), or the rendezvous says so (a node lost or waiting).
 // After --max-restarts failures it ends with a torchrun-like summary. The node agent
-// (node_agent.h: stacks, metrics, collector link, checkpoint saver) lives for the whole run,
+// (launcher/agent/node_agent.h: stacks, metrics, collector link, checkpoint saver) lives for the whole run,
 // so its memory snapshots outlive the workers.
 //
 // Everything runs on the calling (main) thread; the forwarded signals and SIGCHLD must be
@@ -23,6 +23,33 @@ class NodeAgent;
 
 namespace xtimer::run {
 
+// What xtimer_run takes from the environment, read once before the agent starts and passed on as
+// values: the launcher never writes a setting into its own environment to read it back. The
+// defaults are the settings table's (common/env.cc), except where said.
+struct RunSettings {
+  // XTIMER_HANG_ACTION, "restart" when unset (xtimer_run's default; the table's is the preload's):
+  // restart makes the agent restart the workers once a hung rank's stacks are merged. The workers
+  // get the same value (WorkerVariables), for their preload.
+  std::string hang_action;
+  double dump_wait_s = 0;          // XTIMER_DUMP_WAIT: how long a hang's stacks may take to merge
+  double gpu_check_timeout_s = 0;  // XTIMER_GPU_CHECK_TIMEOUT: --precheck's and --comm-perf-test's deadline
+  // XTIMER_CKPT_PERSIST_ON_FAILURE for the workers' checkpointers: "0" under --save-at-breakpoint 0
+  // when the user set nothing; "" leaves the workers' own (an explicit variable wins).
+  std::string persist_on_failure;
+  // LD_PRELOAD and PYTHONPATH for the workers (launcher/preload_env.h), set by xtimer_run.
+  std::vector<std::string> preload;
+
+  static RunSettings FromEnv(const RunOptions& o);
+};
+
+// The variables xtimer_run sets for its workers on top of what they inherit (KEY=VALUE): only
+// what the workers read (the preload itself, its hang action, the checkpointer's
+// persist-on-failure). --comm-perf-test's ranks get the same.
+std::vector<std::string> WorkerVariables(const RunSettings& s);
+
+// `base` with each KEY=VALUE of `vars` set (replacing that key's entry, else appended).
+std::vector<std::string> WithVariables(std::vector<std::string> base, const std::vector<std::string>& vars);
+
 // Worker environment variables for one worker of a round (KEY=VALUE, on top of `base`).
 std::vector<std::string> WorkerEnvironment(const RunOptions& o, const Round& round, int local_rank,
                                            const std::vector<std::string>& base);
@@ -30,7 +57,7 @@ std::vector<std::string> WorkerEnvironment(const RunOptions& o, const Round& rou
 class ElasticAgent {
  public:
   // `agent` may be null (no node agent could start).
-  ElasticAgent(RunOptions options, std::unique_ptr<Rendezvous> rendezvous, NodeAgent* agent);
+  ElasticAgent(RunOptions options, RunSettings settings, std::unique_ptr<Rendezvous> rendezvous, NodeAgent* agent);
   ~ElasticAgent();
   // Runs until the job ends on this node; returns the exit status for xtimer_run (0 success,
   // 1 failure, 128+N when stopped by signal N).
@@ -47,6 +74,7 @@ class ElasticAgent {
   void PersistCheckpoints();
 
   RunOptions o_;
+  RunSettings settings_;
   std::unique_ptr<Rendezvous> rdzv_;
   NodeAgent* agent_;
   std::vector<std::vector<int>> numa_cpus_;  // --numa-affinity: each local rank's CPUs

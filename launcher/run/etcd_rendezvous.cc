@@ -542,7 +542,7 @@ class EtcdRendezvous : public Rendezvous {
           (long long)round.number);
       return Step::kOk;
     }
-    const ProbeSettings settings = ProbeSettingsFromEnv(o_.exclude_straggler);
+    const ProbeSettings settings = ProbeSettingsFromEnv(o_.exclude_straggler, o_.min_bandwidth_mbps);
     const double t0 = MonotonicS();
     Log(LogLevel::kInfo, "run: network check of round %lld: %d nodes, %lld bytes per test, %g s deadlines",
         (long long)round.number, n, (long long)settings.size, settings.timeout_s);

@@ -19,7 +19,7 @@ std::string Seconds(double s) {
 
 }  // namespace
 
-ProbeSettings ProbeSettingsFromEnv(bool exclude_straggler) {
+ProbeSettings ProbeSettingsFromEnv(bool exclude_straggler, double min_bandwidth_mbps) {
   ProbeSettings s;
   s.exclude_straggler = exclude_straggler;
   std::string size = env::String("XTIMER_NETCHECK_SIZE");
@@ -32,7 +32,8 @@ ProbeSettings ProbeSettingsFromEnv(bool exclude_straggler) {
     Log(LogLevel::kWarn, "XTIMER_NETCHECK_TIMEOUT=%g is not seconds in (0, 3600]; using 4", s.timeout_s);
     s.timeout_s = 4;
   }
-  s.min_bandwidth_mbps = env::Double("XTIMER_NETCHECK_MIN_BANDWIDTH", 0, 1e12);
+  s.min_bandwidth_mbps =
+      min_bandwidth_mbps > 0 ? min_bandwidth_mbps : env::Double("XTIMER_NETCHECK_MIN_BANDWIDTH", 0, 1e12);
   return s;
 }
 

@@ -30,9 +30,9 @@ struct ProbeSettings {
   bool exclude_straggler = false;
 };
 
-// XTIMER_NETCHECK_SIZE, _TIMEOUT and _MIN_BANDWIDTH (--min-bandwidth) (a bad value: one warning,
-// the default).
-ProbeSettings ProbeSettingsFromEnv(bool exclude_straggler);
+// XTIMER_NETCHECK_SIZE, _TIMEOUT and _MIN_BANDWIDTH (a bad value: one warning, the default);
+// `min_bandwidth_mbps` > 0 (--min-bandwidth) is the floor over XTIMER_NETCHECK_MIN_BANDWIDTH.
+ProbeSettings ProbeSettingsFromEnv(bool exclude_straggler, double min_bandwidth_mbps);
 
 // The probe's options for node `rank` of `nnodes` whose rendezvous is at host:port.
 netprobe::Options ProbeOptions(const ProbeSettings& s, const std::string& host, int port, int rank, int nnodes);

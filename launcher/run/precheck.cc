@@ -7,15 +7,15 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "netprobe/net.h"
+#include "common/net/net.h"
 #include "netprobe/probe_gpu_api.h"
-#include "netprobe/subprocess.h"
+#include "common/net/subprocess.h"
 
 namespace xtimer::run {
 namespace {
 
+using net::Deadline;
 using netprobe::CudaRt;
-using netprobe::Deadline;
 using netprobe::Nccl;
 using nlohmann::json;
 
@@ -202,8 +202,8 @@ PrecheckResult ReadPrecheckAnswer(const json& j) {
 
 PrecheckResult RunPrecheck(double timeout_s) {
   PrecheckResult r;
-  std::string exe = netprobe::SelfExe(), error, line;
-  netprobe::Child child;
+  std::string exe = net::SelfExe(), error, line;
+  net::Child child;
   char t[32];
   std::snprintf(t, sizeof t, "%g", timeout_s);
   if (exe.empty() || !child.Spawn({exe, "--internal-precheck", t}, &error)) {

@@ -6,8 +6,6 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
-#include <map>
 #include <set>
 #include <sstream>
 
@@ -138,16 +136,245 @@ bool IsPair(const std::string& s) {
 
 // How a flag takes its value.
 enum class Arity {
-  kSwitch,    // --flag (from PET_FLAG: 1 or 0); the handler gets "1" or "0"
-  kOptional,  // --flag or --flag=V; the handler gets V or ""
-  kValue,     // --flag V or --flag=V
+  kSwitch,    // --flag (from PET_FLAG: 1 or 0); the setter gets "1" or "0"
+  kOptional,  // --flag or --flag=V; the setter gets V or ""
+  kValue,     // --flag V or --flag=V (a short alias also -xV)
   kPairs,     // --flag P [P ...]: the arguments that follow while they look like N:M (space-joined)
 };
 
-struct Flag {
-  Arity arity;
-  std::function<bool(const std::string& flag, const std::string& value)> apply;
+// Where the usage lists a flag.
+enum class Group {
+  kTorchrun,
+  kDlrover,
+  kDlroverIgnored,  // dlrover-run's, accepted with a warning: one line of names
+  kXtimer,
 };
+
+// What the setters work on: the options, the error, and what the checks after the flags need.
+struct Parser {
+  RunOptions* o = nullptr;
+  std::string* error = nullptr;
+  bool nnodes_given = false, nproc_given = false, rdzv_given = false;
+  std::set<std::string> warned;
+
+  bool Fail(std::string why) {
+    *error = std::move(why);
+    return false;
+  }
+  // A flag that has no effect here: one line, once, saying why.
+  bool NoEffect(const std::string& flag, const std::string& why) {
+    if (warned.insert(flag).second) o->warnings.push_back(flag + ": " + why);
+    return true;
+  }
+};
+
+using Arg = const std::string&;
+// Applies one flag's value (the flag's name as the table writes it, the value); false with
+// *p.error.
+using Setter = bool (*)(Parser& p, Arg flag, Arg value);
+
+struct FlagSpec {
+  const char* name;   // dashed: "--nproc-per-node" (--nproc_per_node is the same flag)
+  const char* alias;  // a short form ("-m"), or nullptr
+  Arity arity;
+  Group group;
+  const char* value;  // the value as the usage writes it ("N|MIN:MAX"); "" for a switch
+  const char* help;   // the usage's text ('\n': a continuation line)
+  Setter set;
+};
+
+template <bool RunOptions::*M>
+bool SetSwitch(Parser& p, Arg, Arg v) {
+  p.o->*M = v == "1";
+  return true;
+}
+template <std::string RunOptions::*M>
+bool SetString(Parser& p, Arg, Arg v) {
+  p.o->*M = v;
+  return true;
+}
+template <int RunOptions::*M, long long kLo, long long kHi>
+bool SetInt(Parser& p, Arg f, Arg v) {
+  return ToInt(f, v, kLo, kHi, &(p.o->*M), p.error);
+}
+// A file or folder: a value that starts with "--" is the next option taken as the path by
+// mistake (`--log-dir --no-python` made a folder named --no-python), never a path.
+template <std::string RunOptions::*M>
+bool SetFolder(Parser& p, Arg f, Arg v) {
+  if (v.rfind("--", 0) == 0)
+    return p.Fail(f + " needs a folder, not the option '" + v + "' (a folder whose name starts with -- is written ./" +
+                  v + ")");
+  p.o->*M = v;
+  return true;
+}
+template <int RunOptions::*M>
+bool SetStreams(Parser& p, Arg f, Arg v) {
+  return ParseStreams(f, v, &(p.o->*M), p.error);
+}
+
+using A = Arity;
+using G = Group;
+
+// Every flag, in the order of the usage (and of the PET_* fallback).
+const FlagSpec kFlags[] = {
+    // torchrun's.
+    {"--nnodes", nullptr, A::kValue, G::kTorchrun, "N|MIN:MAX", "nodes (default 1; MIN:MAX needs --rdzv-backend etcd)",
+     [](Parser& p, Arg, Arg v) { return p.nnodes_given = true, ParseNnodes(v, p.o, p.error); }},
+    {"--nproc-per-node", nullptr, A::kValue, G::kTorchrun, "N", "workers on this node (or cpu, gpu, auto; default 1)",
+     [](Parser& p, Arg, Arg v) { return p.nproc_given = true, ParseNproc(v, p.o, p.error); }},
+    {"--max-restarts", nullptr, A::kValue, G::kTorchrun, "K",
+     "restarts of the worker group before giving up (default 0)", SetInt<&RunOptions::max_restarts, 0, 1 << 30>},
+    {"--node-unit", nullptr, A::kValue, G::kTorchrun, "N",
+     "(dlrover-run) rounds have a multiple of N nodes; extra nodes wait (default 1)",
+     SetInt<&RunOptions::node_unit, 1, 1 << 20>},
+    {"--rdzv-backend", nullptr, A::kValue, G::kTorchrun, "static|etcd",
+     "static: fixed nodes; etcd: elastic (default static)",
+     [](Parser& p, Arg, Arg v) {
+       p.rdzv_given = true;
+       if (v == "etcd" || v == "etcd-v2") return p.o->rdzv_backend = "etcd", true;
+       if (v == "static") return p.o->rdzv_backend = v, true;
+       return p.Fail("--rdzv-backend " + v +
+                     " is not supported by xtimer_run: use static (fixed nodes) or etcd "
+                     "(elastic, with --rdzv-endpoint HOST:PORT of an etcd v3)");
+     }},
+    {"--rdzv-endpoint", nullptr, A::kValue, G::kTorchrun, "HOST:PORT", "the etcd server (static: the master)",
+     [](Parser& p, Arg, Arg v) { return p.rdzv_given = true, p.o->rdzv_endpoint = v, true; }},
+    {"--rdzv-id", nullptr, A::kValue, G::kTorchrun, "ID", "the job's name, shared by its nodes",
+     SetString<&RunOptions::rdzv_id>},
+    {"--rdzv-conf", nullptr, A::kValue, G::kTorchrun, "join_timeout=S,last_call_timeout=S,lease_ttl=S", "(600, 30, 10)",
+     [](Parser& p, Arg, Arg v) { return ParseRdzvConf(v, p.o, p.error); }},
+    {"--standalone", nullptr, A::kSwitch, G::kTorchrun, "", "one node, no rendezvous server, a free port",
+     SetSwitch<&RunOptions::standalone>},
+    {"--node-rank", nullptr, A::kValue, G::kTorchrun, "R", "this node's rank (static rendezvous)",
+     SetInt<&RunOptions::node_rank, 0, 1 << 20>},
+    {"--master-addr", nullptr, A::kValue, G::kTorchrun, "A", "rank 0's host (static rendezvous)",
+     SetString<&RunOptions::master_addr>},
+    {"--master-port", nullptr, A::kValue, G::kTorchrun, "P", "rank 0's port (static rendezvous)",
+     [](Parser& p, Arg f, Arg v) {
+       return p.o->master_port_given = true, ToInt(f, v, 1, 65535, &p.o->master_port, p.error);
+     }},
+    {"--local-addr", nullptr, A::kValue, G::kTorchrun, "A", "how other nodes reach this one (default: the host name)",
+     SetString<&RunOptions::local_addr>},
+    {"--monitor-interval", nullptr, A::kValue, G::kTorchrun, "S", "how often workers are checked (default 0.1)",
+     [](Parser& p, Arg f, Arg v) {
+       if (!ToSeconds(f, v, &p.o->monitor_interval_s, p.error)) return false;
+       if (p.o->monitor_interval_s < 0.01) p.o->monitor_interval_s = 0.01;
+       return true;
+     }},
+    {"--no-python", nullptr, A::kSwitch, G::kTorchrun, "", "run the script as a program",
+     SetSwitch<&RunOptions::no_python>},
+    {"--module", "-m", A::kSwitch, G::kTorchrun, "", "run the script as `python -m`", SetSwitch<&RunOptions::module>},
+    {"--run-path", nullptr, A::kSwitch, G::kTorchrun, "", "run the script with Python (over --no-python and -m)",
+     SetSwitch<&RunOptions::run_path>},
+    {"--role", nullptr, A::kValue, G::kTorchrun, "NAME", "the workers' role (default default)",
+     SetString<&RunOptions::role>},
+    {"--log-dir", nullptr, A::kValue, G::kTorchrun, "DIR", "each worker's error file and logs, in torchrun's layout",
+     SetFolder<&RunOptions::log_dir>},
+    {"--redirects", "-r", A::kValue, G::kTorchrun, "N", "workers' streams to files: 0 none, 1 stdout, 2 stderr, 3 both",
+     SetStreams<&RunOptions::redirects>},
+    {"--tee", "-t", A::kValue, G::kTorchrun, "N", "as --redirects, and on the terminal too",
+     SetStreams<&RunOptions::tee>},
+    {"--local-ranks-filter", nullptr, A::kValue, G::kTorchrun, "R,R",
+     "only these local ranks' output on the terminal (files keep all)",
+     [](Parser& p, Arg f, Arg v) { return ParseRanksFilter(f, v, p.o, p.error); }},
+    // Our workers are always processes of their own, which is what torchrun's methods give a script.
+    {"--start-method", nullptr, A::kValue, G::kTorchrun, "spawn|fork|forkserver",
+     "accepted; workers are always their own processes",
+     [](Parser& p, Arg f, Arg v) {
+       if (v == "spawn" || v == "fork" || v == "forkserver") return true;
+       return p.Fail(f + " takes spawn, fork or forkserver, not '" + v + "'");
+     }},
+    {"--logs-specs", nullptr, A::kValue, G::kTorchrun, "NAME", "accepted, no effect (a Python plugin of torchrun)",
+     [](Parser& p, Arg f, Arg) {
+       return p.NoEffect(f,
+                         "names a Python LogsSpecs plugin of torchrun; xtimer_run writes --log-dir in torchrun's "
+                         "default layout itself: ignored");
+     }},
+    // dlrover-run's.
+    {"--network-check", nullptr, A::kSwitch, G::kDlrover, "",
+     "probe the round's nodes before its workers start; faulty nodes leave\n"
+     "(etcd rendezvous; XTIMER_NETCHECK_SIZE / _TIMEOUT, default 3M / 4 s)",
+     SetSwitch<&RunOptions::network_check>},
+    {"--exclude-straggler", nullptr, A::kSwitch, G::kDlrover, "", "with --network-check, stragglers leave too",
+     SetSwitch<&RunOptions::exclude_straggler>},
+    {"--min-bandwidth", nullptr, A::kValue, G::kDlrover, "MB/s",
+     "with --network-check, a node slower than this is faulty",
+     [](Parser& p, Arg f, Arg v) {
+       if (ParseDouble(v, &p.o->min_bandwidth_mbps) && p.o->min_bandwidth_mbps >= 0) return true;
+       return p.Fail(f + " takes MB/s (a number >= 0), not '" + v + "'");
+     }},
+    {"--precheck", nullptr, A::kValue, G::kDlrover, "0|1|2",
+     "1: a matmul on each GPU and an allreduce over them before this node\n"
+     "joins (a node that fails does not join), and --network-check with\n"
+     "etcd; 2: also --comm-perf-test (default 0)",
+     SetInt<&RunOptions::precheck, 0, 2>},
+    {"--comm-perf-test", nullptr, A::kSwitch, G::kDlrover, "",
+     "measure the round's allreduce bandwidth before training; print a table", SetSwitch<&RunOptions::comm_perf_test>},
+    {"--numa-affinity", nullptr, A::kSwitch, G::kDlrover, "", "bind each worker to the CPUs of its GPU's NUMA node",
+     SetSwitch<&RunOptions::numa_affinity>},
+    {"--auto-config", nullptr, A::kSwitch, G::kDlrover, "",
+     "nodes from NODE_NUM, workers per node from the GPUs (flags given win)", SetSwitch<&RunOptions::auto_config>},
+    {"--save-at-breakpoint", nullptr, A::kOptional, G::kDlrover, "0|1",
+     "persist the newest memory checkpoint when a worker fails (default 1)",
+     [](Parser& p, Arg, Arg v) {
+       if (v != "" && v != "0" && v != "1") return p.Fail("--save-at-breakpoint takes 0 or 1, not '" + v + "'");
+       return p.o->save_at_breakpoint = v != "0", true;
+     }},
+    {"--accelerator", nullptr, A::kValue, G::kDlrover, "nvidia.com/gpu|ascend-npu|mthreads.com/gpu",
+     "(xtimer times NVIDIA GPUs)",
+     [](Parser& p, Arg f, Arg v) {
+       if (v == "nvidia.com/gpu") return true;
+       if (v == "ascend-npu" || v == "mthreads.com/gpu")
+         return p.NoEffect(f, "xtimer times NVIDIA GPUs (CUDA, NCCL); on " + v +
+                                  " the workers run, untimed, and the GPU checks find no GPU");
+       return p.Fail(f + " takes nvidia.com/gpu, ascend-npu or mthreads.com/gpu, not '" + v + "'");
+     }},
+    {"--auto-tunning", nullptr, A::kSwitch, G::kDlroverIgnored, "", "",
+     [](Parser& p, Arg f, Arg v) {
+       return v != "1" || p.NoEffect(f,
+                                     "DLRover's job master tunes the batch size and learning rate of a running "
+                                     "job; xtimer_run has no job master: ignored");
+     }},
+    {"--training-port", nullptr, A::kValue, G::kDlroverIgnored, "P", "",
+     [](Parser& p, Arg f, Arg v) {
+       int port = 0;
+       return ToInt(f, v, 1, 65535, &port, p.error) &&
+              p.NoEffect(f, "DLRover gives it to Ascend's HCCL as its first port; NCCL does not use it: ignored");
+     }},
+    {"--switchbox-check", nullptr, A::kSwitch, G::kDlroverIgnored, "", "",
+     [](Parser& p, Arg f, Arg v) {
+       return v != "1" || p.NoEffect(f,
+                                     "checks the links between a MetaX machine's GPUs and its switchbox, and xtimer "
+                                     "knows no switchbox to check: ignored (--network-check still runs)");
+     }},
+    {"--box-pairs", nullptr, A::kPairs, G::kDlroverIgnored, "P [P ...]", "",
+     [](Parser& p, Arg f, Arg) {
+       return p.NoEffect(f, "pairs the switchbox's sockets for --switchbox-check: ignored");
+     }},
+    {"--min-channels", nullptr, A::kValue, G::kDlroverIgnored, "N", "",
+     [](Parser& p, Arg f, Arg v) {
+       int n = 0;
+       return ToInt(f, v, 0, 1 << 20, &n, p.error) &&
+              p.NoEffect(f, "the switchbox channels --switchbox-check needs working: ignored");
+     }},
+    {"--ucp-device-type", nullptr, A::kValue, G::kDlroverIgnored, "T", "",
+     [](Parser& p, Arg f, Arg) {
+       return p.NoEffect(f,
+                         "where DLRover converts DeepSpeed universal checkpoints; xtimer's checkpoints need no "
+                         "conversion: ignored");
+     }},
+    // Ours.
+    {"--stop-grace", nullptr, A::kValue, G::kXtimer, "S",
+     "seconds between SIGTERM and SIGKILL when stopping workers (default 5)",
+     [](Parser& p, Arg f, Arg v) { return ToSeconds(f, v, &p.o->stop_grace_s, p.error); }},
+};
+
+// The flag named `name` (dashed) or by its short alias; nullptr when none is.
+const FlagSpec* FindFlag(const std::string& name) {
+  for (const FlagSpec& f : kFlags)
+    if (name == f.name || (f.alias != nullptr && name == f.alias)) return &f;
+  return nullptr;
+}
 
 // "--nproc-per-node" -> "PET_NPROC_PER_NODE", the variable torchrun (and dlrover-run) read a
 // flag's default from.
@@ -157,47 +384,61 @@ std::string PetName(const std::string& flag) {
   return out;
 }
 
+// A flag and its value as the usage writes them: "-m, --module", "--nnodes N|MIN:MAX",
+// "--save-at-breakpoint[=0|1]", "--box-pairs P [P ...]".
+std::string Synopsis(const FlagSpec& f) {
+  std::string out = f.alias != nullptr ? std::string(f.alias) + ", " + f.name : std::string(f.name);
+  if (f.arity == Arity::kOptional) return out + "[=" + f.value + "]";
+  if (*f.value != '\0') out += std::string(" ") + f.value;
+  return out;
+}
+
+// One group's lines: the synopsis in a column of 26, the help beside it (a longer synopsis: the
+// help after one space), each continuation line under the first.
+std::string UsageLines(Group group) {
+  constexpr size_t kColumn = 26;
+  std::string out;
+  for (const FlagSpec& f : kFlags) {
+    if (f.group != group) continue;
+    std::string line = "  " + Synopsis(f);
+    line += line.size() < kColumn + 2 ? std::string(kColumn + 2 - line.size(), ' ') : std::string(" ");
+    for (const char* c = f.help; *c != '\0'; ++c)
+      line += *c == '\n' ? "\n" + std::string(kColumn + 2, ' ') : std::string(1, *c);
+    out += line + "\n";
+  }
+  return out;
+}
+
 }  // namespace
 
+std::vector<std::string> RunFlagNames() {
+  std::vector<std::string> names;
+  for (const FlagSpec& f : kFlags) names.push_back(f.name);
+  return names;
+}
+
 std::string RunUsage() {
+  // dlrover-run's flags without effect here, on lines of at most 100 characters.
+  std::string ignored = "  accepted with a warning, no effect here:";
+  size_t line_start = 0;
+  for (const FlagSpec& f : kFlags) {
+    if (f.group != Group::kDlroverIgnored) continue;
+    if (ignored.size() - line_start + Synopsis(f).size() + 2 > 100) {
+      ignored += "\n ";
+      line_start = ignored.size() - 2;
+    }
+    ignored += " " + Synopsis(f) + ",";
+  }
+  ignored.back() = '\n';
   return "usage: xtimer_run [torchrun options] [dlrover-run options] [xtimer options] SCRIPT [ARGS...]\n"
          "Starts and watches this node's training workers like torchrun, under xtimer (timing, hang\n"
          "detection and stacks, flash checkpoint saver), and restarts every node's workers together\n"
          "when one fails or hangs. One xtimer_run per node. Every option is also read from PET_<OPTION>\n"
          "(PET_NPROC_PER_NODE=8, PET_NETWORK_CHECK=1) when not on the command line, as torchrun does.\n"
-         "torchrun options (--a-b and --a_b both work):\n"
-         "  --nnodes N|MIN:MAX        nodes (default 1; MIN:MAX needs --rdzv-backend etcd)\n"
-         "  --nproc-per-node N        workers on this node (or cpu, gpu, auto; default 1)\n"
-         "  --max-restarts K          restarts of the worker group before giving up (default 0)\n"
-         "  --node-unit N             (dlrover-run) rounds have a multiple of N nodes; extra nodes wait (default 1)\n"
-         "  --rdzv-backend static|etcd, --rdzv-endpoint HOST:PORT, --rdzv-id ID\n"
-         "  --rdzv-conf join_timeout=S,last_call_timeout=S,lease_ttl=S  (600, 30, 10)\n"
-         "  --standalone              one node, no rendezvous server, a free port\n"
-         "  --node-rank R, --master-addr A, --master-port P   (static rendezvous)\n"
-         "  --local-addr A            how other nodes reach this one (default: the host name)\n"
-         "  --monitor-interval S      how often workers are checked (default 0.1)\n"
-         "  --no-python, -m/--module, --role NAME, --log-dir DIR, -r/--redirects N, -t/--tee N\n"
-         "  --run-path                run the script with Python (over --no-python and -m)\n"
-         "  --local-ranks-filter R,R  only these local ranks' output on the terminal (files keep all)\n"
-         "  --start-method spawn|fork|forkserver  accepted; workers are always their own processes\n"
-         "  --logs-specs NAME         accepted, no effect (a Python plugin of torchrun)\n"
-         "dlrover-run options:\n"
-         "  --network-check           probe the round's nodes before its workers start; faulty nodes leave\n"
-         "                            (etcd rendezvous; XTIMER_NETCHECK_SIZE / _TIMEOUT, default 3M / 4 s)\n"
-         "  --exclude-straggler       with --network-check, stragglers leave too\n"
-         "  --min-bandwidth MB/s      with --network-check, a node slower than this is faulty\n"
-         "  --precheck 0|1|2          1: a matmul on each GPU and an allreduce over them before this node\n"
-         "                            joins (a node that fails does not join), and --network-check with\n"
-         "                            etcd; 2: also --comm-perf-test (default 0)\n"
-         "  --comm-perf-test          measure the round's allreduce bandwidth before training; print a table\n"
-         "  --numa-affinity           bind each worker to the CPUs of its GPU's NUMA node\n"
-         "  --auto-config             nodes from NODE_NUM, workers per node from the GPUs (flags given win)\n"
-         "  --save-at-breakpoint[=0|1] persist the newest memory checkpoint when a worker fails (default 1)\n"
-         "  --accelerator nvidia.com/gpu|ascend-npu|mthreads.com/gpu  (xtimer times NVIDIA GPUs)\n"
-         "  accepted with a warning, no effect here: --auto-tunning, --training-port P, --switchbox-check,\n"
-         "  --box-pairs P [P ...], --min-channels N, --ucp-device-type T\n"
-         "xtimer options:\n"
-         "  --stop-grace S            seconds between SIGTERM and SIGKILL when stopping workers (default 5)\n"
+         "Options take their value as --flag VALUE or --flag=VALUE.\n"
+         "torchrun options (--a-b and --a_b both work):\n" +
+         UsageLines(Group::kTorchrun) + "dlrover-run options:\n" + UsageLines(Group::kDlrover) + ignored +
+         "xtimer options:\n" + UsageLines(Group::kXtimer) +
          "examples:\n"
          "  xtimer_run --standalone --nproc-per-node 8 train.py --epochs 3\n"
          "  xtimer_run --nnodes 2:4 --nproc-per-node 8 --max-restarts 3 --rdzv-backend etcd \\\n"
@@ -206,164 +447,10 @@ std::string RunUsage() {
 
 bool ParseRunOptions(int argc, char** argv, RunOptions* o, std::string* error, bool* help) {
   *help = false;
-  bool nnodes_given = false, nproc_given = false, rdzv_given = false;
-  std::set<std::string> warned;
-  // A flag that has no effect here: one line, once, saying why.
-  auto no_effect = [&](const std::string& flag, const std::string& why) {
-    if (warned.insert(flag).second) o->warnings.push_back(flag + ": " + why);
-    return true;
-  };
-  auto flag_int = [&](int* target, long long lo, long long hi) {
-    return [=](const std::string& f, const std::string& v) { return ToInt(f, v, lo, hi, target, error); };
-  };
-  auto flag_switch = [&](bool* target) {
-    return [=](const std::string&, const std::string& v) { return *target = v == "1", true; };
-  };
-  auto flag_string = [&](std::string* target) {
-    return [=](const std::string&, const std::string& v) { return *target = v, true; };
-  };
-  // A file or folder: a value that starts with "--" is the next option taken as the path by
-  // mistake (`--log-dir --no-python` made a folder named --no-python), never a path.
-  auto flag_path = [&](std::string* target, const char* kind) {
-    return [=](const std::string& f, const std::string& v) {
-      if (v.rfind("--", 0) == 0)
-        return (*error = f + " needs a " + kind + ", not the option '" + v + "' (a " + kind +
-                         " whose name starts with -- is written ./" + v + ")"),
-               false;
-      return *target = v, true;
-    };
-  };
-  using A = Arity;
-  std::map<std::string, Flag> flags = {
-      // torchrun's.
-      {"--nnodes", {A::kValue, [&](auto&, auto& v) { return nnodes_given = true, ParseNnodes(v, o, error); }}},
-      {"--nproc-per-node", {A::kValue, [&](auto&, auto& v) { return nproc_given = true, ParseNproc(v, o, error); }}},
-      {"--max-restarts", {A::kValue, flag_int(&o->max_restarts, 0, 1 << 30)}},
-      {"--node-unit", {A::kValue, flag_int(&o->node_unit, 1, 1 << 20)}},
-      {"--rdzv-backend",
-       {A::kValue,
-        [&](auto&, auto& v) {
-          rdzv_given = true;
-          if (v == "etcd" || v == "etcd-v2") return o->rdzv_backend = "etcd", true;
-          if (v == "static") return o->rdzv_backend = v, true;
-          *error = "--rdzv-backend " + v +
-                   " is not supported by xtimer_run: use static (fixed nodes) or etcd "
-                   "(elastic, with --rdzv-endpoint HOST:PORT of an etcd v3)";
-          return false;
-        }}},
-      {"--rdzv-endpoint", {A::kValue, [&](auto&, auto& v) { return rdzv_given = true, o->rdzv_endpoint = v, true; }}},
-      {"--rdzv-id", {A::kValue, flag_string(&o->rdzv_id)}},
-      {"--rdzv-conf", {A::kValue, [&](auto&, auto& v) { return ParseRdzvConf(v, o, error); }}},
-      {"--node-rank", {A::kValue, flag_int(&o->node_rank, 0, 1 << 20)}},
-      {"--master-addr", {A::kValue, flag_string(&o->master_addr)}},
-      {"--master-port",
-       {A::kValue,
-        [&](auto& f, auto& v) { return o->master_port_given = true, ToInt(f, v, 1, 65535, &o->master_port, error); }}},
-      {"--monitor-interval",
-       {A::kValue,
-        [&](auto& f, auto& v) {
-          if (!ToSeconds(f, v, &o->monitor_interval_s, error)) return false;
-          if (o->monitor_interval_s < 0.01) o->monitor_interval_s = 0.01;
-          return true;
-        }}},
-      {"--local-addr", {A::kValue, flag_string(&o->local_addr)}},
-      {"--role", {A::kValue, flag_string(&o->role)}},
-      {"--log-dir", {A::kValue, flag_path(&o->log_dir, "folder")}},
-      {"--redirects", {A::kValue, [&](auto& f, auto& v) { return ParseStreams(f, v, &o->redirects, error); }}},
-      {"--tee", {A::kValue, [&](auto& f, auto& v) { return ParseStreams(f, v, &o->tee, error); }}},
-      {"--standalone", {A::kSwitch, flag_switch(&o->standalone)}},
-      {"--module", {A::kSwitch, flag_switch(&o->module)}},
-      {"--no-python", {A::kSwitch, flag_switch(&o->no_python)}},
-      {"--run-path", {A::kSwitch, flag_switch(&o->run_path)}},
-      {"--local-ranks-filter", {A::kValue, [&](auto& f, auto& v) { return ParseRanksFilter(f, v, o, error); }}},
-      // Our workers are always processes of their own, which is what torchrun's methods give a script.
-      {"--start-method",
-       {A::kValue,
-        [&](auto& f, auto& v) {
-          if (v == "spawn" || v == "fork" || v == "forkserver") return true;
-          return (*error = f + " takes spawn, fork or forkserver, not '" + v + "'"), false;
-        }}},
-      {"--logs-specs",
-       {A::kValue,
-        [&](auto& f, auto&) {
-          return no_effect(f,
-                           "names a Python LogsSpecs plugin of torchrun; xtimer_run writes --log-dir in torchrun's "
-                           "default layout itself: ignored");
-        }}},
-      // dlrover-run's.
-      {"--network-check", {A::kSwitch, flag_switch(&o->network_check)}},
-      {"--exclude-straggler", {A::kSwitch, flag_switch(&o->exclude_straggler)}},
-      {"--save-at-breakpoint",
-       {A::kOptional,
-        [&](auto&, auto& v) {
-          if (v != "" && v != "0" && v != "1")
-            return (*error = "--save-at-breakpoint takes 0 or 1, not '" + v + "'"), false;
-          return o->save_at_breakpoint = v != "0", true;
-        }}},
-      {"--precheck", {A::kValue, flag_int(&o->precheck, 0, 2)}},
-      {"--comm-perf-test", {A::kSwitch, flag_switch(&o->comm_perf_test)}},
-      {"--numa-affinity", {A::kSwitch, flag_switch(&o->numa_affinity)}},
-      {"--auto-config", {A::kSwitch, flag_switch(&o->auto_config)}},
-      {"--min-bandwidth",
-       {A::kValue,
-        [&](auto& f, auto& v) {
-          if (ParseDouble(v, &o->min_bandwidth_mbps) && o->min_bandwidth_mbps >= 0) return true;
-          return (*error = f + " takes MB/s (a number >= 0), not '" + v + "'"), false;
-        }}},
-      {"--accelerator",
-       {A::kValue,
-        [&](auto& f, auto& v) {
-          if (v == "nvidia.com/gpu") return true;
-          if (v == "ascend-npu" || v == "mthreads.com/gpu")
-            return no_effect(f, "xtimer times NVIDIA GPUs (CUDA, NCCL); on " + v +
-                                    " the workers run, untimed, and the GPU checks find no GPU");
-          return (*error = f + " takes nvidia.com/gpu, ascend-npu or mthreads.com/gpu, not '" + v + "'"), false;
-        }}},
-      {"--auto-tunning",
-       {A::kSwitch,
-        [&](auto& f, auto& v) {
-          return v != "1" || no_effect(f,
-                                       "DLRover's job master tunes the batch size and learning rate of a running "
-                                       "job; xtimer_run has no job master: ignored");
-        }}},
-      {"--training-port",
-       {A::kValue,
-        [&](auto& f, auto& v) {
-          int port = 0;
-          return ToInt(f, v, 1, 65535, &port, error) &&
-                 no_effect(f, "DLRover gives it to Ascend's HCCL as its first port; NCCL does not use it: ignored");
-        }}},
-      {"--switchbox-check",
-       {A::kSwitch,
-        [&](auto& f, auto& v) {
-          return v != "1" ||
-                 no_effect(f,
-                           "checks the links between a MetaX machine's GPUs and its switchbox, and xtimer knows no "
-                           "switchbox to check: ignored (--network-check still runs)");
-        }}},
-      {"--box-pairs",
-       {A::kPairs,
-        [&](auto& f, auto&) { return no_effect(f, "pairs the switchbox's sockets for --switchbox-check: ignored"); }}},
-      {"--min-channels",
-       {A::kValue,
-        [&](auto& f, auto& v) {
-          int n = 0;
-          return ToInt(f, v, 0, 1 << 20, &n, error) &&
-                 no_effect(f, "the switchbox channels --switchbox-check needs working: ignored");
-        }}},
-      {"--ucp-device-type",
-       {A::kValue,
-        [&](auto& f, auto&) {
-          return no_effect(f,
-                           "where DLRover converts DeepSpeed universal checkpoints; xtimer's checkpoints need no "
-                           "conversion: ignored");
-        }}},
-      // Ours.
-      {"--stop-grace", {A::kValue, [&](auto& f, auto& v) { return ToSeconds(f, v, &o->stop_grace_s, error); }}},
-  };
-  const std::map<std::string, std::string> short_names = {{"-m", "--module"}, {"-r", "--redirects"}, {"-t", "--tee"}};
-
-  std::set<std::string> given;
+  Parser p;
+  p.o = o;
+  p.error = error;
+  std::set<const FlagSpec*> given;
   int i = 1;
   for (; i < argc; ++i) {
     std::string arg = argv[i];
@@ -376,32 +463,30 @@ bool ParseRunOptions(int argc, char** argv, RunOptions* o, std::string* error, b
     std::string name = arg, value;
     bool has_value = false;
     if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      name = arg.substr(0, eq);
+      name = arg.substr(0, eq);  // --flag=value
       value = arg.substr(eq + 1);
       has_value = true;
-    } else if (arg.size() > 2 && arg[1] != '-' && short_names.count(arg.substr(0, 2)) && arg[1] != 'm') {
+    } else if (const FlagSpec* f = arg.size() > 2 && arg[1] != '-' ? FindFlag(arg.substr(0, 2)) : nullptr;
+               f != nullptr && f->arity == Arity::kValue) {
       name = arg.substr(0, 2);  // -r3, -t2
       value = arg.substr(2);
       has_value = true;
     }
-    name = Dashed(name);
-    if (auto s = short_names.find(name); s != short_names.end()) name = s->second;
-    auto f = flags.find(name);
-    if (f == flags.end()) {
-      *error =
-          "unknown option " + arg + " (xtimer_run --help lists them; put the script's own options after the script)";
-      return false;
-    }
-    given.insert(name);
-    switch (f->second.arity) {
+    const FlagSpec* f = FindFlag(Dashed(name));
+    if (f == nullptr)
+      return p.Fail("unknown option " + arg +
+                    " (xtimer_run --help lists them; put the script's own options after the script)");
+    given.insert(f);
+    name = f->name;
+    switch (f->arity) {
       case Arity::kSwitch:
-        if (has_value) return (*error = name + " is a switch and takes no value ('" + arg + "')"), false;
+        if (has_value) return p.Fail(name + " is a switch and takes no value ('" + arg + "')");
         value = "1";
         break;
       case Arity::kOptional: break;
       case Arity::kValue:
         if (!has_value) {
-          if (i + 1 >= argc) return (*error = name + " needs a value"), false;
+          if (i + 1 >= argc) return p.Fail(name + " needs a value");
           value = argv[++i];
         }
         break;
@@ -410,34 +495,32 @@ bool ParseRunOptions(int argc, char** argv, RunOptions* o, std::string* error, b
           for (; i + 1 < argc && IsPair(argv[i + 1]); ++i)
             value += (value.empty() ? "" : " ") + std::string(argv[i + 1]);
         }
-        if (value.empty()) return (*error = name + " needs one or more socket pairs such as 0:1 2:4"), false;
+        if (value.empty()) return p.Fail(name + " needs one or more socket pairs such as 0:1 2:4");
         break;
     }
-    if (!f->second.apply(name, value)) return false;
+    if (!f->set(p, name, value)) return false;
   }
   for (; i < argc; ++i) o->script.push_back(argv[i]);
 
   // A flag not on the command line takes its value from PET_<FLAG>, as under torchrun.
-  for (const auto& [name, flag] : flags) {
-    if (given.count(name)) continue;
-    std::string pet = PetName(name);
+  for (const FlagSpec& f : kFlags) {
+    if (given.count(&f)) continue;
+    const std::string name = f.name, pet = PetName(name);
     const char* raw = std::getenv(pet.c_str());
     if (raw == nullptr || *raw == '\0') continue;
     std::string value = raw;
-    if (flag.arity == Arity::kSwitch) {
+    if (f.arity == Arity::kSwitch) {
       long long on = 0;
-      if (!ParseInt(value, 0, 1 << 30, &on))
-        return (*error = pet + "=" + value + ": takes 1 or 0 (" + name + ")"), false;
+      if (!ParseInt(value, 0, 1 << 30, &on)) return p.Fail(pet + "=" + value + ": takes 1 or 0 (" + name + ")");
       value = on ? "1" : "0";
     }
-    if (flag.arity == Arity::kPairs) {
+    if (f.arity == Arity::kPairs) {
       std::stringstream in(value);
       std::string item;
       while (in >> item)
-        if (!IsPair(item))
-          return (*error = pet + "=" + value + ": takes socket pairs such as 0:1 2:4 (" + name + ")"), false;
+        if (!IsPair(item)) return p.Fail(pet + "=" + value + ": takes socket pairs such as 0:1 2:4 (" + name + ")");
     }
-    if (!flag.apply(name, value)) return (*error = pet + ": " + *error), false;
+    if (!f.set(p, name, value)) return p.Fail(pet + ": " + *error);
   }
 
   if (o->script.empty()) return (*error = "no training script given (xtimer_run [options] SCRIPT [ARGS...])"), false;
@@ -448,13 +531,13 @@ bool ParseRunOptions(int argc, char** argv, RunOptions* o, std::string* error, b
     // dlrover-run's --auto-config: the job's node count from NODE_NUM, one worker per GPU. The
     // flags given on the command line win.
     std::string said;
-    if (const char* n = std::getenv("NODE_NUM"); !nnodes_given && n != nullptr && *n != '\0') {
+    if (const char* n = std::getenv("NODE_NUM"); !p.nnodes_given && n != nullptr && *n != '\0') {
       int nodes = 0;
       if (!ToInt("NODE_NUM (read by --auto-config)", n, 1, 1 << 20, &nodes, error)) return false;
       o->min_nodes = o->max_nodes = nodes;
       said += std::to_string(nodes) + " node(s) from NODE_NUM";
     }
-    if (int gpus = VisibleGpuCount(); !nproc_given && gpus > 0) {
+    if (int gpus = VisibleGpuCount(); !p.nproc_given && gpus > 0) {
       o->nproc_per_node = gpus;
       said += std::string(said.empty() ? "" : ", ") + std::to_string(gpus) + " worker(s) per node, one per GPU";
     }
@@ -463,7 +546,7 @@ bool ParseRunOptions(int argc, char** argv, RunOptions* o, std::string* error, b
                                                          : said));
   }
   if (o->standalone) {
-    if (o->max_nodes != 1 || (rdzv_given && o->rdzv_backend == "etcd"))
+    if (o->max_nodes != 1 || (p.rdzv_given && o->rdzv_backend == "etcd"))
       return (*error = "--standalone runs one node: drop --nnodes and --rdzv-* or drop --standalone"), false;
     o->rdzv_backend = "static";
   }
@@ -521,7 +604,7 @@ bool ParseRunOptions(int argc, char** argv, RunOptions* o, std::string* error, b
                 "who is left out); with a static rendezvous run xtimer_netprobe on every node first"),
            false;
   if (o->min_bandwidth_mbps > 0 && !o->network_check)
-    no_effect("--min-bandwidth", "the network check's floor, and the network check is off (--network-check): ignored");
+    p.NoEffect("--min-bandwidth", "the network check's floor, and the network check is off (--network-check): ignored");
   return true;
 }
 

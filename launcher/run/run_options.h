@@ -65,8 +65,12 @@ struct RunOptions {
 // missing value; *help set when --help was asked (then nothing else is checked).
 bool ParseRunOptions(int argc, char** argv, RunOptions* out, std::string* error, bool* help);
 
-// The usage text.
+// The usage text, made from the same table as the parser (run_options.cc: name, short alias,
+// how the value is taken, help).
 std::string RunUsage();
+
+// Every flag's name (dashed, as the usage writes it), in the table's order.
+std::vector<std::string> RunFlagNames();
 
 // The command line a worker runs: `python3 -u [-m] script args` (python3 from PATH, or
 // XTIMER_PYTHON), or the program itself with --no-python (--run-path: always Python, no -m).

@@ -1,6 +1,7 @@
 // xtimer_run --network-check: the verdict a round's nodes act on, from the probe's report
 // (launcher/run/network_check.h). Reports here are shaped like docs/formats.md's.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <nlohmann/json.hpp>
 
@@ -100,6 +101,20 @@ TEST(NetworkCheck, AddressesWithPorts) {
   EXPECT_EQ(host, "fe80::1");
   EXPECT_EQ(port, 29400);
   EXPECT_FALSE(SplitProbeAddress("nonsense", &host, &port));
+}
+
+// --min-bandwidth reaches the probe as a value, over XTIMER_NETCHECK_MIN_BANDWIDTH, which is
+// the floor without it; the process's environment is not written.
+TEST(NetworkCheck, MinBandwidthFlagOverTheVariable) {
+  unsetenv("XTIMER_NETCHECK_MIN_BANDWIDTH");
+  EXPECT_EQ(ProbeSettingsFromEnv(false, 0).min_bandwidth_mbps, 0);
+  EXPECT_EQ(ProbeSettingsFromEnv(false, 50).min_bandwidth_mbps, 50);
+  EXPECT_EQ(std::getenv("XTIMER_NETCHECK_MIN_BANDWIDTH"), nullptr);
+  setenv("XTIMER_NETCHECK_MIN_BANDWIDTH", "7", 1);
+  EXPECT_EQ(ProbeSettingsFromEnv(true, 0).min_bandwidth_mbps, 7);
+  EXPECT_EQ(ProbeSettingsFromEnv(true, 50).min_bandwidth_mbps, 50);
+  EXPECT_TRUE(ProbeSettingsFromEnv(true, 50).exclude_straggler);
+  unsetenv("XTIMER_NETCHECK_MIN_BANDWIDTH");
 }
 
 }  // namespace

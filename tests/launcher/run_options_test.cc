@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 
@@ -465,6 +466,111 @@ TEST(WorkerEnvironment, TorchrunVariables) {
   EXPECT_EQ(std::count_if(env.begin(), env.end(),
                           [](auto& kv) { return kv.rfind("TORCH_NCCL_ASYNC_ERROR_HANDLING=", 0) == 0; }),
             1);
+}
+
+// The flag table: every flag is in the usage made from it, takes both spellings, and a name that
+// is not in it is refused with one line.
+TEST(RunOptionsTable, EveryFlagIsInTheUsageAndTakesBothSpellings) {
+  const std::string usage = RunUsage();
+  std::vector<std::string> names = RunFlagNames();
+  ASSERT_GE(names.size(), 40u);
+  for (const std::string& name : names) {
+    EXPECT_NE(usage.find(name), std::string::npos) << name;
+    std::string underscored = name.substr(0, 2) + name.substr(2);
+    std::replace(underscored.begin() + 2, underscored.end(), '-', '_');
+    RunOptions o;
+    std::string error;
+    Parse({underscored}, &o, &error);  // no script: fails, but never as an unknown option
+    EXPECT_EQ(error.find("unknown option"), std::string::npos) << underscored << ": " << error;
+  }
+  // The short aliases beside their flags, an optional value, the pairs, the ignored group.
+  for (const char* line : {"  -m, --module ", "  -r, --redirects N ", "  -t, --tee N ", "  --save-at-breakpoint[=0|1] ",
+                           "  --nnodes N|MIN:MAX ", "--box-pairs P [P ...]", "  --stop-grace S "})
+    EXPECT_NE(usage.find(line), std::string::npos) << line;
+}
+
+TEST(RunOptionsTable, UnknownFlagsAndMissingValues) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  } cases[] = {
+      {{"--bogus", "t.py"}, "unknown option --bogus (xtimer_run --help lists them"},
+      {{"--bogus=1", "t.py"}, "unknown option --bogus=1"},
+      {{"-x", "t.py"}, "unknown option -x"},
+      {{"-mfoo", "t.py"}, "unknown option -mfoo"},  // -m takes no value, so none glued to it
+      {{"--nproc"}, "unknown option --nproc"},      // no prefix matching
+      {{"--rdzv-id"}, "--rdzv-id needs a value"},
+      {{"--stop_grace"}, "--stop-grace needs a value"},
+      {{"-r"}, "--redirects needs a value"},  // the alias is named by its flag
+      {{"--log-dir"}, "--log-dir needs a value"},
+      {{"--stop-grace=", "t.py"}, "--stop-grace takes seconds (a number >= 0), not ''"},
+      {{"--module=1", "t.py"}, "--module is a switch and takes no value ('--module=1')"},
+  };
+  for (const Case& c : cases) {
+    RunOptions o;
+    std::string error;
+    EXPECT_FALSE(Parse(c.args, &o, &error)) << c.says;
+    EXPECT_NE(error.find(c.says), std::string::npos) << error;
+    EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  }
+}
+
+TEST(RunOptionsTable, ValueForms) {
+  RunOptions o;
+  std::string error;
+  ASSERT_TRUE(Parse({"--stop-grace=2.5", "--nproc_per_node=4", "--rdzv-conf=join_timeout=7,lease_ttl=3", "-r3", "-t",
+                     "2", "--save-at-breakpoint", "--role=trainer", "--", "--not-a-flag", "x"},
+                    &o, &error))
+      << error;
+  EXPECT_EQ(o.stop_grace_s, 2.5);
+  EXPECT_EQ(o.nproc_per_node, 4);
+  EXPECT_EQ(o.join_timeout_s, 7);
+  EXPECT_EQ(o.lease_ttl_s, 3);
+  EXPECT_EQ(o.redirects, kBoth);
+  EXPECT_EQ(o.tee, kStderr);
+  EXPECT_TRUE(o.save_at_breakpoint);
+  EXPECT_EQ(o.role, "trainer");
+  EXPECT_EQ(o.script, (std::vector<std::string>{"--not-a-flag", "x"}));  // after --: the script
+  RunOptions p;
+  ASSERT_TRUE(Parse({"--save-at-breakpoint=0", "-m", "pkg.train"}, &p, &error)) << error;
+  EXPECT_FALSE(p.save_at_breakpoint);
+  EXPECT_TRUE(p.module);
+}
+
+// What xtimer_run takes from the environment is read once into RunSettings and passed on as
+// values: the process's own environment is left as it was, and the workers get only what they
+// read, through their own environment.
+TEST(RunSettings, ReadOnceAndPassedToTheWorkersOnly) {
+  unsetenv("XTIMER_HANG_ACTION");
+  unsetenv("XTIMER_CKPT_PERSIST_ON_FAILURE");
+  RunOptions o;
+  RunSettings s = RunSettings::FromEnv(o);
+  EXPECT_EQ(s.hang_action, "restart");  // xtimer_run's default
+  EXPECT_TRUE(s.persist_on_failure.empty());
+  EXPECT_GT(s.dump_wait_s, 0);
+  EXPECT_GT(s.gpu_check_timeout_s, 0);
+  EXPECT_EQ(std::getenv("XTIMER_HANG_ACTION"), nullptr);  // nothing written back
+  EXPECT_EQ(WorkerVariables(s), (std::vector<std::string>{"XTIMER_HANG_ACTION=restart"}));
+
+  o.save_at_breakpoint = false;  // --save-at-breakpoint 0
+  s = RunSettings::FromEnv(o);
+  EXPECT_EQ(s.persist_on_failure, "0");
+  EXPECT_EQ(std::getenv("XTIMER_CKPT_PERSIST_ON_FAILURE"), nullptr);
+  std::vector<std::string> env =
+      WithVariables({"PATH=/bin", "XTIMER_HANG_ACTION=dump", "XTIMER_HANG_ACTION_X=1"}, WorkerVariables(s));
+  EXPECT_EQ(env, (std::vector<std::string>{"PATH=/bin", "XTIMER_HANG_ACTION=restart", "XTIMER_HANG_ACTION_X=1",
+                                           "XTIMER_CKPT_PERSIST_ON_FAILURE=0"}));
+  {
+    // The user's values win: an explicit hang action (even the preload's own default), an
+    // explicit persist-on-failure, a dump wait.
+    ScopedEnv user(
+        {{"XTIMER_HANG_ACTION", "dump"}, {"XTIMER_CKPT_PERSIST_ON_FAILURE", "1"}, {"XTIMER_DUMP_WAIT", "7"}});
+    s = RunSettings::FromEnv(o);
+    EXPECT_EQ(s.hang_action, "dump");
+    EXPECT_TRUE(s.persist_on_failure.empty());
+    EXPECT_EQ(s.dump_wait_s, 7);
+    EXPECT_EQ(WorkerVariables(s), (std::vector<std::string>{"XTIMER_HANG_ACTION=dump"}));
+  }
 }
 
 }  // namespace

@@ -7,11 +7,13 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/net/net.h"
 #include "netprobe/gpu_probe.h"
-#include "netprobe/net.h"
 
 namespace xtimer::netprobe {
 namespace {
+
+using namespace xtimer::net;  // the sockets under test (common/net)
 
 struct Responder {
   Fd listen;

@@ -8,10 +8,12 @@
 #include <thread>
 
 #include "common/clock.h"
-#include "netprobe/net.h"
+#include "netprobe/messages.h"
 
 namespace xtimer::netprobe {
 namespace {
+
+using namespace xtimer::net;  // the sockets under test (common/net)
 
 using nlohmann::json;
 

@@ -1,4 +1,4 @@
-#include "netprobe/subprocess.h"
+#include "common/net/subprocess.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -13,7 +13,7 @@
 
 extern char** environ;
 
-namespace xtimer::netprobe {
+namespace xtimer::net {
 
 std::string SelfExe() {
   char buf[4096];
@@ -117,4 +117,4 @@ int Child::Wait(Deadline deadline) {
   }
 }
 
-}  // namespace xtimer::netprobe
+}  // namespace xtimer::net

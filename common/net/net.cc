@@ -1,4 +1,4 @@
-#include "netprobe/net.h"
+#include "common/net/net.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -15,9 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "netprobe/wire.h"
-
-namespace xtimer::netprobe {
+namespace xtimer::net {
 namespace {
 
 std::string Err(const std::string& what, int err) { return what + ": " + std::strerror(err); }
@@ -337,26 +335,4 @@ bool RecvAll(int fd, void* data, size_t n, Deadline deadline, std::string* error
   return true;
 }
 
-bool SendMessage(int fd, const nlohmann::json& msg, Deadline deadline, std::string* error) {
-  std::string frame = EncodeFrame(msg);
-  if (frame.size() - kHeaderBytes > kMaxPayload) {
-    *error = "message too large to send";
-    return false;
-  }
-  return SendAll(fd, frame.data(), frame.size(), deadline, error);
-}
-
-bool RecvMessage(int fd, nlohmann::json* msg, Deadline deadline, std::string* error) {
-  unsigned char header[kHeaderBytes];
-  if (!RecvAll(fd, header, sizeof header, deadline, error)) return false;
-  uint32_t n = 0;
-  if (!DecodeHeader(header, &n, error)) return false;
-  std::string payload(n, '\0');
-  if (!RecvAll(fd, payload.data(), n, deadline, error)) {
-    if (error->rfind("connection closed", 0) == 0) *error += " (message truncated)";
-    return false;
-  }
-  return DecodePayload(payload.data(), n, msg, error);
-}
-
-}  // namespace xtimer::netprobe
+}  // namespace xtimer::net

@@ -1,6 +1,7 @@
 // A child process whose stdout is read line by line against deadlines, and killed when it
-// overruns one. The nccl backend runs its GPU work in such a child (this same executable with
-// --internal-worker), so a hung CUDA or NCCL call can never hang the probe.
+// overruns one. xtimer_netprobe's nccl backend and xtimer_run's GPU checks run their GPU work in
+// such a child (the same executable with an internal flag), so a hung CUDA or NCCL call can never
+// hang the caller.
 #pragma once
 
 #include <sys/types.h>
@@ -8,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "netprobe/net.h"
+#include "common/net/net.h"
 
-namespace xtimer::netprobe {
+namespace xtimer::net {
 
 class Child {
  public:
@@ -37,4 +38,4 @@ class Child {
 // Path of the running executable.
 std::string SelfExe();
 
-}  // namespace xtimer::netprobe
+}  // namespace xtimer::net

@@ -8,9 +8,7 @@
 #include <cstddef>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
-namespace xtimer::netprobe {
+namespace xtimer::net {
 
 class Deadline {
  public:
@@ -70,8 +68,4 @@ Fd Accept(int listen_fd, Deadline deadline, std::string* error);
 bool SendAll(int fd, const void* data, size_t n, Deadline deadline, std::string* error);
 bool RecvAll(int fd, void* data, size_t n, Deadline deadline, std::string* error);
 
-// One framed message (wire.h) each way.
-bool SendMessage(int fd, const nlohmann::json& msg, Deadline deadline, std::string* error);
-bool RecvMessage(int fd, nlohmann::json* msg, Deadline deadline, std::string* error);
-
-}  // namespace xtimer::netprobe
+}  // namespace xtimer::net
