@@ -1,10 +1,10 @@
 // The slowdown judge (common/slowdown/judge.h) inside the collector core: agents' step records
 // in (structs: the gRPC service converts its Steps calls' records at its edge, the node agent's
-// embedded core gets them as they are), each checked here, an evaluation every XTIMER_SLOW_INTERVAL seconds
-// (Tick), and what comes of it: out_dir/slowdown.json rewritten atomically, one log line when a
-// slowdown starts and one when it ends, the SAMPLE commands for the agents of the ranks the judge
-// wants Python samples of, and the latest verdict for /metrics, /status.json, the page and each
-// agent's reply (with only that agent's ranks).
+// embedded core gets them as they are), each checked here; an evaluation every
+// XTIMER_SLOW_INTERVAL seconds (Tick), and what comes of it: out_dir/slowdown.json rewritten
+// atomically, one log line when a slowdown starts and one when it ends, the sample requests for
+// the agents of the ranks the judge wants Python samples of, and the latest verdict for /metrics,
+// /status.json, the page and each agent's reply (with only that agent's ranks).
 //
 // Threads: any method from any thread. Its own mutexes, never held while the core's is taken:
 // the judge's work (an evaluation of thousands of ranks) does not hold up Report calls.
