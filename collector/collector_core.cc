@@ -230,22 +230,22 @@ struct CollectorCore::Impl {
 
   // ---- slowdowns ----
 
-  bool Steps(const v1::StepsRequest& req, v1::Slowdown* reply) {
+  bool Steps(const std::string& session_id, std::vector<slowdown::StepRecord> records, slowdown::Verdict* reply) {
     const double now = Now();
     ++steps_calls;
     {
       MutexLock lock(mu);
-      AgentSession* session = sessions.Find(req.session());
+      AgentSession* session = sessions.Find(session_id);
       if (session == nullptr) return false;
       session->last_seen_s = now;
     }
     std::string why;
-    size_t bad = slow.Add(req.session(), req.records(), static_cast<double>(opt.wall_ms()) / 1000, &why);
+    size_t bad = slow.Add(session_id, std::move(records), static_cast<double>(opt.wall_ms()) / 1000, &why);
     uint64_t suppressed = 0;
     if (bad > 0 && steps_log.Allow(now, &suppressed))
-      Log(LogLevel::kWarn, "collector: dropped %zu step records of session %.8s...: %s", bad, req.session().c_str(),
+      Log(LogLevel::kWarn, "collector: dropped %zu step records of session %.8s...: %s", bad, session_id.c_str(),
           Printable(why, 200).c_str());
-    if (reply != nullptr) slow.LatestFor(req.session(), reply);
+    if (reply != nullptr) slow.LatestFor(session_id, reply);
     return true;
   }
 
@@ -259,7 +259,12 @@ struct CollectorCore::Impl {
       for (SlowdownWatch::Sample& s : samples) {
         const AgentSession* session = sessions.Find(s.session);
         if (session == nullptr || !session->send) continue;
-        out.push_back(Outgoing{session->send, std::move(s.command)});
+        v1::Command command;
+        command.set_kind(v1::Command::SAMPLE);
+        command.set_rank(s.request.rank);
+        command.set_seconds(s.request.seconds);
+        command.set_hz(s.request.hz);
+        out.push_back(Outgoing{session->send, std::move(command)});
       }
     }
     sample_commands += out.size();
@@ -664,7 +669,10 @@ bool CollectorCore::Report(const v1::ReportRequest& request, v1::Command* reply_
   return impl_->Report(request, reply_command);
 }
 v1::UploadReply CollectorCore::Upload(const v1::StackUpload& upload) { return impl_->Upload(upload); }
-bool CollectorCore::Steps(const v1::StepsRequest& request, v1::Slowdown* reply) { return impl_->Steps(request, reply); }
+bool CollectorCore::Steps(const std::string& session, std::vector<slowdown::StepRecord> records,
+                          slowdown::Verdict* reply) {
+  return impl_->Steps(session, std::move(records), reply);
+}
 slowdown::Verdict CollectorCore::Slowdown() const { return impl_->slow.Latest(); }
 void CollectorCore::Tick() { impl_->Tick(false); }
 void CollectorCore::FinishRounds() { impl_->Tick(true); }

@@ -138,11 +138,14 @@ class CollectorCore {
   // format/version, for another rank, for an unknown or finished round, or from an unknown
   // session.
   v1::UploadReply Upload(const v1::StackUpload& upload);
-  // An agent's step records for the slowdown judge. false: unknown session (register again).
-  // Records that break the rules (common/steps/step_record.h) are dropped and counted, the
+  // An agent's step records for the slowdown judge, as structs: the gRPC service converts a
+  // Steps call's records at its edge, the node agent's embedded core passes its own. false:
+  // unknown session (register again). Each record is checked here (CheckStepRecord,
+  // common/steps/step_record.h): those that break the rules are dropped and counted, the
   // first reason logged (rate-limited). *reply, when given, gets the latest verdict with the
-  // session's own ranks only (nothing before the first evaluation).
-  bool Steps(const v1::StepsRequest& request, v1::Slowdown* reply = nullptr);
+  // session's own ranks only, without its events and samples (left untouched before the first
+  // evaluation).
+  bool Steps(const std::string& session, std::vector<slowdown::StepRecord> records, slowdown::Verdict* reply = nullptr);
   // The latest slowdown verdict (updated 0 before the first evaluation).
   slowdown::Verdict Slowdown() const;
 

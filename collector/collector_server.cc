@@ -26,6 +26,7 @@
 #include "common/grpc_defaults.h"
 #include "common/log.h"
 #include "common/mutex.h"
+#include "slowdown/slowdown_proto.h"
 
 namespace xtimer::collector {
 
@@ -273,9 +274,13 @@ struct CollectorServer::Impl final : public v1::Collector::CallbackService {
       r->Finish(Unauthenticated());
       return r;
     }
-    v1::Slowdown verdict;
-    reply->set_known(core->Steps(*req, &verdict));
-    if (verdict.updated() > 0) *reply->mutable_slowdown() = std::move(verdict);
+    // The wire's records and verdict are converted here, at the edge; the core takes structs.
+    std::vector<slowdown::StepRecord> records;
+    records.reserve(req->records_size());
+    for (const v1::StepRecord& p : req->records()) records.push_back(slowdown::StepRecordFromProto(p));
+    slowdown::Verdict verdict;
+    reply->set_known(core->Steps(req->session(), std::move(records), &verdict));
+    if (verdict.updated > 0) *reply->mutable_slowdown() = slowdown::VerdictToProto(verdict);
     r->Finish(Status::OK);
     return r;
   }

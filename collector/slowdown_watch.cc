@@ -1,8 +1,9 @@
 #include "collector/slowdown_watch.h"
 
+#include <utility>
+
 #include "common/atomic_file.h"
 #include "common/log.h"
-#include "slowdown/slowdown_proto.h"
 #include "slowdown/slowdown_verdict_json.h"
 
 namespace xtimer::collector {
@@ -13,17 +14,17 @@ SlowdownWatch::SlowdownWatch(const slowdown::JudgeOptions& options, std::string 
       log_(log),
       judge_(options) {}
 
-size_t SlowdownWatch::Add(const std::string& session, const google::protobuf::RepeatedPtrField<v1::StepRecord>& records,
-                          double now, std::string* first_error) {
-  size_t bad = 0;
+size_t SlowdownWatch::Add(const std::string& session, std::vector<slowdown::StepRecord> records, double now,
+                          std::string* first_error) {
   std::string why;
+  size_t bad = 0;
+  std::erase_if(records, [&](slowdown::StepRecord& r) {
+    if (slowdown::CheckStepRecord(&r, &why)) return false;
+    if (bad++ == 0 && first_error != nullptr) *first_error = why;
+    return true;
+  });
   MutexLock lock(mu_);
-  for (const v1::StepRecord& p : records) {
-    slowdown::StepRecord r;
-    if (!slowdown::StepRecordFromProto(p, &r, &why)) {
-      if (bad++ == 0 && first_error != nullptr) *first_error = why;
-      continue;
-    }
+  for (slowdown::StepRecord& r : records) {
     auto [it, fresh] = session_of_.try_emplace(r.rank, session);
     if (!fresh && it->second != session) {
       ranks_of_[it->second].erase(r.rank);
@@ -32,7 +33,7 @@ size_t SlowdownWatch::Add(const std::string& session, const google::protobuf::Re
     ranks_of_[session].insert(r.rank);
     judge_.Add(std::move(r), now);
   }
-  accepted_ += records.size() - bad;
+  accepted_ += records.size();
   refused_ += bad;
   return bad;
 }
@@ -48,24 +49,15 @@ std::vector<SlowdownWatch::Sample> SlowdownWatch::Tick(double now) {
     v = judge_.Evaluate(now);
     ++evaluations_;
     latest_ = v;
-    slowdown::Verdict findings = v;
-    findings.ranks.clear();
-    latest_findings_ = slowdown::VerdictToProto(findings);
+    latest_findings_ = v;
+    latest_findings_.ranks.clear();
+    latest_findings_.events.clear();
+    latest_findings_.samples.clear();
     latest_ranks_.clear();
-    slowdown::Verdict ranks_only;
-    ranks_only.ranks = v.ranks;
-    v1::Slowdown p = slowdown::VerdictToProto(ranks_only);
-    for (v1::RankStep& r : *p.mutable_ranks()) latest_ranks_[r.rank()] = std::move(r);
+    for (const slowdown::RankStatus& r : v.ranks) latest_ranks_[r.rank] = r;
     for (const slowdown::SampleRequest& s : v.samples) {
       auto it = session_of_.find(s.rank);
-      if (it == session_of_.end()) continue;
-      Sample order;
-      order.session = it->second;
-      order.command.set_kind(v1::Command::SAMPLE);
-      order.command.set_rank(s.rank);
-      order.command.set_seconds(s.seconds);
-      order.command.set_hz(s.hz);
-      out.push_back(std::move(order));
+      if (it != session_of_.end()) out.push_back(Sample{it->second, s});
     }
   }
   if (log_)
@@ -89,7 +81,7 @@ slowdown::Verdict SlowdownWatch::Latest() const {
   return latest_;
 }
 
-bool SlowdownWatch::LatestFor(const std::string& session, v1::Slowdown* out) const {
+bool SlowdownWatch::LatestFor(const std::string& session, slowdown::Verdict* out) const {
   MutexLock lock(mu_);
   if (evaluations_ == 0) return false;
   *out = latest_findings_;
@@ -97,7 +89,7 @@ bool SlowdownWatch::LatestFor(const std::string& session, v1::Slowdown* out) con
   if (mine != ranks_of_.end())
     for (int32_t r : mine->second) {
       auto it = latest_ranks_.find(r);
-      if (it != latest_ranks_.end()) *out->add_ranks() = it->second;
+      if (it != latest_ranks_.end()) out->ranks.push_back(it->second);
     }
   return true;
 }

@@ -66,7 +66,7 @@ v1::StepRecord StepRecordToProto(const StepRecord& r) {
   return p;
 }
 
-bool StepRecordFromProto(const v1::StepRecord& p, StepRecord* out, std::string* why) {
+StepRecord StepRecordFromProto(const v1::StepRecord& p) {
   StepRecord r;
   r.rank = p.rank();
   r.world = p.world();
@@ -93,9 +93,7 @@ bool StepRecordFromProto(const v1::StepRecord& p, StepRecord* out, std::string* 
     if (r.samples.size() >= StepLimits::kMaxSamples) break;
     r.samples.push_back(StackSample{Capped(s.frames(), StepLimits::kMaxFrames), s.n()});
   }
-  if (!CheckStepRecord(&r, why)) return false;
-  *out = std::move(r);
-  return true;
+  return r;
 }
 
 v1::Slowdown VerdictToProto(const Verdict& v) {

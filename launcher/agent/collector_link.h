@@ -3,7 +3,9 @@
 // reports, uploads and step records are queued and sent by the link's own thread. A link that
 // loses its collector keeps trying with backoff; a restarted collector learns the node again.
 // The collector's slowdown judge answers with its verdicts and asks for Python samples
-// (SetSlowdownHandlers).
+// (SetSlowdownHandlers). Step records and verdicts cross this interface as structs
+// (common/steps/step_record.h, slowdown/slowdown_verdict.h): only the gRPC link converts them to and from the
+// wire (slowdown_proto.h); the embedded core takes and gives them as they are.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,8 @@
 #include <vector>
 
 #include "collector.pb.h"
+#include "common/steps/step_record.h"
+#include "slowdown/slowdown_verdict.h"
 
 namespace xtimer {
 
@@ -20,7 +24,7 @@ class CollectorLink {
  public:
   using OnDump = std::function<void(const std::string& dump_id)>;
   using OnSample = std::function<void(int32_t rank, double seconds, double hz)>;
-  using OnVerdict = std::function<void(const v1::Slowdown& verdict)>;
+  using OnVerdict = std::function<void(const slowdown::Verdict& verdict)>;
   virtual ~CollectorLink() = default;
   // Before Start: where the judge's sample requests (ask this local rank for Python samples of
   // its main thread) and its verdicts (each new evaluation: the job's slowdowns, this node's
@@ -37,8 +41,8 @@ class CollectorLink {
   // A rank's (symbolised) stack file for the dump round `dump_id` ("" for a dump of its own).
   virtual void Upload(int rank, const std::string& dump_id, std::string stack_json) = 0;
   // Local ranks' step records for the slowdown judge (sent about once a second; a backlog
-  // beyond what the link holds loses its oldest records).
-  virtual void Steps(std::vector<v1::StepRecord> records) = 0;
+  // beyond what the link holds loses its oldest records). The collector checks them.
+  virtual void Steps(std::vector<slowdown::StepRecord> records) = 0;
   // Sends what is queued for at most `ms` milliseconds, then stops.
   virtual void Stop(int ms) = 0;
   virtual bool connected() const = 0;

@@ -1,7 +1,8 @@
 // CollectorLink to a collector core in this process: a single-node job (no XTIMER_COLLECTOR)
 // gets the same dump rounds and merged verdicts as a cluster, written under
 // XTIMER_TIMELINE_PATH/<hang time>/, and the same slowdown judge (its verdicts go to the agent,
-// which writes slowdown.json itself, as it does with a remote collector).
+// which writes slowdown.json itself, as it does with a remote collector). Step records go to the
+// core and verdicts come back as structs: nothing is converted on the way.
 #include <unistd.h>
 
 #include <atomic>
@@ -12,7 +13,6 @@
 #include "collector/collector_core.h"
 #include "common/identity.h"
 #include "common/log.h"
-#include "slowdown/slowdown_proto.h"
 #include "launcher/agent/collector_link.h"
 
 namespace xtimer {
@@ -38,7 +38,7 @@ class EmbeddedCollectorLink : public CollectorLink {
       while (!stopping_) {
         core_.Tick();
         slowdown::Verdict v = core_.Slowdown();
-        if (v.updated != last_verdict && on_verdict_) on_verdict_(slowdown::VerdictToProto(v));
+        if (v.updated != last_verdict && on_verdict_) on_verdict_(v);
         last_verdict = v.updated;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
@@ -63,12 +63,7 @@ class EmbeddedCollectorLink : public CollectorLink {
       Log(LogLevel::kWarn, "agent: rank %d's stacks were not merged: %s", rank, reply.reason().c_str());
   }
 
-  void Steps(std::vector<v1::StepRecord> records) override {
-    v1::StepsRequest req;
-    req.set_session(session_);
-    for (auto& r : records) *req.add_records() = std::move(r);
-    core_.Steps(req);
-  }
+  void Steps(std::vector<slowdown::StepRecord> records) override { core_.Steps(session_, std::move(records)); }
 
   void Stop(int ms) override {
     if (stopping_.exchange(true)) return;

@@ -1,4 +1,6 @@
-// CollectorLink over gRPC (common/proto/collector.proto).
+// CollectorLink over gRPC (common/proto/collector.proto). The one place on the agent's side where
+// step records become wire messages and the collector's verdicts structs again
+// (slowdown/slowdown_proto.h).
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -18,6 +20,7 @@
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/regular_file.h"
+#include "slowdown/slowdown_proto.h"
 #include "launcher/agent/collector_link.h"
 
 namespace xtimer {
@@ -95,10 +98,13 @@ class GrpcCollectorLink : public CollectorLink {
     cv_.NotifyAll();
   }
 
-  void Steps(std::vector<v1::StepRecord> records) override {
+  void Steps(std::vector<slowdown::StepRecord> records) override {
+    std::vector<v1::StepRecord> wire;
+    wire.reserve(records.size());
+    for (const slowdown::StepRecord& r : records) wire.push_back(slowdown::StepRecordToProto(r));
     MutexLock lock(mu_);
     if (!steps_wanted_) return;
-    for (auto& r : records) steps_.push_back(std::move(r));
+    for (auto& r : wire) steps_.push_back(std::move(r));
     if (steps_.size() > kMaxQueuedSteps) {
       if (!steps_dropping_)
         Log(LogLevel::kWarn,
@@ -304,7 +310,7 @@ class GrpcCollectorLink : public CollectorLink {
       keep();
       return;
     }
-    if (reply.has_slowdown() && on_verdict_) on_verdict_(reply.slowdown());
+    if (reply.has_slowdown() && on_verdict_) on_verdict_(slowdown::VerdictFromProto(reply.slowdown()));
   }
 
   // The first upload that may go now (uploads_.end() if none); drops own dumps a round covers

@@ -17,7 +17,6 @@
 #include "common/rank_metrics.h"
 #include "common/regular_file.h"
 #include "slowdown/slowdown_metrics.h"
-#include "slowdown/slowdown_proto.h"
 #include "slowdown/slowdown_verdict_json.h"
 #include "common/stacks/stack_reader.h"
 #include "common/stacks/stack_symbolize.h"
@@ -81,7 +80,7 @@ bool NodeAgent::Start(std::string* error) {
   }
   if (link_) {
     link_->SetSlowdownHandlers([this](int32_t rank, double seconds, double hz) { OnSampleRequest(rank, seconds, hz); },
-                               [this](const v1::Slowdown& verdict) { OnVerdict(verdict); });
+                               [this](const slowdown::Verdict& verdict) { OnVerdict(verdict); });
     link_->Start([this](const std::string& id) { OnDumpRequest(id); });
   }
 
@@ -150,13 +149,8 @@ void NodeAgent::OnSteps(const nlohmann::json& msg) {
           msg.contains("rank") ? msg["rank"].dump().substr(0, 24).c_str() : "?", bad, why.c_str());
   }
   if (!link_ || records.empty()) return;
-  std::vector<v1::StepRecord> out;
-  out.reserve(records.size());
-  for (slowdown::StepRecord& r : records) {
-    r.node = config_.node_name;
-    out.push_back(slowdown::StepRecordToProto(r));
-  }
-  link_->Steps(std::move(out));
+  for (slowdown::StepRecord& r : records) r.node = config_.node_name;
+  link_->Steps(std::move(records));
 }
 
 // The judge suspects `rank` of a host-side slowdown (or wants it as the peer to compare with):
@@ -173,8 +167,7 @@ void NodeAgent::OnSampleRequest(int32_t rank, double seconds, double hz) {
 }
 
 // Each new verdict: XTIMER_TIMELINE_PATH/slowdown.json rewritten whole, /metrics from it.
-void NodeAgent::OnVerdict(const v1::Slowdown& p) {
-  slowdown::Verdict v = slowdown::VerdictFromProto(p);
+void NodeAgent::OnVerdict(const slowdown::Verdict& v) {
   {
     MutexLock lock(slow_mu_);
     bool fresh = v.updated != verdict_.updated;

@@ -67,7 +67,7 @@ class NodeAgent {
   void OnDumpRequest(const std::string& dump_id) XT_EXCLUDES(mu_);
   void OnSteps(const nlohmann::json& msg);
   void OnSampleRequest(int32_t rank, double seconds, double hz);
-  void OnVerdict(const v1::Slowdown& verdict) XT_EXCLUDES(slow_mu_);
+  void OnVerdict(const slowdown::Verdict& verdict) XT_EXCLUDES(slow_mu_);
   void StartMetrics();
   std::string MetricsText();
   void SymbolizeLoop() XT_EXCLUDES(mu_);

@@ -20,6 +20,7 @@
 
 #include "collector.pb.h"
 #include "collector/collector_core.h"
+#include "slowdown/slowdown_proto.h"
 #include "tests/collector/request_fuzz_records.h"
 
 namespace {
@@ -101,9 +102,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case fuzz::kSteps: {
         v1::StepsRequest req;
         if (!req.ParseFromArray(r.bytes.data(), static_cast<int>(r.bytes.size()))) break;
-        req.set_session(session_or_last(req.session()));
-        v1::Slowdown reply;
-        core.Steps(req, (r.kind & 0x80) ? &reply : nullptr);
+        // As the gRPC service does: the records converted at the edge, the verdict back to the wire.
+        std::vector<slowdown::StepRecord> records;
+        for (const v1::StepRecord& p : req.records()) records.push_back(slowdown::StepRecordFromProto(p));
+        slowdown::Verdict reply;
+        core.Steps(session_or_last(req.session()), std::move(records), (r.kind & 0x80) ? &reply : nullptr);
+        if (reply.updated > 0) slowdown::VerdictToProto(reply);
         break;
       }
       case fuzz::kTick:

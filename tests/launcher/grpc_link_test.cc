@@ -1,7 +1,9 @@
 // The node agent's gRPC link (launcher/agent/grpc_collector_link.cc) against an in-process collector
 // with an upload window of 1: a round's stacks are held until the collector's UPLOAD. Another
 // agent, driven by hand, reports the hang first and keeps the window until it uploads, so the
-// order is fixed (agent_two-agents, with real timing, may not need to hold anything).
+// order is fixed (agent_two-agents, with real timing, may not need to hold anything). And the
+// slowdown path over the wire: step records converted by the link and by the service reach the
+// core's judge as they were, and its verdict comes back to the agent as the core has it.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -15,7 +17,11 @@
 #include "collector.grpc.pb.h"
 #include "collector/collector_core.h"
 #include "collector/collector_server.h"
+#include "common/clock.h"
+#include "slowdown/slowdown_judge.h"
+#include "slowdown/slowdown_verdict_json.h"
 #include "launcher/agent/collector_link.h"
+#include "tests/slowdown/synthetic_job.h"
 #include "tests/viewer/stack_json.h"
 
 namespace xtimer {
@@ -143,6 +149,77 @@ TEST(GrpcCollectorLink, HoldsARoundsStacksUntilTheCollectorSaysUpload) {
   link->Stop(1000);
   stop = true;
   ticker.join();
+  server->Shutdown(0.5);
+  fs::remove_all(dir);
+}
+
+TEST(GrpcCollectorLink, StepRecordsReachTheJudgeAsTheyWereAndItsVerdictComesBack) {
+  fs::path dir = fs::temp_directory_path() / ("xtimer-grpc-link-steps-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  collector::CoreOptions c;
+  c.out_dir = dir.string();
+  c.slowdown = slowdown::JudgeOptions{};
+  CollectorCore core(c);  // ticked by the test alone: one evaluation, when it says
+  std::string error;
+  collector::ServerOptions o;
+  o.listen = "127.0.0.1:0";
+  auto server = CollectorServer::Start(&core, o, &error);
+  ASSERT_TRUE(server) << error;
+
+  // 20 s of a two-node job whose rank 3 has a GPU half as fast from 10 s on; then one more step.
+  slowdown::sim::JobConfig job_config;
+  job_config.start = 1.7e9;
+  job_config.injections = {{slowdown::sim::Injection::kSlowGpu, 3, 2.0, 10}};
+  slowdown::sim::SyntheticJob job(job_config);
+  std::vector<slowdown::StepRecord> records, more;
+  while (job.now() < job_config.start + 20)
+    for (auto& [end, rec] : job.Step()) records.push_back(std::move(rec));
+  for (auto& [end, rec] : job.Step()) more.push_back(std::move(rec));
+
+  std::mutex mu;
+  std::vector<slowdown::Verdict> verdicts;
+  std::unique_ptr<CollectorLink> link =
+      ConnectToCollector("127.0.0.1:" + std::to_string(server->port()), "", "", &error);
+  ASSERT_TRUE(link) << error;
+  link->SetSlowdownHandlers([](int32_t, double, double) {},
+                            [&](const slowdown::Verdict& v) {
+                              std::lock_guard<std::mutex> lock(mu);
+                              verdicts.push_back(v);
+                            });
+  link->Start([](const std::string&) {});
+  const double arrival = static_cast<double>(WallMs()) / 1000;
+  link->Steps(records);
+  ASSERT_TRUE(WaitFor([&] { return core.Counters().step_records == records.size(); }, 30))
+      << core.Counters().step_records << " of " << records.size() << " records reached the core";
+  EXPECT_EQ(core.Counters().step_records_invalid, 0u);
+
+  // The core's evaluation is a judge's fed the same records directly.
+  core.Tick();
+  const slowdown::Verdict judged = core.Slowdown();
+  ASSERT_GT(judged.updated, 0);
+  ASSERT_TRUE(judged.judged);
+  slowdown::Judge direct(c.slowdown);
+  for (const slowdown::StepRecord& r : records) direct.Add(r, arrival);
+  const slowdown::Verdict want = direct.Evaluate(judged.updated);
+  EXPECT_EQ(slowdown::VerdictJson(judged).dump(), slowdown::VerdictJson(want).dump());
+  ASSERT_EQ(judged.ranks.size(), 8u);
+  for (const slowdown::RankStatus& r : judged.ranks)
+    if (r.rank == 3) EXPECT_LT(r.score, 0.85) << "rank 3's slow GPU is in what the judge got";
+
+  // The next Steps call's reply brings that verdict to the agent (all 8 ranks are this agent's).
+  link->Steps(more);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        return !verdicts.empty();
+      },
+      30));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(slowdown::VerdictJson(verdicts.front()).dump(), slowdown::VerdictJson(judged).dump());
+    EXPECT_EQ(verdicts.front().window_end, judged.window_end);
+  }
+  link->Stop(1000);
   server->Shutdown(0.5);
   fs::remove_all(dir);
 }
