@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
     xtimer::NodeAgent agent(xtimer::AgentConfig::FromEnv());
     std::string error;
     if (agent.Start(&error)) {
+      setenv("XTIMER_AGENT_SOCKET", agent.SocketPath().c_str(), 1);  // for the command below
       xtimer::ChildProcess child;
       int code = 0;
       if (!child.Spawn(std::vector<std::string>(argv + first, argv + argc), &error, &code)) {

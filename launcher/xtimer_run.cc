@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
       agent.reset();
     }
   }
+  if (agent) settings.agent_socket = agent->SocketPath();
   int status = run::ElasticAgent(options, settings, std::move(rdzv), agent.get()).Run();
   if (agent) agent->Stop();
   return status;

@@ -67,9 +67,7 @@ bool NodeAgent::Start(std::string* error) {
     return false;
   }
   socket_dir_ = dir;
-  std::string path = socket_dir_ + "/agent.sock";
-  if (!channel_.Listen(path, error)) return false;
-  setenv("XTIMER_AGENT_SOCKET", path.c_str(), 1);
+  if (!channel_.Listen(SocketPath(), error)) return false;
 
   if (config_.collector.empty()) {
     link_ = EmbeddedCollector(config_.timeline_path, config_.dump_wait_s);

@@ -42,9 +42,12 @@ class NodeAgent {
  public:
   explicit NodeAgent(AgentConfig config);
   ~NodeAgent();
-  // Creates the socket and sets XTIMER_AGENT_SOCKET for the command; starts the threads.
-  // False only if the local channel cannot exist (the command then runs without an agent).
+  // Creates the socket and starts the threads. The caller puts SocketPath() in its command's
+  // environment as XTIMER_AGENT_SOCKET. False only if the local channel cannot exist (the command
+  // then runs without an agent).
   bool Start(std::string* error);
+  // The socket the ranks connect to; empty before Start.
+  std::string SocketPath() const { return socket_dir_.empty() ? std::string() : socket_dir_ + "/agent.sock"; }
   // Called by the main thread every ~200 ms while the command runs.
   void Tick();
   // The command ended: last reports, then everything stops.

@@ -147,6 +147,7 @@ RunSettings RunSettings::FromEnv(const RunOptions& o) {
 std::vector<std::string> WorkerVariables(const RunSettings& s) {
   std::vector<std::string> vars = s.preload;
   vars.push_back("XTIMER_HANG_ACTION=" + s.hang_action);
+  if (!s.agent_socket.empty()) vars.push_back("XTIMER_AGENT_SOCKET=" + s.agent_socket);
   if (!s.persist_on_failure.empty()) vars.push_back("XTIMER_CKPT_PERSIST_ON_FAILURE=" + s.persist_on_failure);
   return vars;
 }

@@ -38,13 +38,16 @@ struct RunSettings {
   std::string persist_on_failure;
   // LD_PRELOAD and PYTHONPATH for the workers (launcher/preload_env.h), set by xtimer_run.
   std::vector<std::string> preload;
+  // XTIMER_AGENT_SOCKET for the workers: xtimer_run's own node agent (NodeAgent::SocketPath), or
+  // empty (they inherit an outer xtimer_launch's, or run without an agent).
+  std::string agent_socket;
 
   static RunSettings FromEnv(const RunOptions& o);
 };
 
 // The variables xtimer_run sets for its workers on top of what they inherit (KEY=VALUE): only
-// what the workers read (the preload itself, its hang action, the checkpointer's
-// persist-on-failure). --comm-perf-test's ranks get the same.
+// what the workers read (the preload itself, its hang action, the agent's socket, the
+// checkpointer's persist-on-failure). --comm-perf-test's ranks get the same.
 std::vector<std::string> WorkerVariables(const RunSettings& s);
 
 // `base` with each KEY=VALUE of `vars` set (replacing that key's entry, else appended).
