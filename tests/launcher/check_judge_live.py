@@ -40,8 +40,9 @@ def judged_onset(what, finding, t0, onset, end):
     onset at the fault's, and prints how late (in the job's seconds, by the wall clock) it came."""
     since = finding[1].get("since", 0) - t0 if finding else None
     check(
-        since is not None and onset - SINCE_SLACK_S <= since <= min(end, onset + SINCE_SLACK_S + 2),
-        f"{what}: its since places the onset at the fault's ({since} s; the fault: {onset} s to {end} s)",
+        since is not None and abs(since - onset) <= SINCE_SLACK_S,
+        f"{what}: its since places the onset at the fault's ({since and round(since, 3)} s; the fault: {onset} s "
+        f"to {end} s)",
     )
     if finding:
         print(f"figure: {what}: named {finding[0] - onset:.1f} s of the job's time after the onset")
