@@ -26,6 +26,7 @@
 #include "collector/upload_refusal.h"
 #include "common/atomic_file.h"
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/stacks/stack_file.h"
@@ -51,7 +52,7 @@ struct CollectorCore::Impl {
   explicit Impl(CoreOptions o) : opt(std::move(o)), slow(opt.slowdown, opt.out_dir, opt.write_slowdown, /*log=*/true) {
     if (!opt.monotonic_s) opt.monotonic_s = MonotonicS;
     if (!opt.wall_ms) opt.wall_ms = WallMs;
-    if (!(opt.dump_wait_s >= 0)) opt.dump_wait_s = 30;
+    if (!(opt.dump_wait_s >= 0)) opt.dump_wait_s = env::DefaultDouble("XTIMER_DUMP_WAIT");
     std::random_device rd;
     rng.seed((uint64_t{rd()} << 32) ^ rd());
     std::string error;

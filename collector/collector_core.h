@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "collector.pb.h"
+#include "common/env.h"
 #include "common/prometheus_text.h"
 #include "slowdown/slowdown_judge.h"
 #include "slowdown/slowdown_verdict.h"
@@ -57,8 +58,9 @@ namespace xtimer::collector {
 
 struct CoreOptions {
   std::string out_dir{};              // dump rounds go to out_dir/<hang time>/
-  double dump_wait_s = 30;            // XTIMER_DUMP_WAIT: how long a round waits for stacks
   size_t max_stack_bytes = 16 << 20;  // a larger upload is refused
+  // XTIMER_DUMP_WAIT: how long a round waits for stacks (the caller reads the variable).
+  double dump_wait_s = env::DefaultDouble("XTIMER_DUMP_WAIT");
   // Which of the viewer's outputs a round writes (viewer/merge_output.h, OutputFormat bits);
   // 0 = all of them (folded, flame graph SVG, DOT + its SVG, speedscope).
   unsigned output_formats = 0;
@@ -73,9 +75,10 @@ struct CoreOptions {
   double upload_idle_s = 2;
   // Log each agent's registration (off for the node agent's embedded core: one agent, itself).
   bool log_registrations = true;
-  // The slowdown judge's settings (XTIMER_SLOW_*), and whether the core writes
-  // out_dir/slowdown.json itself (the node agent writes its own from the verdicts it gets).
-  slowdown::JudgeOptions slowdown = slowdown::JudgeOptions::FromEnv();
+  // The slowdown judge's settings (the caller reads XTIMER_SLOW_*: JudgeOptions::FromEnv), and
+  // whether the core writes out_dir/slowdown.json itself (the node agent writes its own from the
+  // verdicts it gets).
+  slowdown::JudgeOptions slowdown{};
   bool write_slowdown = true;
   // Test hooks: a monotonic clock and a wall clock. Empty: the real ones.
   std::function<double()> monotonic_s{};

@@ -37,8 +37,13 @@ constexpr const char* kUsage =
     "  --http        serve /metrics, the status page and the rounds' files here (off by default)\n"
     "  --token-file  agents must send this token (metadata \"authorization: Bearer <token>\")\n"
     "  --tls-cert, --tls-key  PEM certificate chain and private key: gRPC over TLS\n"
-    "  --upload-window  agents that upload a dump round's stacks at a time (default 16; 0 = all at once)\n"
-    "XTIMER_DUMP_WAIT (seconds, default 30): how long a dump round waits for every rank's stacks.\n";
+    "  --upload-window  agents that upload a dump round's stacks at a time (default 16; 0 = all at once)\n";
+
+// The usage, with the settings' defaults from the table (common/env.cc).
+std::string Usage() {
+  return std::string(kUsage) + "XTIMER_DUMP_WAIT (seconds, default " + env::Default("XTIMER_DUMP_WAIT") +
+         "): how long a dump round waits for every rank's stacks.\n";
+}
 
 [[noreturn]] void Fail(const std::string& message, int code = 2) {
   std::fprintf(stderr, "xtimer_collector: %s\n", message.c_str());
@@ -90,7 +95,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
+      std::fputs(Usage().c_str(), stdout);
       return 0;
     }
     std::string value;
@@ -136,6 +141,7 @@ int main(int argc, char** argv) {
   CoreOptions core_options;
   core_options.out_dir = out;
   core_options.dump_wait_s = env::Double("XTIMER_DUMP_WAIT");
+  core_options.slowdown = slowdown::JudgeOptions::FromEnv();
   if (!(core_options.dump_wait_s > 0) || core_options.dump_wait_s > 3600)
     Fail("XTIMER_DUMP_WAIT=" + env::String("XTIMER_DUMP_WAIT") + " is not a number of seconds in (0, 3600]");
   core_options.max_stack_bytes = 16 << 20;

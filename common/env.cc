@@ -125,7 +125,16 @@ const char* UserValue(const char* name, const char** from = nullptr) {
   return NonEmpty(var->alias);
 }
 
-const char* DefaultOf(const char* name) {
+// `from`: the variable the bad value came from (`name` or its alias).
+void ReportBad(const char* name, const char* from, const char* value, const char* what) {
+  Log(LogLevel::kWarn, "%s=%s is not %s; using the default %s", from, value, what, Default(name));
+}
+
+}  // namespace
+
+std::span<const Var> All() { return kVars; }
+
+const char* Default(const char* name) {
   const Var* var = Find(name);
   if (var == nullptr) {
     Log(LogLevel::kError, "internal: %s is not in the XTIMER_* table (common/env.cc)", name);
@@ -134,14 +143,15 @@ const char* DefaultOf(const char* name) {
   return var->default_value;
 }
 
-// `from`: the variable the bad value came from (`name` or its alias).
-void ReportBad(const char* name, const char* from, const char* value, const char* what) {
-  Log(LogLevel::kWarn, "%s=%s is not %s; using the default %s", from, value, what, DefaultOf(name));
+double DefaultDouble(const char* name) { return std::strtod(Default(name), nullptr); }
+
+int64_t DefaultInt(const char* name) { return std::strtoll(Default(name), nullptr, 10); }
+
+bool DefaultBool(const char* name) {
+  bool b = false;
+  ParseBool(Default(name), &b);
+  return b;
 }
-
-}  // namespace
-
-std::span<const Var> All() { return kVars; }
 
 const Var* Find(std::string_view name) {
   for (const Var& v : kVars)
@@ -151,7 +161,7 @@ const Var* Find(std::string_view name) {
 
 std::string String(const char* name) {
   const char* v = UserValue(name);
-  return v != nullptr ? v : DefaultOf(name);
+  return v != nullptr ? v : Default(name);
 }
 
 double Double(const char* name) {
@@ -163,7 +173,7 @@ double Double(const char* name) {
     if (errno == 0 && end != v && *end == '\0') return d;
     ReportBad(name, from, v, "a number");
   }
-  return std::strtod(DefaultOf(name), nullptr);
+  return DefaultDouble(name);
 }
 
 int64_t Int(const char* name) { return Int(name, INT64_MIN, INT64_MAX); }
@@ -185,7 +195,7 @@ int64_t Int(const char* name, int64_t lo, int64_t hi) {
       ReportBad(name, from, v, what);
     }
   }
-  return std::strtoll(DefaultOf(name), nullptr, 10);
+  return DefaultInt(name);
 }
 
 double Double(const char* name, double lo, double hi) {
@@ -199,7 +209,7 @@ double Double(const char* name, double lo, double hi) {
     std::snprintf(what, sizeof what, "a number in [%g, %g]", lo, hi);
     ReportBad(name, from, v, what);
   }
-  return std::strtod(DefaultOf(name), nullptr);
+  return DefaultDouble(name);
 }
 
 bool ParseLogLevel(const char* text, int* level) {
@@ -216,8 +226,7 @@ bool Bool(const char* name) {
     if (ParseBool(v, &b)) return b;
     ReportBad(name, from, v, "a boolean (1/0, true/false)");
   }
-  ParseBool(DefaultOf(name), &b);
-  return b;
+  return DefaultBool(name);
 }
 
 }  // namespace xtimer::env

@@ -25,6 +25,15 @@ std::span<const Var> All();
 // The table row for `name`, or nullptr.
 const Var* Find(std::string_view name);
 
+// The table's default for `name`, as written there ("" = unset), and parsed; never the
+// environment. A struct member starts from one of these and a reader that rejects a value falls
+// back to it, so each default is written once, in the table. An unknown name is an internal error
+// (logged; "", 0 or false).
+const char* Default(const char* name);
+double DefaultDouble(const char* name);
+int64_t DefaultInt(const char* name);
+bool DefaultBool(const char* name);
+
 // The raw value: the environment's if set (under the name, else under its alias), else the
 // table default.
 std::string String(const char* name);

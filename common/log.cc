@@ -20,6 +20,7 @@ int ThresholdFromEnv(bool* bad) {
   *bad = false;
   const char* v = std::getenv("XTIMER_LOG_LEVEL");
   int level = static_cast<int>(LogLevel::kInfo);
+  env::ParseLogLevel(env::Default("XTIMER_LOG_LEVEL"), &level);
   if (v == nullptr || *v == '\0') return level;
   if (!env::ParseLogLevel(v, &level)) *bad = true;
   return level;
@@ -34,8 +35,8 @@ int Threshold() {
     int unset = -1;
     // Only the thread that sets it reports a bad value, so the warning comes once.
     if (threshold.compare_exchange_strong(unset, t, std::memory_order_relaxed) && bad)
-      Log(LogLevel::kWarn, "XTIMER_LOG_LEVEL=%.64s is not error, warn, info or debug; using the default info",
-          std::getenv("XTIMER_LOG_LEVEL"));
+      Log(LogLevel::kWarn, "XTIMER_LOG_LEVEL=%.64s is not error, warn, info or debug; using the default %s",
+          std::getenv("XTIMER_LOG_LEVEL"), env::Default("XTIMER_LOG_LEVEL"));
   }
   return t;
 }

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "common/env.h"
+
 namespace xtimer::netprobe {
 
 enum class Backend { kTcp, kNccl };
@@ -23,7 +25,7 @@ struct Options {
   double min_bandwidth_mbps = 0;
   double straggler_factor = 2.0;
   bool all_pairs = false;
-  double timeout_s = 30;  // --timeout, else XTIMER_NETPROBE_TIMEOUT
+  double timeout_s = env::DefaultDouble("XTIMER_NETPROBE_TIMEOUT");  // --timeout, else XTIMER_NETPROBE_TIMEOUT
   // --connect-timeout: a test's connections must be up by then (at most timeout_s), so a peer
   // that silently drops packets costs this, not the whole deadline.
   double connect_timeout_s = 4;

@@ -55,8 +55,9 @@ echo "== a hang: 4 Python ranks; rank 2 stalls in load_batch before its allreduc
 hang=$out/hang
 mkdir -p "$hang"
 XTIMER_TIMELINE_PATH=$hang XTIMER_HANG_TIMEOUT=3 XTIMER_METRICS_PORT=0 XTIMER_LOG_LEVEL=error \
-  setsid "$bin/xtimer_launch" python3 "$root/tests/launcher/node_ranks.py" --nproc 4 --node-rank 0 --world 4 \
-  --lib "$root/build/tests/lib/libpyccl.so" --idfile "$out/hang.id" -- --stuck-rank 2 --stuck-step 3 --sleep 120 \
+  setsid "$bin/xtimer_launch" python3 "$root/tests/common/node_ranks.py" --nproc 4 --node-rank 0 --world 4 -- \
+  "$root/tests/preload/hang_rank.py" "$root/build/tests/lib/libpyccl.so" '{rank}' '{world}' "$out/hang.id" \
+  --stuck-rank 2 --stuck-step 3 --sleep 120 \
   >"$out/hang.log" 2>&1 &
 job=$!
 verdict=""

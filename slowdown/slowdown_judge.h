@@ -27,17 +27,20 @@
 #include <cstdint>
 #include <memory>
 
+#include "common/env.h"
 #include "common/steps/step_record.h"
 #include "slowdown/slowdown_verdict.h"
 
 namespace xtimer::slowdown {
 
 struct JudgeOptions {
-  double window_s = 5;       // XTIMER_SLOW_WINDOW
-  double interval_s = 2;     // XTIMER_SLOW_INTERVAL: how often the callers evaluate
-  double threshold = 0.85;   // XTIMER_SLOW_THRESHOLD: a score below it is slow
-  double baseline_s = 300;   // XTIMER_SLOW_BASELINE: how far back "its best" looks
-  double sample_s = 10;      // XTIMER_SLOW_SAMPLE: seconds of Python samples asked of a host straggler; 0 = never
+  // The XTIMER_SLOW_* settings start from the table's defaults (common/env.cc); FromEnv reads them.
+  double window_s = env::DefaultDouble("XTIMER_SLOW_WINDOW");
+  double interval_s = env::DefaultDouble("XTIMER_SLOW_INTERVAL");  // how often the callers evaluate
+  double threshold = env::DefaultDouble("XTIMER_SLOW_THRESHOLD");  // a score below it is slow
+  double baseline_s = env::DefaultDouble("XTIMER_SLOW_BASELINE");  // how far back "its best" looks
+  // Seconds of Python samples asked of a host straggler; 0 = never.
+  double sample_s = env::DefaultDouble("XTIMER_SLOW_SAMPLE");
   double sample_hz = 50;     // a second of samples names a function (the verdict comes within seconds)
   int min_steps = 3;         // a rank with fewer steps in the window is not judged
   int warmup_steps = 5;      // each rank's first steps (start-up) are not judged

@@ -83,6 +83,7 @@ class EmbeddedCollectorLink : public CollectorLink {
     collector::CoreOptions o;
     o.out_dir = out_dir;
     o.dump_wait_s = dump_wait_s;
+    o.slowdown = slowdown::JudgeOptions::FromEnv();
     o.log_registrations = false;
     o.upload_window = 0;       // one agent, in this process: nothing to pace
     o.write_slowdown = false;  // the agent writes slowdown.json from the verdicts

@@ -29,12 +29,14 @@ class Symbolizer;
 
 struct AgentConfig {
   std::string timeline_path;  // XTIMER_TIMELINE_PATH: also where an embedded collector writes
-  int metrics_port = 18889;   // XTIMER_METRICS_PORT, 0 = off
+  int metrics_port = 0;       // XTIMER_METRICS_PORT, 0 = off
   std::string collector;      // XTIMER_COLLECTOR, "" = embedded
   std::string token_file;     // XTIMER_COLLECTOR_TOKEN_FILE
   std::string ca_file;        // XTIMER_COLLECTOR_CA
-  double dump_wait_s = 30;    // XTIMER_DUMP_WAIT
+  double dump_wait_s = 0;     // XTIMER_DUMP_WAIT
   std::string node_name;      // XTIMER_NODE_NAME, else the host name
+  // Every member from XTIMER_* (defaults: the settings table, common/env.cc); the only way one
+  // is built.
   static AgentConfig FromEnv();
 };
 

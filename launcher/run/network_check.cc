@@ -24,13 +24,15 @@ ProbeSettings ProbeSettingsFromEnv(bool exclude_straggler, double min_bandwidth_
   s.exclude_straggler = exclude_straggler;
   std::string size = env::String("XTIMER_NETCHECK_SIZE");
   if (!netprobe::ParseSize(size, &s.size) || s.size < 4) {
-    Log(LogLevel::kWarn, "XTIMER_NETCHECK_SIZE=%s is not a byte count such as 3M; using 3M", size.c_str());
-    s.size = 3 << 20;
+    Log(LogLevel::kWarn, "XTIMER_NETCHECK_SIZE=%s is not a byte count such as 3M; using the default %s", size.c_str(),
+        env::Default("XTIMER_NETCHECK_SIZE"));
+    netprobe::ParseSize(env::Default("XTIMER_NETCHECK_SIZE"), &s.size);
   }
   s.timeout_s = env::Double("XTIMER_NETCHECK_TIMEOUT");
   if (!(s.timeout_s > 0 && s.timeout_s <= 3600)) {
-    Log(LogLevel::kWarn, "XTIMER_NETCHECK_TIMEOUT=%g is not seconds in (0, 3600]; using 4", s.timeout_s);
-    s.timeout_s = 4;
+    Log(LogLevel::kWarn, "XTIMER_NETCHECK_TIMEOUT=%g is not seconds in (0, 3600]; using the default %s", s.timeout_s,
+        env::Default("XTIMER_NETCHECK_TIMEOUT"));
+    s.timeout_s = env::DefaultDouble("XTIMER_NETCHECK_TIMEOUT");
   }
   s.min_bandwidth_mbps =
       min_bandwidth_mbps > 0 ? min_bandwidth_mbps : env::Double("XTIMER_NETCHECK_MIN_BANDWIDTH", 0, 1e12);

@@ -24,8 +24,9 @@
 namespace xtimer::run {
 
 struct ProbeSettings {
-  int64_t size = 3 << 20;         // bytes per direction per test
-  double timeout_s = 4;           // every connect, send and wait of the probe
+  // ProbeSettingsFromEnv sets these two (XTIMER_NETCHECK_SIZE, XTIMER_NETCHECK_TIMEOUT).
+  int64_t size = 0;               // bytes per direction per test
+  double timeout_s = 0;           // every connect, send and wait of the probe
   double min_bandwidth_mbps = 0;  // a node whose best test is slower is faulty (0: no floor)
   bool exclude_straggler = false;
 };

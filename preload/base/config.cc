@@ -7,6 +7,17 @@
 #include "common/log.h"
 
 namespace xtimer {
+namespace {
+
+// restart: the rank dumps, and xtimer_run restarts every worker.
+bool ParseHangAction(const std::string& word, HangAction* action) {
+  if (word == "dump" || word == "restart") return (*action = HangAction::kDump), true;
+  if (word == "abort") return (*action = HangAction::kAbort), true;
+  if (word == "log") return (*action = HangAction::kLog), true;
+  return false;
+}
+
+}  // namespace
 
 PreloadConfig PreloadConfig::FromEnv() {
   PreloadConfig c;
@@ -22,16 +33,14 @@ PreloadConfig PreloadConfig::FromEnv() {
   c.steps = env::Bool("XTIMER_STEPS");
   c.hang_timeout_s = env::Double("XTIMER_HANG_TIMEOUT");
   if (!(c.hang_timeout_s > 0)) {
-    Log(LogLevel::kWarn, "XTIMER_HANG_TIMEOUT must be > 0; using 300");
-    c.hang_timeout_s = 300;
+    Log(LogLevel::kWarn, "XTIMER_HANG_TIMEOUT must be > 0; using the default %s", env::Default("XTIMER_HANG_TIMEOUT"));
+    c.hang_timeout_s = env::DefaultDouble("XTIMER_HANG_TIMEOUT");
   }
   std::string action = env::String("XTIMER_HANG_ACTION");
-  if (action == "abort") {
-    c.hang_action = HangAction::kAbort;
-  } else if (action == "log") {
-    c.hang_action = HangAction::kLog;
-  } else if (action != "dump" && action != "restart") {  // restart: the rank dumps, xtimer_run restarts it
-    Log(LogLevel::kWarn, "XTIMER_HANG_ACTION=%s is not dump, abort, log or restart; using dump", action.c_str());
+  if (!ParseHangAction(action, &c.hang_action)) {
+    Log(LogLevel::kWarn, "XTIMER_HANG_ACTION=%s is not dump, abort, log or restart; using the default %s",
+        action.c_str(), env::Default("XTIMER_HANG_ACTION"));
+    ParseHangAction(env::Default("XTIMER_HANG_ACTION"), &c.hang_action);
   }
   return c;
 }

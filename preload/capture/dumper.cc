@@ -437,11 +437,13 @@ void InstallDumpSignal(Dumper::State* s, bool at_load) {
   int sig = ParseSignalSpec(dspec);
   if (sig < 0 || sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGILL ||
       sig == SIGFPE) {
-    LogOnce(&said_dump, LogLevel::kWarn, "XTIMER_DUMP_SIGNAL=" + dspec + " cannot be used; using SIGUSR2");
-    sig = SIGUSR2;
+    LogOnce(&said_dump, LogLevel::kWarn,
+            "XTIMER_DUMP_SIGNAL=" + dspec + " cannot be used; using the default " + env::Default("XTIMER_DUMP_SIGNAL"));
+    sig = ParseSignalSpec(env::Default("XTIMER_DUMP_SIGNAL"));
   }
   int capture_sig = ParseSignalSpec(env::String("XTIMER_CAPTURE_SIGNAL"));
-  if (capture_sig < SIGRTMIN || capture_sig > SIGRTMAX) capture_sig = SIGRTMIN + 5;  // as InitCapture decides
+  if (capture_sig < SIGRTMIN || capture_sig > SIGRTMAX)  // as InitProcessWide decides
+    capture_sig = ParseSignalSpec(env::Default("XTIMER_CAPTURE_SIGNAL"));
   if (sig == capture_sig) {
     LogOnce(&said_dump, LogLevel::kWarn, "XTIMER_DUMP_SIGNAL equals XTIMER_CAPTURE_SIGNAL; dumps on signal are off");
     sig = 0;
@@ -478,8 +480,9 @@ void InitProcessWide(Dumper::State* s) {
   std::string spec = env::String("XTIMER_CAPTURE_SIGNAL");
   int capture_sig = ParseSignalSpec(spec);
   if (capture_sig < SIGRTMIN || capture_sig > SIGRTMAX) {
-    Log(LogLevel::kWarn, "XTIMER_CAPTURE_SIGNAL=%s is not a real-time signal; using SIGRTMIN+5", spec.c_str());
-    capture_sig = SIGRTMIN + 5;
+    Log(LogLevel::kWarn, "XTIMER_CAPTURE_SIGNAL=%s is not a real-time signal; using the default %s", spec.c_str(),
+        env::Default("XTIMER_CAPTURE_SIGNAL"));
+    capture_sig = ParseSignalSpec(env::Default("XTIMER_CAPTURE_SIGNAL"));
   }
   std::string error;
   s->native_ok = s->native.Init(capture_sig, &error);

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "collector/collector_core.h"
+#include "common/env.h"
 #include "tests/viewer/stack_json.h"
 
 namespace xtimer::collector {
@@ -213,6 +214,19 @@ class CoreTest : public ::testing::Test {
   std::map<std::string, std::vector<v1::Command>> commands_;
   std::string a_, b_;
 };
+
+// Building the options reads no environment: the caller fills the judge's settings
+// (JudgeOptions::FromEnv), and every default is the settings table's (common/env.cc).
+TEST(CoreOptionsTest, DefaultsAreTheTablesNotTheEnvironments) {
+  setenv("XTIMER_SLOW_WINDOW", "7", 1);
+  setenv("XTIMER_DUMP_WAIT", "9", 1);
+  CoreOptions o;
+  EXPECT_DOUBLE_EQ(o.slowdown.window_s, env::DefaultDouble("XTIMER_SLOW_WINDOW"));
+  EXPECT_DOUBLE_EQ(o.dump_wait_s, env::DefaultDouble("XTIMER_DUMP_WAIT"));
+  EXPECT_DOUBLE_EQ(slowdown::JudgeOptions::FromEnv().window_s, 7.0);  // the caller's read
+  unsetenv("XTIMER_SLOW_WINDOW");
+  unsetenv("XTIMER_DUMP_WAIT");
+}
 
 TEST_F(CoreTest, HungReportStartsOneRoundAndAsksEveryAgent) {
   std::string id = StartHang();

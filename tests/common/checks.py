@@ -1,12 +1,16 @@
 """What the Python test scripts share: a check that prints and remembers what failed, reading a
-JSON file that may not be (completely) written yet, waiting for a condition, a free loopback port
-and an HTTP GET that may fail.
+JSON file that may not be (completely) written yet, waiting for a condition, a free loopback port,
+an HTTP GET that may fail, promtool's judgement of a /metrics text, and an xtimer_collector on
+loopback.
 
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
     from checks import check, failures, load_json, wait_for
 """
 import json
+import os
+import shutil
 import socket
+import subprocess
 import time
 import urllib.request
 
@@ -55,3 +59,34 @@ def http_get(url):
             return r.read().decode()
     except OSError:
         return None
+
+
+def promtool_ok(text, what):
+    """promtool parses the exposition strictly and lints names (e.g. counters end in _total)."""
+    if shutil.which("promtool") is None:
+        return check(False, "promtool is installed (Debian: prometheus)")
+    p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+    return check(p.returncode == 0, f"{what}: promtool check metrics accepts it {(p.stdout + p.stderr).strip()[:300]}")
+
+
+def start_collector(bin_dir, out, port, http, extra=(), log_mode="w", wait_s=20):
+    """xtimer_collector with gRPC on 127.0.0.1:port and HTTP on 127.0.0.1:http, its rounds in
+    out/collected and its log in out/collector.log; returns the process once /metrics answers
+    (or after wait_s)."""
+    log = open(os.path.join(out, "collector.log"), log_mode)
+    proc = subprocess.Popen(
+        [
+            os.path.join(bin_dir, "xtimer_collector"),
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--out",
+            os.path.join(out, "collected"),
+            "--http",
+            f"127.0.0.1:{http}",
+            *extra,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    wait_for(lambda: http_get(f"http://127.0.0.1:{http}/metrics") is not None, wait_s, step=0.1)
+    return proc

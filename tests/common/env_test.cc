@@ -125,6 +125,40 @@ TEST(Env, PreloadConfigTakesDefaultsForOutOfRangeValues) {
   for (const char* n : {"XTIMER_MAX_INFLIGHT", "XTIMER_TRACE", "XTIMER_KERNEL_SAMPLE"}) unsetenv(n);
 }
 
+// Default* give the table's value whatever the environment says: the structs start from them.
+TEST(Env, DefaultIgnoresTheEnvironment) {
+  setenv("XTIMER_HANG_TIMEOUT", "7", 1);
+  setenv("XTIMER_STEPS", "0", 1);
+  EXPECT_STREQ(Default("XTIMER_HANG_TIMEOUT"), Find("XTIMER_HANG_TIMEOUT")->default_value);
+  EXPECT_DOUBLE_EQ(DefaultDouble("XTIMER_HANG_TIMEOUT"), 300.0);
+  EXPECT_EQ(DefaultInt("XTIMER_MAX_INFLIGHT"), 65536);
+  EXPECT_TRUE(DefaultBool("XTIMER_STEPS"));
+  EXPECT_STREQ(Default("XTIMER_COLLECTOR"), "");
+  PreloadConfig plain;  // not FromEnv: the table's defaults, not the environment's values
+  EXPECT_DOUBLE_EQ(plain.hang_timeout_s, 300.0);
+  EXPECT_TRUE(plain.steps);
+  EXPECT_EQ(plain.timeline_path, "/tmp/xtimer");
+  unsetenv("XTIMER_HANG_TIMEOUT");
+  unsetenv("XTIMER_STEPS");
+}
+
+// A hang timeout that parses but is not > 0 falls back to the table's default and says which.
+TEST(Env, PreloadConfigRejectsANonPositiveHangTimeout) {
+  setenv("XTIMER_HANG_TIMEOUT", "0", 1);
+  setenv("XTIMER_HANG_ACTION", "explode", 1);
+  testing::internal::CaptureStderr();
+  PreloadConfig c = PreloadConfig::FromEnv();
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_DOUBLE_EQ(c.hang_timeout_s, DefaultDouble("XTIMER_HANG_TIMEOUT"));
+  EXPECT_EQ(c.hang_action, HangAction::kDump);
+  EXPECT_NE(err.find("XTIMER_HANG_TIMEOUT must be > 0; using the default 300"), std::string::npos) << err;
+  EXPECT_NE(err.find("XTIMER_HANG_ACTION=explode is not dump, abort, log or restart; using the default dump"),
+            std::string::npos)
+      << err;
+  unsetenv("XTIMER_HANG_TIMEOUT");
+  unsetenv("XTIMER_HANG_ACTION");
+}
+
 TEST(Env, LogLevelWords) {
   int level = -1;
   EXPECT_TRUE(ParseLogLevel("WARN", &level));

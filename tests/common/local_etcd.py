@@ -3,6 +3,9 @@
     etcd = Etcd(tmp)     # listening on 127.0.0.1:etcd.port, log in tmp/etcd.log
     etcd.rendezvous_args("2:3", "job1", "lease_ttl=3")   # xtimer_run's flags to meet there
     etcd.stop()
+
+    with Etcd(tmp) as etcd:  # the same, stopped however the block ends
+        ...
 """
 import os
 import shutil
@@ -60,3 +63,9 @@ class Etcd:
     def stop(self):
         self.proc.kill()
         self.proc.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()

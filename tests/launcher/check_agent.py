@@ -18,7 +18,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from checks import check, failures, free_port, http_get, load_json, wait_for  # noqa: E402
+from checks import check, failures, free_port, http_get, load_json, promtool_ok, start_collector, wait_for  # noqa: E402
+from node_ranks import Agents, agent_command, agent_env  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -29,62 +30,28 @@ def metric(text, series):
     return float(m.group(1)) if m else None
 
 
-def promtool_ok(text, what):
-    """promtool parses the exposition strictly and lints names (e.g. counters end in _total)."""
-    p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
-    check(p.returncode == 0, f"{what}: promtool check metrics accepts it {(p.stdout + p.stderr).strip()[:300]}")
-
-
-class Job:
+class Job(Agents):
     """Agents (xtimer_launch) each running node_ranks.py for one simulated node."""
 
     def __init__(self, args, out, nodes, nproc, extra_env, rank_args, name="agent"):
-        self.procs = []
+        super().__init__()
         self.ports = []
         world = nodes * nproc
         for node in range(nodes):
             port = free_port()
             self.ports.append(port)
-            env = dict(
-                os.environ,
+            env = agent_env(
                 LD_LIBRARY_PATH=args.simgpu,
                 XTIMER_TIMELINE_PATH=os.path.join(out, f"node{node}"),
                 XTIMER_METRICS_PORT=str(port),
                 **extra_env,
             )
-            for k in ("LD_PRELOAD", "XTIMER_AGENT_SOCKET", "RANK", "WORLD_SIZE"):
-                env.pop(k, None)
-            cmd = [
-                os.path.join(args.bin, "xtimer_launch"),
-                sys.executable,
-                os.path.join(HERE, "node_ranks.py"),
-                "--nproc",
-                str(nproc),
-                "--node-rank",
-                str(node),
-                "--world",
-                str(world),
-                "--lib",
-                args.lib,
-                "--idfile",
-                os.path.join(out, f"{name}.nccl.id"),
-                "--",
-            ] + rank_args
-            log = open(os.path.join(out, f"{name}{node}.log"), "w")
-            self.procs.append(
-                subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            hang_rank = os.path.join(HERE, "..", "preload", "hang_rank.py")
+            idfile = os.path.join(out, f"{name}.nccl.id")
+            cmd = agent_command(
+                args.bin, nproc, node, world, [hang_rank, args.lib, "{rank}", "{world}", idfile] + rank_args
             )
-
-    def wait(self, timeout):
-        return [p.wait(timeout=timeout) for p in self.procs]
-
-    def kill(self):
-        for p in self.procs:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait()
+            self.spawn(cmd, env, os.path.join(out, f"{name}{node}.log"))
 
 
 class Collector:
@@ -97,22 +64,7 @@ class Collector:
         self.start()
 
     def start(self):
-        self.log = open(os.path.join(self.out, "collector.log"), "a")
-        self.proc = subprocess.Popen(
-            [
-                os.path.join(self.args.bin, "xtimer_collector"),
-                "--listen",
-                f"127.0.0.1:{self.port}",
-                "--out",
-                os.path.join(self.out, "collected"),
-                "--http",
-                f"127.0.0.1:{self.http}",
-                *self.extra,
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        wait_for(lambda: http_get(f"http://127.0.0.1:{self.http}/metrics") is not None, 10)
+        self.proc = start_collector(self.args.bin, self.out, self.port, self.http, self.extra, log_mode="a", wait_s=10)
 
     def kill(self):
         self.proc.kill()

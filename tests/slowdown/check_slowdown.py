@@ -2,9 +2,12 @@
 """Why is my job slow, end to end, on the simulated runtime: Python ranks (train_rank.py, torch's
 DataLoader, Debian's /usr/bin/python3) under xtimer_launch, faults turned on and off mid-run
 through the simulated runtime's control file, and the judge's slowdown.json read every half
-second. Each fault must be named (the right rank, or node, and cause) within 15 s of its onset,
-and at no time may anything else be named; a healthy run, with a checkpoint-like pause on every
-rank every 50 steps, must name nothing.
+second. Each fault must be named (the right rank, or node, and cause) while it lasts or as it
+fades, with its `since` (from the ranks' records) at its onset, and at no time may anything else
+be named; a healthy run, with a checkpoint-like pause on every rank every 50 steps, must name
+nothing. How soon after the onset a fault is named depends on when the threads of a shared
+machine run: printed as a figure, and judged against its goal (15 s) by
+tests/bench/slowdown_latency.py, not here.
 
   check_slowdown.py LAYOUT --bin BUILD/bin --lib libslowdown_train.so --simgpu DIR [--python PY]
   LAYOUT: one-node   4 ranks under one agent (its embedded judge)
@@ -15,7 +18,8 @@ rank every 50 steps, must name nothing.
   (named with its Python function), GC pauses, a slow DataLoader; two-nodes first a slow network
   on one node.
 
-Prints "figure:" lines: detection latency per cause, step records' bytes per rank per hour. Then
+Prints "figure:" lines: detection latency per cause (seconds, and the job's steps in them), step
+records' bytes per rank per hour. Then
 xtimer_slowdown judges the ranks' steps files after the run: it must find the same faults, and
 name nothing else ("offline:" lines).
 """
@@ -23,27 +27,21 @@ import argparse
 import glob
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
-from checks import check, failures, free_port, load_json, wait_for  # noqa: E402
+from checks import check, failures, free_port, load_json, start_collector, wait_for  # noqa: E402
+from node_ranks import Agents, agent_command, agent_env  # noqa: E402
 
-ONSET_LIMIT_S = 15
-
-
-def http_ok(url):
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status == 200
-    except OSError:
-        return False
+# `since` is the start of the first slow step: the step under way when the control file changed
+# began up to a step before, and a rank reads the file once a step. In the job's steps (the
+# verdict's step_time_s), with a floor in seconds.
+SINCE_SLACK_STEPS, SINCE_SLACK_FLOOR_S = 3, 2.0
 
 
 class Watcher(threading.Thread):
@@ -81,14 +79,15 @@ def describe(f):
     return f"{who} {f.get('cause')}/{f.get('scope')} ({f.get('detail', '')[:100]})"
 
 
-class Job:
+class Job(Agents):
     def __init__(self, args, out, nodes, nproc, control, extra_env):
-        self.procs, self.out, self.nodes = [], out, nodes
+        super().__init__()
+        self.out, self.nodes = out, nodes
         ids = os.path.join(out, "ids")
         os.makedirs(ids, exist_ok=True)
         for node in range(nodes):
-            env = dict(
-                os.environ,
+            env = agent_env(
+                drop=("PYTHONPATH",),
                 LD_LIBRARY_PATH=args.simgpu,
                 XTIMER_TIMELINE_PATH=os.path.join(out, f"node{node}"),
                 XTIMER_METRICS_PORT=str(free_port()),
@@ -97,44 +96,20 @@ class Job:
                 SIMGPU_CONTROL=control,
                 **extra_env,
             )
-            for k in ("LD_PRELOAD", "XTIMER_AGENT_SOCKET", "RANK", "WORLD_SIZE", "LOCAL_RANK", "PYTHONPATH"):
-                env.pop(k, None)
-            cmd = [
-                os.path.join(args.bin, "xtimer_launch"),
-                sys.executable,
-                os.path.join(HERE, "node_ranks.py"),
-                "--nproc",
-                str(nproc),
-                "--node-rank",
-                str(node),
-                "--world",
-                str(nodes * nproc),
-                "--python",
-                args.python,
-                args.lib,
-                ids,
-                "--",
-                "--control",
-                control,
-                "--seconds",
-                "1200",
-                "--torch",
-            ]
-            log = open(os.path.join(out, f"agent{node}.log"), "w")
-            self.procs.append(
-                subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            train_rank = [os.path.join(HERE, "train_rank.py"), args.lib, "{rank}", "{world}", "{nproc}", ids]
+            cmd = agent_command(
+                args.bin,
+                nproc,
+                node,
+                nodes * nproc,
+                train_rank + ["--control", control, "--seconds", "1200", "--torch"],
+                python=args.python,
+                simgpu_node=True,
             )
+            self.spawn(cmd, env, os.path.join(out, f"agent{node}.log"))
 
     def timelines(self):
         return [os.path.join(self.out, f"node{n}") for n in range(self.nodes)]
-
-    def kill(self):
-        for p in self.procs:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait()
 
 
 def set_control(path, line):
@@ -177,21 +152,7 @@ def run(args, layout, started):
             ("data", "rank=7 data_ms=20", {"rank": 7, "cause": "data_loading", "scope": "rank"}),
         ]
         port, http = free_port(), free_port()
-        clog = open(os.path.join(out, "collector.log"), "w")
-        collector = subprocess.Popen(
-            [
-                os.path.join(args.bin, "xtimer_collector"),
-                "--listen",
-                f"127.0.0.1:{port}",
-                "--out",
-                os.path.join(out, "collected"),
-                "--http",
-                f"127.0.0.1:{http}",
-            ],
-            stdout=clog,
-            stderr=subprocess.STDOUT,
-        )
-        wait_for(lambda: http_ok(f"http://127.0.0.1:{http}/metrics"), 20)
+        collector = start_collector(args.bin, out, port, http)
         extra = {"XTIMER_COLLECTOR": f"127.0.0.1:{port}"}
     if args.only:
         faults = [f for f in faults if f[0] in args.only.split(",")]
@@ -275,16 +236,24 @@ def run(args, layout, started):
         for when, path, v in seen:
             for f in v.get("slow", []):
                 if matches(f, want) and path not in first:
-                    first[path] = (when, f)
+                    first[path] = (when, f, v)
         main = judged[0]
         if main not in first:
             check(False, f"{layout}: {name}: {want} named in {main}")
             continue
-        when, f = first[main]
+        when, f, v = first[main]
         latency = when - t0
-        check(latency <= ONSET_LIMIT_S, f"{layout}: {name}: {describe(f)} named {latency:.1f} s after the onset")
+        step = v.get("step_time_s") or 0
+        slack = max(SINCE_SLACK_FLOOR_S, SINCE_SLACK_STEPS * step)
+        since = f.get("since", 0) - t0
+        check(
+            -slack <= since <= t_off - t0,
+            f"{layout}: {name}: {describe(f)} named, its since at the onset ({since:+.1f} s; the fault lasted "
+            f"{t_off - t0:.1f} s; slack {slack:.1f} s)",
+        )
+        steps = f", about {latency / step:.0f} steps of {step:.3f} s" if step else ""
         print(
-            f"figure: detection latency {layout} {name}: {latency:.1f} s (since {f.get('since', 0) - t0:+.1f} s, "
+            f"figure: detection latency {layout} {name}: {latency:.1f} s{steps} (since {since:+.1f} s, "
             f"cost {f.get('cost')}, score {f.get('score')}): {f.get('detail')}"
         )
         if "detail" in want:
