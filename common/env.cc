@@ -90,8 +90,8 @@ constexpr Var kVars[] = {
      "Deadline in seconds for every connect, send and wait of xtimer_run --network-check; a silent node costs a few of "
      "them."},
     {"XTIMER_NETCHECK_MIN_BANDWIDTH", "0",
-     "MB/s: a node whose best test of xtimer_run --network-check is slower is faulty; 0 = no floor. --min-bandwidth "
-     "sets it."},
+     "MB/s: a node whose best test of xtimer_run --network-check is slower is faulty; 0 = no floor. --min-bandwidth, "
+     "when given, wins over it."},
     // --- flash checkpoint
     {"XTIMER_CKPT_SHM_DIR", "/dev/shm", "Folder (a tmpfs) that holds the in-memory checkpoint segments."},
     {"XTIMER_CKPT_KEEP", "3", "Checkpoint steps kept on disk; older ones are deleted once a newer one is durable."},
