@@ -61,7 +61,10 @@ class NodeAgent {
   // and the embedded collector's round is merged. False while one is still under way.
   bool DumpsSettled(int64_t since_ms);
   // A new round of workers starts: the old round's ranks are forgotten.
-  void BeginRound() { registry_.ForgetExited(); }
+  void BeginRound() {
+    registry_.ForgetExited();
+    ForgetDesync();
+  }
   // Waits (at most `timeout_s`) until the checkpoint saver has written what it must: the
   // newest memory snapshots of workers that died. True if done (or no saver runs here).
   bool WaitCheckpointsPersisted(double timeout_s);
@@ -74,6 +77,7 @@ class NodeAgent {
   void OnPrints(const nlohmann::json& msg);
   void CheckDesync();
   bool FindDesyncAbort(int* rank, std::string* trigger) const;
+  void ForgetDesync();  // a new round: the old round's desync is acted on
   void OnSampleRequest(int32_t rank, double seconds, double hz);
   void OnVerdict(const v1::Slowdown& verdict) XT_EXCLUDES(slow_mu_);
   void StartMetrics();

@@ -40,4 +40,10 @@ bool NodeAgent::FindDesyncAbort(int* rank, std::string* trigger) const {
   return true;
 }
 
+void NodeAgent::ForgetDesync() {
+  MutexLock lock(desync_mu_);
+  desync_abort_rank_ = -1;
+  desync_abort_why_.clear();
+}
+
 }  // namespace xtimer
