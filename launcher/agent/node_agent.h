@@ -116,6 +116,7 @@ class NodeAgent {
   mutable Mutex desync_mu_;
   int desync_abort_rank_ XT_GUARDED_BY(desync_mu_) = -1;  // XTIMER_DESYNC_ACTION=abort: a suspect
   std::string desync_abort_why_ XT_GUARDED_BY(desync_mu_);
+  int64_t desync_abort_at_ms_ XT_GUARDED_BY(desync_mu_) = 0;  // monotonic: after the ranks' stacks
 
   Mutex slow_mu_;  // the verdict (written by the link's thread, read by /metrics)
   slowdown::Verdict verdict_ XT_GUARDED_BY(slow_mu_);

@@ -19,7 +19,8 @@ void NodeAgent::OnPrints(const nlohmann::json& msg) {
 
 // Every ~200 ms (Tick): a decided mismatch is written and logged by the watch; here every rank
 // of the node is asked for its stacks (as for a hang), and with XTIMER_DESYNC_ACTION=abort the
-// first suspect is handed to xtimer_run as hung (FindHung), which restarts the workers.
+// first suspect is handed to xtimer_run as hung (FindHung) a second later, once the ranks have
+// written their stacks, and xtimer_run restarts the workers.
 void NodeAgent::CheckDesync() {
   std::vector<std::string> dirs;
   auto found = desync_.Tick(static_cast<int64_t>(MonotonicNs() / 1000000), WallMs(), &dirs);
@@ -29,12 +30,15 @@ void NodeAgent::CheckDesync() {
   MutexLock lock(desync_mu_);
   if (desync_abort_rank_ >= 0 || found.front().suspects.empty()) return;
   desync_abort_rank_ = found.front().suspects.front();
+  // The ranks answer the dump request within about 0.1 s (their link's tick): give them a second
+  // before xtimer_run stops them.
+  desync_abort_at_ms_ = static_cast<int64_t>(MonotonicNs() / 1000000) + 1000;
   desync_abort_why_ = "out of step (XTIMER_DESYNC_ACTION=abort): " + found.front().Line();
 }
 
 bool NodeAgent::FindDesyncAbort(int* rank, std::string* trigger) const {
   MutexLock lock(desync_mu_);
-  if (desync_abort_rank_ < 0) return false;
+  if (desync_abort_rank_ < 0 || static_cast<int64_t>(MonotonicNs() / 1000000) < desync_abort_at_ms_) return false;
   *rank = desync_abort_rank_;
   *trigger = desync_abort_why_;
   return true;

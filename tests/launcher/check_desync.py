@@ -4,7 +4,7 @@ simulated ranks, tests/launcher/desync_rank.py). The hang timeout is far longer 
 checks wait, so only a desync verdict can pass them.
 
   check_desync.py CHECK --bin BUILD/bin --lib libpyccl.so --simgpu DIR
-  CHECK: faults (skip, size, op, sub in turn) | healthy
+  CHECK: faults (skip, size, op, sub in turn) | healthy | abort (XTIMER_DESYNC_ACTION=abort under xtimer_run)
 """
 import argparse
 import glob
@@ -132,6 +132,56 @@ def check_healthy(args):
         shutil.rmtree(out, ignore_errors=True)
 
 
+def check_abort(args):
+    """XTIMER_DESYNC_ACTION=abort under xtimer_run: the desync restarts the workers, and the second
+    round (without the fault) finishes."""
+    out = tempfile.mkdtemp(prefix="xtimer-desync-abort-")
+    env = dict(
+        os.environ,
+        LD_LIBRARY_PATH=args.simgpu,
+        XTIMER_TIMELINE_PATH=os.path.join(out, "timeline"),
+        XTIMER_METRICS_PORT="0",
+        XTIMER_HANG_TIMEOUT="600",
+        XTIMER_DUMP_WAIT="10",
+        XTIMER_DESYNC_ACTION="abort",
+    )
+    for k in ("LD_PRELOAD", "XTIMER_AGENT_SOCKET", "RANK", "WORLD_SIZE", "XTIMER_DESYNC"):
+        env.pop(k, None)
+    cmd = [
+        os.path.join(args.bin, "xtimer_run"),
+        "--nproc-per-node",
+        "4",
+        "--max-restarts",
+        "1",
+        "--no-python",
+        sys.executable,
+        os.path.join(HERE, "desync_rank.py"),
+        args.lib,
+        os.path.join(out, "nccl.id"),
+        "--fault",
+        "size",
+    ]
+    log_path = os.path.join(out, "run.log")
+    with open(log_path, "w") as log:
+        p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        code = p.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        stop(p)
+    text = "\n".join(lines(log_path))
+    check(code == 0, f"the job finishes after the desync and one restart ({code})")
+    check("out of step (XTIMER_DESYNC_ACTION=abort)" in text, "xtimer_run restarts the workers for the desync")
+    check(bool(glob.glob(os.path.join(out, "timeline", "desync-*", "verdict.json"))), "a desync verdict is written")
+    stacks = glob.glob(os.path.join(out, "timeline", "*.stacktrace"))
+    check(len(stacks) == 4, f"every rank's stacks were written before the restart ({len(stacks)})")
+    done = [x for x in lines(log_path) if '"done"' in x]
+    check(len(done) >= 4, f"the four ranks finish in the second round ({len(done)})")
+    if not failures:
+        shutil.rmtree(out, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("check")
@@ -139,7 +189,7 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--simgpu", required=True)
     args = ap.parse_args()
-    {"faults": check_faults, "healthy": check_healthy}[args.check](args)
+    {"faults": check_faults, "healthy": check_healthy, "abort": check_abort}[args.check](args)
     if failures:
         print(f"{len(failures)} check(s) failed")
         sys.exit(1)

@@ -10,7 +10,9 @@ to and receives from every rank in one group (all-to-all-v). At --fault-step:
   none: nothing; every rank finishes.
 
   desync_rank.py LIBPYCCL IDFILE --nproc 4 --fault skip [--steps 6] [--fault-step 2]
-Without RANK in the environment it starts --nproc copies of itself as one node's ranks.
+Without RANK in the environment it starts --nproc copies of itself as one node's ranks. Under
+xtimer_run (TORCHELASTIC_RESTART_COUNT set) each round has its own id file and only the first
+round has the fault.
 """
 import argparse
 import ctypes
@@ -73,6 +75,11 @@ def exchange_tokens(lib, rank, world):
 
 def rank_main(args):
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    if restart is not None:  # under xtimer_run: a new id per round, the fault in the first only
+        args.idfile += f"-{restart}"
+        if restart != "0":
+            args.fault = "none"
     lib = ctypes.CDLL(args.lib)
     if lib.pyccl_init(rank, world, args.idfile.encode(), 1) != 0:
         sys.exit(f"rank {rank}: init failed")
