@@ -101,7 +101,8 @@ constexpr Var kVars[] = {
      "1: every collective call leaves a fingerprint that the node agent compares across ranks (a rank out of step is "
      "named at once); 0: none are recorded."},
     {"XTIMER_DESYNC_ACTION", "report",
-     "On ranks out of step (a desync verdict): report (verdict, log line, every rank's stacks) or abort (the same, then "
+     "On ranks out of step (a desync verdict): report (verdict, log line, every rank's stacks) or abort (the same, "
+     "then "
      "the agent terminates the ranks, so xtimer_run restarts them from the last checkpoint)."},
 };
 

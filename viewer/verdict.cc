@@ -242,8 +242,9 @@ Verdict JudgeStacks(const MergedStacks& m) {
       for (int32_t r : c.differ[i].second.ranks())
         suspect(r, SuspectKind::kOtherCall,
                 "in " + PrintableName(c.differ[i].first, 80) + " #" + std::to_string(c.differ_seq) + " on comm " +
-                    PrintableName(c.comm, 64) + " while " + Ranks(c.differ[0].second) + " " + IsAre(c.differ[0].second) +
-                    " in " + PrintableName(c.differ[0].first, 80) + " #" + std::to_string(c.differ_seq));
+                    PrintableName(c.comm, 64) + " while " + Ranks(c.differ[0].second) + " " +
+                    IsAre(c.differ[0].second) + " in " + PrintableName(c.differ[0].first, 80) + " #" +
+                    std::to_string(c.differ_seq));
     for (auto& [r, seq] : c.behind)
       suspect(r, SuspectKind::kBehind,
               "in #" + std::to_string(seq) + " on comm " + PrintableName(c.comm, 64) + " while " + Ranks(c.waiting) +
@@ -307,7 +308,8 @@ std::vector<std::string> SummaryLines(const Verdict& v, const MergedStacks& m) {
     if (!c.differ.empty()) {
       line += "; in different collectives at #" + std::to_string(c.differ_seq) + ":";
       for (size_t i = 0; i < c.differ.size() && i < 4; ++i)
-        line += std::string(i ? "," : "") + " " + Ranks(c.differ[i].second) + " in " + PrintableName(c.differ[i].first, 80);
+        line +=
+            std::string(i ? "," : "") + " " + Ranks(c.differ[i].second) + " in " + PrintableName(c.differ[i].first, 80);
     }
     if (c.absent_unnamed > 0)
       line += "; " + std::to_string(c.absent_unnamed) + " of its " + std::to_string(c.comm_size) +

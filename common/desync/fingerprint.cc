@@ -10,8 +10,8 @@ bool Fingerprint::SameCall(const Fingerprint& o) const {
 }
 
 std::string DtypeName(int32_t dtype) {
-  static const char* kNames[] = {"int8",    "uint8",   "int32",    "uint32",  "int64",   "uint64",
-                                 "float16", "float32", "float64",  "bfloat16", "float8e4m3", "float8e5m2"};
+  static const char* kNames[] = {"int8",    "uint8",   "int32",   "uint32",   "int64",      "uint64",
+                                 "float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
   if (dtype >= 0 && dtype < int32_t(sizeof kNames / sizeof kNames[0])) return kNames[dtype];
   return "dtype " + std::to_string(dtype);
 }

@@ -9,7 +9,7 @@
 namespace xtimer::desync {
 
 struct Fingerprint {
-  std::string comm;    // the communicator's id, the same on every rank (8 hex digits)
+  std::string comm;  // the communicator's id, the same on every rank (8 hex digits)
   int32_t comm_size = 0;
   uint64_t seq = 0;    // the call's number among the communicator's collectives, from 1
   std::string op;      // "AllReduce", "AllGather", ... (without "nccl")

@@ -71,7 +71,8 @@ Mismatch Matcher::Decide(const std::string& comm_id, const Comm& comm, uint64_t 
   // The largest side first; among equals the one with the lowest rank (already in that order).
   std::stable_sort(m.sides.begin(), m.sides.end(),
                    [](const Side& a, const Side& b) { return a.ranks.size() > b.ranks.size(); });
-  for (size_t i = 1; i < m.sides.size(); ++i) m.suspects.insert(m.suspects.end(), m.sides[i].ranks.begin(), m.sides[i].ranks.end());
+  for (size_t i = 1; i < m.sides.size(); ++i)
+    m.suspects.insert(m.suspects.end(), m.sides[i].ranks.begin(), m.sides[i].ranks.end());
   std::sort(m.suspects.begin(), m.suspects.end());
   return m;
 }

@@ -33,7 +33,7 @@ struct Mismatch {
   std::string comm;
   int32_t comm_size = 0;
   uint64_t seq = 0;
-  std::vector<Side> sides;       // the majority first
+  std::vector<Side> sides;        // the majority first
   std::vector<int32_t> suspects;  // ranks outside the majority, ascending
   bool complete = false;          // every member had reported; else decided after the grace
   // "rank 2 called AllReduce #5 of 4 MiB at clip_grads (train.py:88); ranks 0-1/3 called
@@ -42,9 +42,9 @@ struct Mismatch {
 };
 
 struct MatcherOptions {
-  int64_t grace_ms = 500;           // how long a difference waits for the other members
-  uint64_t window = 4096;           // sequence numbers kept per communicator behind its newest
-  size_t max_comms = 4096;          // communicators followed (the oldest forgotten beyond)
+  int64_t grace_ms = 500;   // how long a difference waits for the other members
+  uint64_t window = 4096;   // sequence numbers kept per communicator behind its newest
+  size_t max_comms = 4096;  // communicators followed (the oldest forgotten beyond)
 };
 
 class Matcher {

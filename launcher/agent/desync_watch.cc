@@ -13,15 +13,19 @@ namespace {
 // One element of "calls": [comm, comm_size, seq, op, count, dtype, redop, root, site].
 bool CallOf(const nlohmann::json& a, desync::Fingerprint* f, std::string* why) {
   if (!a.is_array() || a.size() != 9) return *why = "a call is not an array of 9", false;
-  auto uint = [&](size_t i) { return a[i].is_number_unsigned() || (a[i].is_number_integer() && a[i].get<int64_t>() >= 0); };
+  auto uint = [&](size_t i) {
+    return a[i].is_number_unsigned() || (a[i].is_number_integer() && a[i].get<int64_t>() >= 0);
+  };
   auto int32 = [&](size_t i) {
     return a[i].is_number_integer() && a[i].get<int64_t>() >= INT32_MIN && a[i].get<int64_t>() <= INT32_MAX;
   };
   if (!a[0].is_string() || a[0].get_ref<const std::string&>().empty() || a[0].get_ref<const std::string&>().size() > 64)
     return *why = "the communicator is not a short string", false;
   if (!int32(1) || !uint(2) || a[2].get<uint64_t>() == 0) return *why = "comm_size or seq is not a number", false;
-  if (!a[3].is_string() || a[3].get_ref<const std::string&>().size() > 64) return *why = "op is not a short string", false;
-  if (!uint(4) || !int32(5) || !int32(6) || !int32(7)) return *why = "count, dtype, redop or root is not a number", false;
+  if (!a[3].is_string() || a[3].get_ref<const std::string&>().size() > 64)
+    return *why = "op is not a short string", false;
+  if (!uint(4) || !int32(5) || !int32(6) || !int32(7))
+    return *why = "count, dtype, redop or root is not a number", false;
   if (!a[8].is_string() || a[8].get_ref<const std::string&>().size() > 512) return *why = "site is not a string", false;
   f->comm = a[0].get<std::string>();
   f->comm_size = a[1].get<int32_t>();
@@ -112,12 +116,13 @@ std::string DesyncWatch::VerdictJson(const desync::Mismatch& m, int64_t unix_ms)
   j["suspects"] = J::array();
   for (size_t i = 1; i < m.sides.size(); ++i)
     for (int32_t r : m.sides[i].ranks)
-      j["suspects"].push_back({{"rank", r},
-                               {"reason", "called " + desync::Describe(m.sides[i].call) + " where rank" +
-                                              (majority.ranks.size() == 1 ? " " : "s ") + FoldRanks(majority.ranks) +
-                                              " called " + desync::Describe(majority.call)},
-                               {"kinds", J::array({"desync"})},
-                               {"frames", m.sides[i].call.site.empty() ? J::array() : J::array({m.sides[i].call.site})}});
+      j["suspects"].push_back(
+          {{"rank", r},
+           {"reason", "called " + desync::Describe(m.sides[i].call) + " where rank" +
+                          (majority.ranks.size() == 1 ? " " : "s ") + FoldRanks(majority.ranks) + " called " +
+                          desync::Describe(majority.call)},
+           {"kinds", J::array({"desync"})},
+           {"frames", m.sides[i].call.site.empty() ? J::array() : J::array({m.sides[i].call.site})}});
   j["summary"] = J::array({"ranks out of step on communicator " + m.comm + ": " + m.Line()});
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }

@@ -35,8 +35,7 @@ class DesyncWatch {
 
   // The mismatches decided by `now_ms`, each written as a verdict (its folder in *dirs) and
   // logged. Empty most of the time.
-  std::vector<desync::Mismatch> Tick(int64_t now_ms, int64_t unix_ms, std::vector<std::string>* dirs)
-      XT_EXCLUDES(mu_);
+  std::vector<desync::Mismatch> Tick(int64_t now_ms, int64_t unix_ms, std::vector<std::string>* dirs) XT_EXCLUDES(mu_);
 
   const DesyncSettings& settings() const { return settings_; }
 

@@ -13,8 +13,10 @@ void NodeAgent::OnPrints(const nlohmann::json& msg) {
   const int64_t now = WallMs();
   int64_t last = prints_warned_ms_;
   if (now - last >= 60000 && prints_warned_ms_.compare_exchange_strong(last, now))
-    Log(LogLevel::kWarn, "agent: rank %s sent %zu collective fingerprint(s) that cannot be used (%s); dropped (said once "
-        "a minute)", msg.contains("rank") ? msg["rank"].dump().substr(0, 24).c_str() : "?", bad, why.c_str());
+    Log(LogLevel::kWarn,
+        "agent: rank %s sent %zu collective fingerprint(s) that cannot be used (%s); dropped (said once "
+        "a minute)",
+        msg.contains("rank") ? msg["rank"].dump().substr(0, 24).c_str() : "?", bad, why.c_str());
 }
 
 // Every ~200 ms (Tick): a decided mismatch is written and logged by the watch; here every rank

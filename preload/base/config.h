@@ -20,7 +20,7 @@ struct PreloadConfig {
   int64_t max_inflight = 65536;
   double hang_timeout_s = 300;
   HangAction hang_action = HangAction::kDump;
-  bool steps = true;  // step records (step_signals.h)
+  bool steps = true;   // step records (step_signals.h)
   bool desync = true;  // XTIMER_DESYNC: collective fingerprints for the agent (comm_table.h)
 
   static PreloadConfig FromEnv();

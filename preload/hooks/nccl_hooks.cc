@@ -411,8 +411,15 @@ XTIMER_EXPORT ncclResult_t ncclAllGather(const void* send, void* recv, size_t se
 
 XTIMER_EXPORT ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, ncclDataType_t type,
                                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  NcclOp o{"ncclReduceScatter", OpKind::kCollective, comm, stream, Bytes(recvcount, type) * CommSize(comm), type, -1,
-           recvcount, op};
+  NcclOp o{"ncclReduceScatter",
+           OpKind::kCollective,
+           comm,
+           stream,
+           Bytes(recvcount, type) * CommSize(comm),
+           type,
+           -1,
+           recvcount,
+           op};
   return Operation(real_ncclReduceScatter, o, [&](auto f) { return f(send, recv, recvcount, type, op, comm, stream); });
 }
 

@@ -46,8 +46,7 @@ int CommTable::Register(const void* handle, const void* key, size_t key_len, int
   }
 }
 
-void CommTable::RecordPrint(int slot, uint64_t seq, const char* api, uint64_t count, int dtype, int redop,
-                            int root) {
+void CommTable::RecordPrint(int slot, uint64_t seq, const char* api, uint64_t count, int dtype, int redop, int root) {
   if (slot < 0 || slot >= kMaxComms) return;
   Comm& c = comms_[slot];
   if (!c.prints || seq == 0) return;

@@ -109,8 +109,10 @@ def main():
         if not got:
             print(f"  {fault:5s} no verdict")
             continue
-        print(f"  {fault:5s} median {statistics.median(got):.2f} s, worst {max(got):.2f} s"
-              + (f" ({len(ts) - len(got)} run(s) without a verdict)" if len(got) < len(ts) else ""))
+        print(
+            f"  {fault:5s} median {statistics.median(got):.2f} s, worst {max(got):.2f} s"
+            + (f" ({len(ts) - len(got)} run(s) without a verdict)" if len(got) < len(ts) else "")
+        )
 
 
 if __name__ == "__main__":

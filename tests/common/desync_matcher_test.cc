@@ -6,7 +6,8 @@
 namespace xtimer::desync {
 namespace {
 
-Fingerprint AllReduce(uint64_t seq, uint64_t count, std::string site = "", std::string comm = "c0ffee00", int size = 4) {
+Fingerprint AllReduce(uint64_t seq, uint64_t count, std::string site = "", std::string comm = "c0ffee00",
+                      int size = 4) {
   Fingerprint f;
   f.comm = std::move(comm);
   f.comm_size = size;

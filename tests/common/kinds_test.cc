@@ -47,7 +47,8 @@ TEST(Kinds, VerdictWordsAreDistinct) {
   for (SuspectKind k : {SuspectKind::kMissing, SuspectKind::kAbsent, SuspectKind::kBehind, SuspectKind::kNotInSetup,
                         SuspectKind::kStackDiffers, SuspectKind::kOtherCall})
     kinds.insert(Name(k));
-  EXPECT_EQ(kinds, (std::set<std::string>{"missing", "absent", "behind", "not_in_setup", "stack_differs", "other_call"}));
+  EXPECT_EQ(kinds,
+            (std::set<std::string>{"missing", "absent", "behind", "not_in_setup", "stack_differs", "other_call"}));
   EXPECT_STREQ(Name(StackSource::kPython), "python");
   EXPECT_STREQ(Name(StackSource::kNative), "native");
   EXPECT_STREQ(Name(StackSource::kNone), "none");

@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from checks import check, failures, load_json, wait_for  # noqa: E402
@@ -91,23 +90,31 @@ def check_faults(args):
             sides = v.get("sides", [])
             check(len(sides) == 2, f"{fault}: two sides ({len(sides)})")
             if len(sides) == 2:
-                check(sides[1]["ranks"] == suspects and sides[1]["op"] == odd_op and sides[0]["op"] == op,
-                      f"{fault}: what each side called: {sides[1]['op']} by {sides[1]['ranks']}, "
-                      f"{sides[0]['op']} by {sides[0]['ranks']}")
+                check(
+                    sides[1]["ranks"] == suspects and sides[1]["op"] == odd_op and sides[0]["op"] == op,
+                    f"{fault}: what each side called: {sides[1]['op']} by {sides[1]['ranks']}, "
+                    f"{sides[0]['op']} by {sides[0]['ranks']}",
+                )
             check(v.get("comm_size") == comm_size, f"{fault}: on a communicator of {comm_size} ({v.get('comm_size')})")
             if fault == "sub":
-                check(sorted(sides[0]["ranks"] + sides[1]["ranks"]) == [2, 3],
-                      "sub: only the tensor-parallel group's members are compared")
+                check(
+                    sorted(sides[0]["ranks"] + sides[1]["ranks"]) == [2, 3],
+                    "sub: only the tensor-parallel group's members are compared",
+                )
             faulted = [json.loads(x) for x in lines(os.path.join(out, f"{fault}.log")) if x.startswith("{")]
             at = [x["fault_at"] for x in faulted if "fault_at" in x]
             if at:
                 print(f"  {fault}: verdict written {t_verdict - at[0]:.2f} s after the mismatched call")
             log = "\n".join(lines(os.path.join(out, f"{fault}.log")))
-            check(f"ranks out of step on communicator {v.get('comm')}: rank {suspects[0]} called" in log,
-                  f"{fault}: the agent's log line names rank {suspects[0]}")
+            check(
+                f"ranks out of step on communicator {v.get('comm')}: rank {suspects[0]} called" in log,
+                f"{fault}: the agent's log line names rank {suspects[0]}",
+            )
             if fault == "size":
                 # The stacks of every rank are taken as for a hang.
-                stacks = wait_for(lambda: len(glob.glob(os.path.join(out, "timeline", "*.stacktrace"))) == 4 or None, 30)
+                stacks = wait_for(
+                    lambda: len(glob.glob(os.path.join(out, "timeline", "*.stacktrace"))) == 4 or None, 30
+                )
                 check(bool(stacks), "size: every rank's stacks are written")
         finally:
             stop(p)

@@ -366,12 +366,14 @@ TEST(Verdict, NamesRanksInAnotherCollectiveAtTheSameSequenceNumber) {
   EXPECT_EQ(v.suspects[0].rank, 3);
   EXPECT_EQ(v.suspects[1].rank, 6);
   EXPECT_EQ(v.suspects[0].kinds, std::vector{SuspectKind::kOtherCall});
-  EXPECT_EQ(v.suspects[1].reason,
-            "in ncclAllReduce of 512 KiB #1234 on comm 3a9f0c12 while ranks 0-2/4-5/7 are in ncclAllReduce of 1 MiB #1234");
+  EXPECT_EQ(
+      v.suspects[1].reason,
+      "in ncclAllReduce of 512 KiB #1234 on comm 3a9f0c12 while ranks 0-2/4-5/7 are in ncclAllReduce of 1 MiB #1234");
   bool line = false;
   for (const std::string& l : v.summary)
-    line |= l.find("in different collectives at #1234: ranks 0-2/4-5/7 in ncclAllReduce of 1 MiB, rank 3 in "
-                   "ncclAllGather of 1 MiB, rank 6 in ncclAllReduce of 512 KiB") != std::string::npos;
+    line |= l.find(
+                "in different collectives at #1234: ranks 0-2/4-5/7 in ncclAllReduce of 1 MiB, rank 3 in "
+                "ncclAllGather of 1 MiB, rank 6 in ncclAllReduce of 512 KiB") != std::string::npos;
   EXPECT_TRUE(line) << ::testing::PrintToString(v.summary);
   const std::string json = VerdictToJson(v);
   EXPECT_NE(json.find("\"kind\": \"hang\""), std::string::npos);
