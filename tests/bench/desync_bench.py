@@ -9,6 +9,10 @@
    sub-communicator fault, each run --runs times: the time from the faulty rank's call (its own
    clock) to verdict.json's modification time, median and worst.
 
+The first figure is a whole collective call on the simulated runtime (its stream worker and
+futexes included), so on a loaded machine its noise is larger than the fingerprint's few stores;
+fingerprint_bench gives the stores alone against a clock read.
+
   desync_bench.py BUILD_DIR [--rounds 5] [--runs 3]
 """
 import argparse
