@@ -5,7 +5,13 @@
 #include "common/atomic_file.h"
 #include "common/env.h"
 #include "common/log.h"
+#include "common/regular_file.h"
 #include "common/stacks/rank_set.h"
+#include "common/stacks/stack_file.h"
+#include "common/stacks/stack_reader.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
 
 namespace xtimer {
 namespace {
@@ -148,8 +154,83 @@ std::vector<desync::Mismatch> DesyncWatch::Tick(int64_t now_ms, int64_t unix_ms,
     }
     Log(LogLevel::kInfo, "agent: desync verdict in %s/verdict.json", dir.c_str());
     if (dirs) dirs->push_back(dir);
+    pending_.push_back(Pending{dir, m, unix_ms, now_ms, {}});
   }
   return found;
+}
+
+std::string DesyncWatch::CallSite(const std::vector<PythonFrame>& python) {
+  for (auto it = python.rbegin(); it != python.rend(); ++it) {
+    const std::string& f = it->file;
+    if (f.find("/torch/") != std::string::npos || f.find("/site-packages/xtimer/") != std::string::npos ||
+        f.find("/python/xtimer/") != std::string::npos || f.find("/xtimer-site/") != std::string::npos ||
+        f.rfind("<frozen", 0) == 0)
+      continue;
+    const size_t slash = f.rfind('/');
+    return it->function + " (" + (slash == std::string::npos ? f : f.substr(slash + 1)) + ":" +
+           std::to_string(it->line) + ")";
+  }
+  return {};
+}
+
+void DesyncWatch::AddSites(int64_t now_ms, int64_t wait_ms) {
+  if (pending_.empty() || settings_.timeline_path.empty()) return;
+  for (auto p = pending_.begin(); p != pending_.end();) {
+    size_t wanted = 0;
+    for (const desync::Side& s : p->m.sides) wanted += s.ranks.size();
+    for (const desync::Side& s : p->m.sides)
+      for (int32_t r : s.ranks) {
+        if (p->sites.count(r)) continue;
+        // <rank:05d>-<world:05d>.stacktrace, written since the verdict.
+        char prefix[16];
+        std::snprintf(prefix, sizeof prefix, "%05d-", r);
+        DIR* d = opendir(settings_.timeline_path.c_str());
+        if (d == nullptr) continue;
+        std::string path;
+        while (dirent* e = readdir(d)) {
+          std::string name = e->d_name;
+          if (name.rfind(prefix, 0) == 0 && name.size() > 11 && name.substr(name.size() - 11) == ".stacktrace")
+            path = settings_.timeline_path + "/" + name;
+        }
+        closedir(d);
+        struct stat st {};
+        if (path.empty() || stat(path.c_str(), &st) != 0 || int64_t(st.st_mtime) * 1000 + 999 < p->unix_ms) continue;
+        std::string text, why;
+        StackFile file;
+        if (!ReadRegularFile(path, FileRule{.what = "stack file", .max_bytes = 256 << 20, .follow_links = false}, &text,
+                             &why) ||
+            !ParseStackFile(text, &file, &why))
+          continue;  // being rewritten by the symboliser: the next tick
+        for (const StackThread& t : file.threads)
+          if (t.main) p->sites[r] = CallSite(t.python);
+      }
+    if (p->sites.size() < wanted && now_ms - p->since_ms < wait_ms) {
+      ++p;
+      continue;
+    }
+    // Each side's site: its ranks' own when they agree, else the first rank's.
+    for (desync::Side& s : p->m.sides)
+      for (int32_t r : s.ranks)
+        if (auto it = p->sites.find(r); it != p->sites.end() && !it->second.empty()) {
+          s.call.site = it->second;
+          break;
+        }
+    nlohmann::ordered_json v = nlohmann::ordered_json::parse(VerdictJson(p->m, p->unix_ms));
+    for (auto& s : v["suspects"]) {
+      auto it = p->sites.find(s["rank"].get<int32_t>());
+      s["frames"] = it != p->sites.end() && !it->second.empty() ? nlohmann::ordered_json::array({it->second})
+                                                                : nlohmann::ordered_json::array();
+    }
+    nlohmann::ordered_json where = nlohmann::ordered_json::object();
+    for (auto& [r, site] : p->sites) where[std::to_string(r)] = site;
+    v["where"] = where;
+    std::string error;
+    if (!WriteFileAtomically(p->dir + "/verdict.json",
+                             v.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", &error))
+      Log(LogLevel::kWarn, "agent: cannot add the call sites to %s/verdict.json: %s", p->dir.c_str(), error.c_str());
+    Log(LogLevel::kError, "agent: where they are (their stacks): %s", p->m.Line().c_str());
+    p = pending_.erase(p);
+  }
 }
 
 }  // namespace xtimer

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -37,6 +38,15 @@ class DesyncWatch {
   // logged. Empty most of the time.
   std::vector<desync::Mismatch> Tick(int64_t now_ms, int64_t unix_ms, std::vector<std::string>* dirs) XT_EXCLUDES(mu_);
 
+  // Every tick after a verdict: each rank of a verdict gets its Python call site from the stack
+  // file it wrote since (the innermost frame of its main thread outside torch and xtimer: where
+  // a hung rank made the call); once all are read, or `wait_ms` after the verdict, the sides and
+  // suspects in verdict.json get them and a second log line says where each side is.
+  void AddSites(int64_t now_ms, int64_t wait_ms) XT_EXCLUDES(mu_);
+
+  // The innermost frame of `python` (root first) outside torch and xtimer, "func (file:line)".
+  static std::string CallSite(const std::vector<struct PythonFrame>& python);
+
   const DesyncSettings& settings() const { return settings_; }
 
   // verdict.json of one mismatch (docs/formats.md, "Desync verdict").
@@ -44,8 +54,15 @@ class DesyncWatch {
 
  private:
   const DesyncSettings settings_;
+  struct Pending {
+    std::string dir;
+    desync::Mismatch m;
+    int64_t unix_ms = 0, since_ms = 0;
+    std::map<int32_t, std::string> sites;  // rank -> call site
+  };
   Mutex mu_;
   desync::Matcher matcher_ XT_GUARDED_BY(mu_);
+  std::vector<Pending> pending_;  // main thread only (Tick, AddSites)
 };
 
 }  // namespace xtimer

@@ -25,7 +25,9 @@ void NodeAgent::OnPrints(const nlohmann::json& msg) {
 // written their stacks, and xtimer_run restarts the workers.
 void NodeAgent::CheckDesync() {
   std::vector<std::string> dirs;
-  auto found = desync_.Tick(static_cast<int64_t>(MonotonicNs() / 1000000), WallMs(), &dirs);
+  const int64_t now_ms = static_cast<int64_t>(MonotonicNs() / 1000000);
+  auto found = desync_.Tick(now_ms, WallMs(), &dirs);
+  desync_.AddSites(now_ms, static_cast<int64_t>(config_.dump_wait_s * 1000));
   if (found.empty()) return;
   OnDumpRequest("");
   if (!desync_.settings().abort) return;

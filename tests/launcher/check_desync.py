@@ -110,6 +110,25 @@ def check_faults(args):
                 f"ranks out of step on communicator {v.get('comm')}: rank {suspects[0]} called" in log,
                 f"{fault}: the agent's log line names rank {suspects[0]}",
             )
+            if fault in ("size", "op"):
+                # Ranks hung in the mismatched call: their stacks give each side's call site.
+                def with_sites():
+                    w = load_json(found[0])
+                    return w if w.get("where") else None
+
+                w = wait_for(with_sites, 20) or {}
+                sides = w.get("sides", [])
+                check(
+                    len(sides) == 2
+                    and sides[1].get("site", "").startswith("sync_grads (desync_rank.py:")
+                    and sides[0].get("site", "").startswith("sync_grads (desync_rank.py:")
+                    and sides[0]["site"] != sides[1]["site"],
+                    f"{fault}: each side's Python call site from its stacks ({[x.get('site') for x in sides]})",
+                )
+                check(
+                    "where they are (their stacks): rank " in "\n".join(lines(os.path.join(out, f"{fault}.log"))),
+                    f"{fault}: a second log line says where each side called",
+                )
             if fault == "size":
                 # The stacks of every rank are taken as for a hang.
                 stacks = wait_for(
