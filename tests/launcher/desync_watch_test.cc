@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/stacks/stack_file.h"
 #include "launcher/agent/desync_watch.h"
 
 namespace xtimer {
@@ -66,6 +67,17 @@ TEST(DesyncWatch, BadCallsAreDroppedOneByOneWithAReason) {
   auto found = w.Tick(0, 0, nullptr);
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].suspects, (std::vector<int32_t>{3}));
+}
+
+TEST(DesyncWatch, TheCallSiteIsTheInnermostFrameOutsideTorchAndXtimer) {
+  std::vector<PythonFrame> stack = {
+      // root first
+      {"<module>", "/job/train.py", 160},
+      {"sync_grads", "/job/train.py", 91},
+      {"all_reduce", "/usr/lib/python3/site-packages/torch/distributed/distributed_c10d.py", 2050},
+      {"wrapper", "/usr/lib/python3/site-packages/xtimer/ckpt/hooks.py", 12}};
+  EXPECT_EQ(DesyncWatch::CallSite(stack), "sync_grads (train.py:91)");
+  EXPECT_EQ(DesyncWatch::CallSite({}), "");
 }
 
 }  // namespace
