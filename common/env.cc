@@ -97,6 +97,13 @@ constexpr Var kVars[] = {
     {"XTIMER_CKPT_KEEP", "3", "Checkpoint steps kept on disk; older ones are deleted once a newer one is durable."},
     {"XTIMER_CKPT_PERSIST_ON_FAILURE", "1",
      "1: when a training process dies, the saver writes its newest in-memory snapshot to disk."},
+    {"XTIMER_DESYNC", "1",
+     "1: every collective call leaves a fingerprint that the node agent compares across ranks (a rank out of step is "
+     "named at once); 0: none are recorded."},
+    {"XTIMER_DESYNC_ACTION", "report",
+     "On ranks out of step (a desync verdict): report (verdict, log line, every rank's stacks) or abort (the same, "
+     "then "
+     "the agent terminates the ranks, so xtimer_run restarts them from the last checkpoint)."},
 };
 
 bool ParseBool(const char* s, bool* out) {

@@ -44,6 +44,7 @@ enum class SuspectKind : uint8_t {
   kBehind,        // in an older collective of the communicator
   kNotInSetup,    // not in the communicator set-up the others wait in
   kStackDiffers,  // main thread not where the majority's is
+  kOtherCall,     // in another collective (operation or size) than the others at the same sequence number
 };
 
 // Which stack of the main thread a verdict group compares ranks by.
@@ -82,6 +83,7 @@ constexpr const char* Name(SuspectKind k) {
     case SuspectKind::kBehind: return "behind";
     case SuspectKind::kNotInSetup: return "not_in_setup";
     case SuspectKind::kStackDiffers: return "stack_differs";
+    case SuspectKind::kOtherCall: return "other_call";
   }
   return "missing";
 }

@@ -24,6 +24,7 @@ struct CommOp {
   int64_t comm_size = -1;
   int64_t peer = -1;
   double in_flight_s = 0;
+  int64_t bytes = -1;  // -1 when the stack file does not say
 };
 
 struct RankSummary {

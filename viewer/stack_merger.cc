@@ -76,7 +76,7 @@ bool StackMerger::BeginRank(const StackFile& file, std::string_view source, std:
     OpKind kind;
     if (!ParseOpKind(op.kind, &kind)) continue;
     if (kind != OpKind::kCommInit && (op.comm.empty() || !IsCommunication(kind))) continue;
-    s.comm_ops.push_back({op.name, kind, op.comm, op.state, op.seq, op.comm_size, op.peer, op.in_flight_s});
+    s.comm_ops.push_back({op.name, kind, op.comm, op.state, op.seq, op.comm_size, op.peer, op.in_flight_s, op.bytes});
   }
   open_pid_ = file.pid;
   marked_.set = pid_thread_.set = first_thread_.set = false;

@@ -1,6 +1,7 @@
 #include "viewer/verdict.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "viewer/frame_label.h"
@@ -63,10 +64,21 @@ std::vector<VerdictGroup> Group(const MergedStacks& m) {
   return groups;
 }
 
+// "ncclAllReduce of 8 MiB" (the name alone when the stack file gave no size).
+std::string CallName(const std::string& op, int64_t bytes) {
+  if (bytes < 0) return op;
+  char buf[48];
+  if (bytes >= (int64_t{1} << 20)) std::snprintf(buf, sizeof buf, " of %.4g MiB", double(bytes) / double(1 << 20));
+  else if (bytes >= 1024) std::snprintf(buf, sizeof buf, " of %.4g KiB", double(bytes) / 1024.0);
+  else std::snprintf(buf, sizeof buf, " of %lld B", static_cast<long long>(bytes));
+  return op + buf;
+}
+
 std::vector<CommVerdict> CompareComms(const MergedStacks& m) {
   struct Pos {
     int64_t seq;
     std::string op;
+    int64_t bytes;
   };
   std::map<std::string, std::map<int32_t, Pos>> pos;  // comm -> rank -> oldest collective in flight
   std::map<std::string, int64_t> size;
@@ -74,8 +86,8 @@ std::vector<CommVerdict> CompareComms(const MergedStacks& m) {
     for (const CommOp& op : r.comm_ops) {
       // p2p sequence numbers count different calls on each side: only collectives compare.
       if (op.kind != OpKind::kCollective || op.seq < 0) continue;
-      auto [it, fresh] = pos[op.comm].try_emplace(r.rank, Pos{op.seq, op.name});
-      if (!fresh && op.seq < it->second.seq) it->second = {op.seq, op.name};
+      auto [it, fresh] = pos[op.comm].try_emplace(r.rank, Pos{op.seq, op.name, op.bytes});
+      if (!fresh && op.seq < it->second.seq) it->second = {op.seq, op.name, op.bytes};
       size[op.comm] = std::max(size[op.comm], op.comm_size);
     }
   }
@@ -94,6 +106,19 @@ std::vector<CommVerdict> CompareComms(const MergedStacks& m) {
       else c.behind[rank] = p.seq;
     }
     c.waiting = RankSet(std::move(waiting));
+    // Ranks at one sequence number in different calls: the oldest such sequence number.
+    std::map<int64_t, std::map<std::string, std::vector<int32_t>>> calls;  // seq -> call -> ranks
+    for (auto& [rank, p] : ranks) calls[p.seq][CallName(p.op, p.bytes)].push_back(rank);
+    for (auto& [seq, by_call] : calls) {
+      if (by_call.size() < 2) continue;
+      c.differ_seq = seq;
+      for (auto& [call, rs] : by_call) c.differ.emplace_back(call, RankSet(rs));
+      std::stable_sort(c.differ.begin(), c.differ.end(), [](const auto& a, const auto& b) {
+        if (a.second.size() != b.second.size()) return a.second.size() > b.second.size();
+        return a.second.ranks().front() < b.second.ranks().front();
+      });
+      break;
+    }
     RankSet participants(std::move(in));
     if (c.comm_size == m.world_size) {
       // It spans the job: every reporting rank is a member and can be named.
@@ -213,6 +238,13 @@ Verdict JudgeStacks(const MergedStacks& m) {
     std::string in = c.op + " #" + std::to_string(c.seq) + " on comm " + PrintableName(c.comm, 64);
     for (int32_t r : c.absent.ranks())
       suspect(r, SuspectKind::kAbsent, "not in " + in + " (" + Ranks(c.waiting) + " wait in it)");
+    for (size_t i = 1; i < c.differ.size(); ++i)
+      for (int32_t r : c.differ[i].second.ranks())
+        suspect(r, SuspectKind::kOtherCall,
+                "in " + PrintableName(c.differ[i].first, 80) + " #" + std::to_string(c.differ_seq) + " on comm " +
+                    PrintableName(c.comm, 64) + " while " + Ranks(c.differ[0].second) + " " +
+                    IsAre(c.differ[0].second) + " in " + PrintableName(c.differ[0].first, 80) + " #" +
+                    std::to_string(c.differ_seq));
     for (auto& [r, seq] : c.behind)
       suspect(r, SuspectKind::kBehind,
               "in #" + std::to_string(seq) + " on comm " + PrintableName(c.comm, 64) + " while " + Ranks(c.waiting) +
@@ -273,6 +305,12 @@ std::vector<std::string> SummaryLines(const Verdict& v, const MergedStacks& m) {
       line += "; " + Ranks(behind) + " " + IsAre(behind) + " behind (in #" + std::to_string(lo) +
               (hi != lo ? "-#" + std::to_string(hi) : "") + "): " + WhereAre(m, behind);
     }
+    if (!c.differ.empty()) {
+      line += "; in different collectives at #" + std::to_string(c.differ_seq) + ":";
+      for (size_t i = 0; i < c.differ.size() && i < 4; ++i)
+        line +=
+            std::string(i ? "," : "") + " " + Ranks(c.differ[i].second) + " in " + PrintableName(c.differ[i].first, 80);
+    }
     if (c.absent_unnamed > 0)
       line += "; " + std::to_string(c.absent_unnamed) + " of its " + std::to_string(c.comm_size) +
               " members did not report it";
@@ -313,11 +351,20 @@ Verdict ComputeVerdict(const MergedStacks& merged) {
   return v;
 }
 
+// A communicator's ranks in different collectives at one sequence number, for verdict.json.
+static nlohmann::ordered_json DifferentCalls(const CommVerdict& c) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& [call, ranks] : c.differ)
+    out.push_back({{"seq", c.differ_seq}, {"call", call}, {"ranks", ranks.ranks()}});
+  return out;
+}
+
 std::string VerdictToJson(const Verdict& v) {
   using J = nlohmann::ordered_json;
   J j;
   j["format"] = "xtimer-verdict";
   j["version"] = 1;
+  j["kind"] = "hang";
   j["world_size"] = v.world_size;
   j["phase"] = Name(v.phase);
   if (v.phase == VerdictPhase::kSetup) j["setup"] = {{"call", v.setup_call}, {"waiting", v.setup_waiting.ranks()}};
@@ -345,6 +392,7 @@ std::string VerdictToJson(const Verdict& v) {
                                   {"behind", behind},
                                   {"absent", c.absent.ranks()},
                                   {"absent_unnamed", c.absent_unnamed},
+                                  {"different_calls", DifferentCalls(c)},
                                   {"in_step", c.InStep()}});
   }
   j["suspects"] = J::array();

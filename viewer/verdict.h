@@ -34,7 +34,12 @@ struct CommVerdict {
   std::map<int32_t, int64_t> behind;  // rank -> the (older) sequence it is in
   RankSet absent;                     // reporting members with no collective in flight on it
   int64_t absent_unnamed = 0;         // members not in it that cannot be named (a sub-communicator)
-  bool InStep() const { return behind.empty() && absent.empty() && absent_unnamed == 0; }
+  // Ranks at one sequence number (the oldest such) in different collectives (operation or
+  // size): NCCL pairs them anyway. Each call ("ncclAllReduce of 8 MiB") with its ranks, the
+  // largest group first (on a tie, the one with the lowest rank).
+  int64_t differ_seq = -1;
+  std::vector<std::pair<std::string, RankSet>> differ;
+  bool InStep() const { return behind.empty() && absent.empty() && absent_unnamed == 0 && differ.empty(); }
 };
 
 struct Suspect {

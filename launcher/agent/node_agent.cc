@@ -123,6 +123,7 @@ void NodeAgent::FinishSaver() {
 
 void NodeAgent::OnRankMessage(int conn, const nlohmann::json& msg) {
   if (msg.value("type", "") == "steps") return OnSteps(msg);
+  if (msg.value("type", "") == "prints") return OnPrints(msg);
   std::string request_id;
   registry_.OnMessage(conn, msg, &request_id);
   if (msg.value("type", "") == "dump_written") {
@@ -293,6 +294,7 @@ std::string NodeAgent::MetricsText() {
 }
 
 void NodeAgent::Tick() {
+  CheckDesync();
   if (!link_) return;
   bool changed = registry_.TakeStateChange();
   link_->Report(registry_.Reports(true), changed);

@@ -19,6 +19,7 @@
 #include "slowdown/slowdown_verdict.h"
 #include "common/mutex.h"
 #include "launcher/agent/collector_link.h"
+#include "launcher/agent/desync_watch.h"
 #include "launcher/agent/rank_channel.h"
 #include "launcher/agent/rank_registry.h"
 
@@ -57,12 +58,18 @@ class NodeAgent {
 
   // For xtimer_run, between rounds of workers:
   // A rank reports a hang (its rank and trigger).
-  bool FindHung(int* rank, std::string* trigger) const { return registry_.FindHung(rank, trigger); }
+  // With XTIMER_DESYNC_ACTION=abort a desync counts as a hang of its first suspect.
+  bool FindHung(int* rank, std::string* trigger) const {
+    return FindDesyncAbort(rank, trigger) || registry_.FindHung(rank, trigger);
+  }
   // The stacks asked for since `since_ms` (unix ms) are symbolised and handed to the collector,
   // and the embedded collector's round is merged. False while one is still under way.
   bool DumpsSettled(int64_t since_ms);
   // A new round of workers starts: the old round's ranks are forgotten.
-  void BeginRound() { registry_.ForgetExited(); }
+  void BeginRound() {
+    registry_.ForgetExited();
+    ForgetDesync();
+  }
   // Waits (at most `timeout_s`) until the checkpoint saver has written what it must: the
   // newest memory snapshots of workers that died. True if done (or no saver runs here).
   bool WaitCheckpointsPersisted(double timeout_s);
@@ -71,6 +78,11 @@ class NodeAgent {
   void OnRankMessage(int conn, const nlohmann::json& msg) XT_EXCLUDES(mu_);
   void OnDumpRequest(const std::string& dump_id) XT_EXCLUDES(mu_);
   void OnSteps(const nlohmann::json& msg);
+  // Ranks out of step (node_agent_desync.cc): fingerprints in, desync verdicts out.
+  void OnPrints(const nlohmann::json& msg);
+  void CheckDesync();
+  bool FindDesyncAbort(int* rank, std::string* trigger) const;
+  void ForgetDesync();  // a new round: the old round's desync is acted on
   void OnSampleRequest(int32_t rank, double seconds, double hz);
   void OnVerdict(const slowdown::Verdict& verdict) XT_EXCLUDES(slow_mu_);
   void StartMetrics();
@@ -103,6 +115,13 @@ class NodeAgent {
   bool stopping_ XT_GUARDED_BY(mu_) = false;
   std::atomic<int64_t> last_dump_request_ms_{0};
   std::atomic<int64_t> steps_warned_ms_{0};  // the last line about unusable step records
+
+  DesyncWatch desync_{DesyncSettings::FromEnv()};
+  std::atomic<int64_t> prints_warned_ms_{0};  // the last line about unusable fingerprints
+  mutable Mutex desync_mu_;
+  int desync_abort_rank_ XT_GUARDED_BY(desync_mu_) = -1;  // XTIMER_DESYNC_ACTION=abort: a suspect
+  std::string desync_abort_why_ XT_GUARDED_BY(desync_mu_);
+  int64_t desync_abort_at_ms_ XT_GUARDED_BY(desync_mu_) = 0;  // monotonic: after the ranks' stacks
 
   Mutex slow_mu_;  // the verdict (written by the link's thread, read by /metrics)
   slowdown::Verdict verdict_ XT_GUARDED_BY(slow_mu_);

@@ -31,6 +31,7 @@ PreloadConfig PreloadConfig::FromEnv() {
   c.trace_ops = env::Int("XTIMER_TRACE", 0, 1 << 24);
   c.max_inflight = env::Int("XTIMER_MAX_INFLIGHT", 64, 1 << 22);
   c.steps = env::Bool("XTIMER_STEPS");
+  c.desync = env::Bool("XTIMER_DESYNC");
   c.hang_timeout_s = env::Double("XTIMER_HANG_TIMEOUT");
   if (!(c.hang_timeout_s > 0)) {
     Log(LogLevel::kWarn, "XTIMER_HANG_TIMEOUT must be > 0; using the default %s", env::Default("XTIMER_HANG_TIMEOUT"));

@@ -25,6 +25,7 @@ struct PreloadConfig {
   double hang_timeout_s = env::DefaultDouble("XTIMER_HANG_TIMEOUT");
   HangAction hang_action = HangAction::kDump;
   bool steps = env::DefaultBool("XTIMER_STEPS");  // step records (step_signals.h)
+  bool desync = env::DefaultBool("XTIMER_DESYNC");  // collective fingerprints for the agent (comm_table.h)
 
   static PreloadConfig FromEnv();
 };

@@ -93,6 +93,10 @@ struct NcclOp {
   uint64_t bytes;  // nccl-tests "size" of the op
   int dtype;
   int peer;  // p2p only
+  // The fingerprint's rest (collectives): elements as passed to NCCL, reduction, root; -1: none.
+  uint64_t count = 0;
+  int redop = -1;
+  int root = -1;
 };
 
 // Calls made inside a group, waiting for ncclGroupEnd. Heap-allocated on a thread's first group.
@@ -116,6 +120,7 @@ void Number(Tracker* t, const NcclOp& op, OpRecord* rec) {
   Comm& c = t->comms().at(rec->comm);
   if (op.kind == OpKind::kCollective) {
     rec->seq = c.collective_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+    t->comms().RecordPrint(rec->comm, rec->seq, op.api, op.count, op.dtype, op.redop, op.root);
   } else if (op.peer >= 0 && op.peer < c.size && c.p2p_seq) {
     rec->seq = c.p2p_seq[op.peer].fetch_add(1, std::memory_order_relaxed) + 1;
   }
@@ -375,55 +380,66 @@ XTIMER_EXPORT ncclResult_t ncclGroupEnd() {
 
 XTIMER_EXPORT ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type,
                                          ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  NcclOp o{"ncclAllReduce", OpKind::kCollective, comm, stream, Bytes(count, type), type, -1};
+  NcclOp o{"ncclAllReduce", OpKind::kCollective, comm, stream, Bytes(count, type), type, -1, count, op};
   return Operation(real_ncclAllReduce, o, [&](auto f) { return f(send, recv, count, type, op, comm, stream); });
 }
 
 XTIMER_EXPORT ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root,
                                          ncclComm_t comm, cudaStream_t stream) {
-  NcclOp o{"ncclBroadcast", OpKind::kCollective, comm, stream, Bytes(count, type), type, -1};
+  NcclOp o{"ncclBroadcast", OpKind::kCollective, comm, stream, Bytes(count, type), type, -1, count, -1, root};
   return Operation(real_ncclBroadcast, o, [&](auto f) { return f(send, recv, count, type, root, comm, stream); });
 }
 
 XTIMER_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
                                      cudaStream_t stream) {
-  NcclOp o{"ncclBroadcast", OpKind::kCollective, comm, stream, Bytes(count, type), type, -1};
+  NcclOp o{"ncclBroadcast", OpKind::kCollective, comm, stream, Bytes(count, type), type, -1, count, -1, root};
   return Operation(real_ncclBcast, o, [&](auto f) { return f(buff, count, type, root, comm, stream); });
 }
 
 XTIMER_EXPORT ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                                       int root, ncclComm_t comm, cudaStream_t stream) {
-  NcclOp o{"ncclReduce", OpKind::kCollective, comm, stream, Bytes(count, type), type, -1};
+  NcclOp o{"ncclReduce", OpKind::kCollective, comm, stream, Bytes(count, type), type, -1, count, op, root};
   return Operation(real_ncclReduce, o, [&](auto f) { return f(send, recv, count, type, op, root, comm, stream); });
 }
 
 XTIMER_EXPORT ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t type,
                                          ncclComm_t comm, cudaStream_t stream) {
-  NcclOp o{"ncclAllGather", OpKind::kCollective, comm, stream, Bytes(sendcount, type) * CommSize(comm), type, -1};
+  NcclOp o{"ncclAllGather", OpKind::kCollective, comm, stream, Bytes(sendcount, type) * CommSize(comm), type, -1,
+           sendcount};
   return Operation(real_ncclAllGather, o, [&](auto f) { return f(send, recv, sendcount, type, comm, stream); });
 }
 
 XTIMER_EXPORT ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, ncclDataType_t type,
                                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  NcclOp o{"ncclReduceScatter", OpKind::kCollective, comm, stream, Bytes(recvcount, type) * CommSize(comm), type, -1};
+  NcclOp o{"ncclReduceScatter",
+           OpKind::kCollective,
+           comm,
+           stream,
+           Bytes(recvcount, type) * CommSize(comm),
+           type,
+           -1,
+           recvcount,
+           op};
   return Operation(real_ncclReduceScatter, o, [&](auto f) { return f(send, recv, recvcount, type, op, comm, stream); });
 }
 
 XTIMER_EXPORT ncclResult_t ncclAlltoAll(const void* send, void* recv, size_t count, ncclDataType_t type,
                                         ncclComm_t comm, cudaStream_t stream) {
-  NcclOp o{"ncclAlltoAll", OpKind::kCollective, comm, stream, Bytes(count, type) * CommSize(comm), type, -1};
+  NcclOp o{"ncclAlltoAll", OpKind::kCollective, comm, stream, Bytes(count, type) * CommSize(comm), type, -1, count};
   return Operation(real_ncclAlltoAll, o, [&](auto f) { return f(send, recv, count, type, comm, stream); });
 }
 
 XTIMER_EXPORT ncclResult_t ncclGather(const void* send, void* recv, size_t count, ncclDataType_t type, int root,
                                       ncclComm_t comm, cudaStream_t stream) {
-  NcclOp o{"ncclGather", OpKind::kCollective, comm, stream, Bytes(count, type) * CommSize(comm), type, -1};
+  NcclOp o{"ncclGather", OpKind::kCollective, comm, stream, Bytes(count, type) * CommSize(comm), type, -1, count, -1,
+           root};
   return Operation(real_ncclGather, o, [&](auto f) { return f(send, recv, count, type, root, comm, stream); });
 }
 
 XTIMER_EXPORT ncclResult_t ncclScatter(const void* send, void* recv, size_t count, ncclDataType_t type, int root,
                                        ncclComm_t comm, cudaStream_t stream) {
-  NcclOp o{"ncclScatter", OpKind::kCollective, comm, stream, Bytes(count, type) * CommSize(comm), type, -1};
+  NcclOp o{"ncclScatter", OpKind::kCollective, comm, stream, Bytes(count, type) * CommSize(comm), type, -1, count, -1,
+           root};
   return Operation(real_ncclScatter, o, [&](auto f) { return f(send, recv, count, type, root, comm, stream); });
 }
 

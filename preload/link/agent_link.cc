@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/env.h"
@@ -19,6 +20,7 @@
 #include "preload/base/internal_thread.h"
 #include "preload/capture/dumper.h"
 #include "preload/link/agent_hello.h"
+#include "preload/timing/comm_table.h"
 #include "preload/timing/poller.h"
 
 namespace xtimer {
@@ -62,8 +64,9 @@ double NumberField(const std::string& json, const char* key) {
 AgentLink::AgentLink(Settings settings, std::function<RankInfo()> rank_info)
     : settings_(settings), rank_info_(std::move(rank_info)) {}
 
-bool AgentLink::Start(Poller& poller, StepSignals* steps) {
+bool AgentLink::Start(Poller& poller, StepSignals* steps, CommTable* comms) {
   poller_ = &poller;
+  comms_ = comms;
   sampler_ = steps;
   path_ = env::String("XTIMER_AGENT_SOCKET");
   if (path_.empty()) return false;
@@ -286,6 +289,32 @@ void AgentLink::ReportFinishedDumps() {
   if (Send(w.EndObject().Take())) pending_request_.clear();
 }
 
+// The collectives' fingerprints recorded since the last call (comm_table.h), in messages of at
+// most kPrintsPerMessage calls: [comm, comm_size, seq, op, count, dtype, redop, root, site].
+void AgentLink::SendPrints() {
+  if (comms_ == nullptr) return;
+  constexpr size_t kPrintsPerMessage = 2000;
+  std::vector<CallPrintCopy> calls;
+  comms_->TakePrints([&](const CallPrintCopy& c) { calls.push_back(c); }, &prints_lost_);
+  for (size_t at = 0; at < calls.size(); at += kPrintsPerMessage) {
+    JsonWriter w;
+    w.BeginObject().Field("type", "prints");
+    WriteRankFields(w);
+    w.Field("lost", static_cast<unsigned long long>(prints_lost_));
+    w.Key("calls").BeginArray();
+    for (size_t i = at; i < calls.size() && i < at + kPrintsPerMessage; ++i) {
+      const CallPrintCopy& c = calls[i];
+      const Comm& comm = comms_->at(c.comm_slot);
+      std::string_view op = c.api != nullptr ? c.api : "?";
+      if (op.substr(0, 4) == "nccl") op.remove_prefix(4);
+      w.BeginArray().String(comm.id).Int(comm.size).Uint(c.seq).String(op).Uint(c.count);
+      w.Int(c.dtype).Int(c.redop).Int(c.root).String("").EndArray();
+    }
+    w.EndArray();
+    Send(w.EndObject().Take());  // a full socket loses this batch: the agent compares what it has
+  }
+}
+
 void AgentLink::Loop() {
   uint64_t next_connect = 0, next_status = 0, next_steps = 0;
   for (;;) {
@@ -326,6 +355,7 @@ void AgentLink::Loop() {
         SendSteps();
         next_steps = now + 1000000000ull;
       }
+      if (fd_ >= 0) SendPrints();
       if (fd_ >= 0) ReportFinishedDumps();
     } else {
       MutexLock lock(mu_);

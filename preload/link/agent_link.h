@@ -21,6 +21,7 @@
 
 namespace xtimer {
 
+class CommTable;
 class Poller;
 
 class AgentLink final : public SummarySink, public StepRecordSink, public HangSink {
@@ -33,7 +34,8 @@ class AgentLink final : public SummarySink, public StepRecordSink, public HangSi
   // Starts the thread if XTIMER_AGENT_SOCKET is set; returns whether it did. The thread reads
   // the oldest op in flight from `poller` and hands the agent's sample requests to `steps`
   // (null: XTIMER_STEPS=0); both outlive it.
-  bool Start(Poller& poller, StepSignals* steps);
+  // `comms` (null: none) are read for collective fingerprints, sent every 0.1 s (`prints`).
+  bool Start(Poller& poller, StepSignals* steps, CommTable* comms = nullptr);
   bool active() const override { return active_; }
 
   // Poller: the latest summary JSON (sent with the next tick).
@@ -53,6 +55,7 @@ class AgentLink final : public SummarySink, public StepRecordSink, public HangSi
   bool Send(const std::string& msg);
   void SendStatus();
   void SendSteps();
+  void SendPrints();
   void ReceiveCommands();
   void ReportFinishedDumps();
   void AnswerDumpRequest(const std::string& request_id);
@@ -62,6 +65,8 @@ class AgentLink final : public SummarySink, public StepRecordSink, public HangSi
   const std::function<RankInfo()> rank_info_;
   Poller* poller_ = nullptr;        // set by Start
   StepSignals* sampler_ = nullptr;  // set by Start
+  CommTable* comms_ = nullptr;      // set by Start
+  uint64_t prints_lost_ = 0;        // link thread only: fingerprints overwritten before they were read
   std::string path_;
   bool active_ = false;
   int fd_ = -1;       // link thread only

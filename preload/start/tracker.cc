@@ -60,7 +60,7 @@ Tracker* Tracker::Instance() {
   cupti::SetLaunchPath(t);       // CUPTI's callbacks may now time graph launches no hook saw
   python::Enable(config.steps);  // the Python hook module's GC and DataLoader spans
   // Before the watchdog: the dumper then leaves symbolising to the agent.
-  const bool agent = t->agent_->Start(*t->poller_, t->steps_);
+  const bool agent = t->agent_->Start(*t->poller_, t->steps_, &t->comms());
   t->poller_->Start();
   t->watchdog_->Start(agent);
   Log(LogLevel::kDebug, "started: output in %s", config.timeline_path.c_str());

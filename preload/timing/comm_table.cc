@@ -37,9 +37,45 @@ int CommTable::Register(const void* handle, const void* key, size_t key_len, int
       c.p2p_seq.reset(new std::atomic<uint64_t>[size]);
       for (int p = 0; p < size; ++p) c.p2p_seq[p].store(0, std::memory_order_relaxed);
     }
+    if (prints_on_) {
+      c.prints.reset(new CallPrint[kPrintSlots]);
+      c.prints_read = 0;
+    }
     c.ready.store(true, std::memory_order_release);
     return i;
   }
+}
+
+void CommTable::RecordPrint(int slot, uint64_t seq, const char* api, uint64_t count, int dtype, int redop, int root) {
+  if (slot < 0 || slot >= kMaxComms) return;
+  Comm& c = comms_[slot];
+  if (!c.prints || seq == 0) return;
+  CallPrint& p = c.prints[seq % kPrintSlots];
+  p.seq.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  p.count.store(count, std::memory_order_relaxed);
+  p.api.store(api, std::memory_order_relaxed);
+  p.dtype.store(dtype, std::memory_order_relaxed);
+  p.redop.store(redop, std::memory_order_relaxed);
+  p.root.store(root, std::memory_order_relaxed);
+  p.seq.store(seq, std::memory_order_release);
+}
+
+// True when slot `seq` holds that call or a later one (then out->seq = 0: it was overwritten);
+// false when it is not written yet.
+bool CommTable::ReadPrint(Comm& c, uint64_t seq, CallPrintCopy* out) const {
+  const CallPrint& p = c.prints[seq % kPrintSlots];
+  const uint64_t before = p.seq.load(std::memory_order_acquire);
+  if (before < seq) return false;
+  out->count = p.count.load(std::memory_order_relaxed);
+  out->api = p.api.load(std::memory_order_relaxed);
+  out->dtype = p.dtype.load(std::memory_order_relaxed);
+  out->redop = p.redop.load(std::memory_order_relaxed);
+  out->root = p.root.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  const uint64_t after = p.seq.load(std::memory_order_relaxed);
+  out->seq = before == seq && after == seq ? seq : 0;
+  return true;
 }
 
 int CommTable::Find(const void* handle) const {

@@ -10,6 +10,26 @@
 
 namespace xtimer {
 
+// One collective call as every rank of the communicator must make it (the fingerprint compared
+// by the node agent, common/desync/matcher.h). Written on the launch path by the hook that
+// numbers the call: relaxed atomic stores, the sequence number last (release). A slot is read
+// as valid when its sequence number, read before and after the fields, is the one expected.
+struct CallPrint {
+  std::atomic<uint64_t> seq{0};
+  std::atomic<uint64_t> count{0};
+  std::atomic<const char*> api{nullptr};  // "ncclAllReduce" (a string literal)
+  std::atomic<int32_t> dtype{-1}, redop{-1}, root{-1};
+};
+
+// A fingerprint as the reader takes it out of the ring.
+struct CallPrintCopy {
+  int comm_slot = -1;
+  uint64_t seq = 0;
+  uint64_t count = 0;
+  const char* api = nullptr;
+  int32_t dtype = -1, redop = -1, root = -1;
+};
+
 struct Comm {
   std::atomic<const void*> handle{nullptr};  // ncclComm_t; nullptr = free slot
   char id[9] = {};                           // 8 hex digits
@@ -20,6 +40,9 @@ struct Comm {
   std::atomic<uint64_t> split_count{0};              // splits/shrinks issued on this comm
   std::unique_ptr<std::atomic<uint64_t>[]> p2p_seq;  // per peer: sends + recvs issued to it
   std::atomic<bool> ready{false};
+  // The fingerprints of the last kPrintSlots collectives, indexed by seq (null: not recorded).
+  std::unique_ptr<CallPrint[]> prints;
+  uint64_t prints_read = 0;  // the reader's: the last seq taken (or skipped)
 };
 
 class CommTable {
@@ -27,6 +50,18 @@ class CommTable {
   // Slots are never reused (a launch may still be reading a destroyed communicator's slot);
   // 1024 communicators per process is far beyond what training jobs create.
   static constexpr int kMaxComms = 1024;
+  // Fingerprints kept per communicator until the reader takes them (about 0.1 s of calls).
+  static constexpr uint64_t kPrintSlots = 256;
+
+  // Before any Register: whether collectives leave fingerprints (XTIMER_DESYNC).
+  void EnablePrints(bool on) { prints_on_ = on; }
+  bool prints_on() const { return prints_on_; }
+  // Launch path: the fingerprint of collective `seq` of the communicator in `slot`.
+  void RecordPrint(int slot, uint64_t seq, const char* api, uint64_t count, int dtype, int redop, int root);
+  // One reader thread (the agent link): every fingerprint recorded since its last call, in
+  // order per communicator; *lost counts those overwritten before they were read.
+  template <typename Fn>
+  void TakePrints(Fn&& fn, uint64_t* lost);
 
   // Registers a new communicator (init hooks; not the launch path). `key` is hashed into the
   // id: the unique id's bytes, or (parent id, colour, split number). Returns the slot or -1.
@@ -41,9 +76,35 @@ class CommTable {
   int Largest() const;
 
  private:
+  bool ReadPrint(Comm& c, uint64_t seq, CallPrintCopy* out) const;
   Comm comms_[kMaxComms];
+  bool prints_on_ = false;
   std::atomic<int> used_{0};  // slots [0, used_) have been handed out
 };
+
+template <typename Fn>
+void CommTable::TakePrints(Fn&& fn, uint64_t* lost) {
+  if (!prints_on_) return;
+  int used = used_.load(std::memory_order_acquire);
+  if (used > kMaxComms) used = kMaxComms;
+  for (int i = 0; i < used; ++i) {
+    Comm& c = comms_[i];
+    if (!c.prints || c.handle.load(std::memory_order_acquire) == nullptr) continue;
+    const uint64_t issued = c.collective_seq.load(std::memory_order_acquire);
+    if (issued > c.prints_read + kPrintSlots) {  // the ring went round: the oldest are gone
+      *lost += issued - kPrintSlots - c.prints_read;
+      c.prints_read = issued - kPrintSlots;
+    }
+    while (c.prints_read < issued) {
+      CallPrintCopy copy;
+      if (!ReadPrint(c, c.prints_read + 1, &copy)) break;  // numbered, not yet written
+      copy.comm_slot = i;
+      ++c.prints_read;
+      if (copy.seq != 0) fn(copy);
+      else ++*lost;  // overwritten while we read
+    }
+  }
+}
 
 // 32-bit FNV-1a of bytes, as 8 hex digits.
 void CommIdOf(const void* key, size_t len, char out[9]);

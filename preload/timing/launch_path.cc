@@ -33,6 +33,7 @@ LaunchPath::LaunchPath(const PreloadConfig& config)
   env_rank_ = env.rank;
   env_world_ = env.world_size;
   env_local_rank_ = env.local_rank;
+  comms_.EnablePrints(config.desync);
 }
 
 bool LaunchPath::SampleKernel() {

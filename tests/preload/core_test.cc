@@ -188,6 +188,71 @@ TEST(CommTable, IdsAgreeForTheSameKeyAndRegistrationsAreFound) {
   EXPECT_EQ(comms->at(comms->Largest()).size, 8);
 }
 
+// Collective fingerprints (comm_table.h): the launch path writes, one reader takes every one in
+// order, a ring that went round counts what it lost, and a reader racing the writer never takes
+// a torn slot (each field is derived from the sequence number, so a mix shows).
+TEST(CommTable, FingerprintsAreTakenInOrderAndNeverTorn) {
+  auto comms = std::make_unique<CommTable>();
+  comms->EnablePrints(true);
+  unsigned char uid[128] = {7};
+  int slot = comms->Register(reinterpret_cast<void*>(0x10), uid, sizeof uid, 0, 4, 0);
+  ASSERT_GE(slot, 0);
+  Comm& c = comms->at(slot);
+  auto issue = [&](uint64_t n) {
+    for (uint64_t i = 0; i < n; ++i) {
+      uint64_t seq = c.collective_seq.fetch_add(1) + 1;
+      comms->RecordPrint(slot, seq, "ncclAllReduce", seq * 3, int(seq % 7), int(seq % 5), -1);
+    }
+  };
+  std::vector<CallPrintCopy> got;
+  uint64_t lost = 0;
+  auto take = [&] { comms->TakePrints([&](const CallPrintCopy& p) { got.push_back(p); }, &lost); };
+  issue(10);
+  take();
+  ASSERT_EQ(got.size(), 10u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].seq, i + 1);
+    EXPECT_EQ(got[i].count, (i + 1) * 3);
+    EXPECT_STREQ(got[i].api, "ncclAllReduce");
+    EXPECT_EQ(got[i].comm_slot, slot);
+  }
+  got.clear();
+  issue(CommTable::kPrintSlots + 50);  // more than the ring holds before the reader comes
+  take();
+  EXPECT_EQ(lost, 50u);
+  ASSERT_EQ(got.size(), CommTable::kPrintSlots);
+  EXPECT_EQ(got.front().seq, 10 + 50 + 1u);
+
+  // A writer racing the reader.
+  got.clear();
+  lost = 0;
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    issue(200000);
+    done = true;
+  });
+  while (!done) take();
+  take();
+  writer.join();
+  uint64_t prev = 0;
+  for (const CallPrintCopy& p : got) {
+    ASSERT_GT(p.seq, prev);
+    prev = p.seq;
+    ASSERT_EQ(p.count, p.seq * 3);
+    ASSERT_EQ(p.dtype, int(p.seq % 7));
+    ASSERT_EQ(p.redop, int(p.seq % 5));
+  }
+  EXPECT_EQ(got.size() + lost, 200000u);
+  // Switched off: nothing recorded or taken.
+  auto off = std::make_unique<CommTable>();
+  int s2 = off->Register(reinterpret_cast<void*>(0x10), uid, sizeof uid, 0, 4, 0);
+  off->RecordPrint(s2, 1, "ncclAllReduce", 1, 0, 0, -1);
+  off->at(s2).collective_seq = 1;
+  size_t n = 0;
+  off->TakePrints([&](const CallPrintCopy&) { ++n; }, &lost);
+  EXPECT_EQ(n, 0u);
+}
+
 // A kernel timed by its end event alone (preload/one_event.h): queued behind a running op it
 // starts at that op's end; launched after the stream went idle, at its launch; after an untimed
 // launch of its thread, when nobody knows.

@@ -66,3 +66,52 @@ __attribute__((visibility("default"))) int pyccl_allreduce() {
 }
 
 }  // extern "C"
+
+// For the desync checks (tests/launcher/check_desync.py): collectives of a given kind and size,
+// on the world communicator or on a sub-communicator made by pyccl_split. Each waits for its
+// result on the host, as torch does when a tensor is read.
+namespace {
+ncclComm_t g_sub = nullptr;
+float* g_recv = nullptr;
+int g_world = 0;
+}  // namespace
+
+extern "C" {
+
+// kind: 0 all-reduce of `count` floats, 1 all-gather of `count` floats per rank, 2 broadcast from
+// rank 0; sub: 1 = on the sub-communicator.
+__attribute__((visibility("default"))) int pyccl_collective(int kind, long count, int sub) {
+  ncclComm_t comm = sub ? g_sub : g_comm;
+  if (comm == nullptr || count <= 0 || size_t(count) > g_count) return 1;
+  if (g_world == 0) ncclCommCount(g_comm, &g_world);
+  if (g_recv == nullptr && cudaMalloc(&g_recv, g_count * sizeof(float) * size_t(g_world)) != cudaSuccess) return 2;
+  ncclResult_t r = ncclSuccess;
+  if (kind == 0) r = ncclAllReduce(g_buf, g_buf, size_t(count), ncclFloat32, ncclSum, comm, g_stream);
+  else if (kind == 1) r = ncclAllGather(g_buf, g_recv, size_t(count), ncclFloat32, comm, g_stream);
+  else r = ncclBroadcast(g_buf, g_buf, size_t(count), ncclFloat32, 0, comm, g_stream);
+  if (r != ncclSuccess) return 3;
+  return cudaStreamSynchronize(g_stream) == cudaSuccess ? 0 : 4;
+}
+
+// Splits the world communicator by `color` (a tensor-parallel group).
+__attribute__((visibility("default"))) int pyccl_split(int color, int world) {
+  g_world = world;
+  return ncclCommSplit(g_comm, color, 0, &g_sub, nullptr) == ncclSuccess ? 0 : 1;
+}
+
+// Point-to-point with every other rank in one group (torch's all-to-all-v): rank r sends
+// `unit` * (r + 1) floats to each peer.
+__attribute__((visibility("default"))) int pyccl_exchange(int rank, int world, long unit) {
+  if (g_recv == nullptr && cudaMalloc(&g_recv, g_count * sizeof(float) * size_t(world)) != cudaSuccess) return 2;
+  ncclGroupStart();
+  for (int p = 0; p < world; ++p) {
+    if (p == rank) continue;
+    ncclSend(g_buf, size_t(unit) * size_t(rank + 1), ncclFloat32, p, g_comm, g_stream);
+    ncclRecv(g_recv + size_t(p) * size_t(unit) * size_t(world), size_t(unit) * size_t(p + 1), ncclFloat32, p, g_comm,
+             g_stream);
+  }
+  if (ncclGroupEnd() != ncclSuccess) return 3;
+  return cudaStreamSynchronize(g_stream) == cudaSuccess ? 0 : 4;
+}
+
+}  // extern "C"

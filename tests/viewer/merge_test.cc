@@ -348,6 +348,39 @@ TEST(Verdict, NamesBothRanksInAnOlderCollective) {
   EXPECT_TRUE(line) << ::testing::PrintToString(v.summary);
 }
 
+// NCCL pairs calls by order: ranks at one sequence number in another collective, or in one of
+// another size, are out of step even though every rank is "in" #1234.
+TEST(Verdict, NamesRanksInAnotherCollectiveAtTheSameSequenceNumber) {
+  std::vector<StackFile> files = AllIn(8, 1234);
+  files[3].inflight_ops = {Collective("3a9f0c12", 1234, 8, "ncclAllGather")};
+  files[6].inflight_ops[0].bytes = 512 << 10;
+  Verdict v = ComputeVerdict(Merge(files));
+  ASSERT_FALSE(v.comms.empty());
+  const CommVerdict& c = v.comms[0];
+  EXPECT_FALSE(c.InStep());
+  EXPECT_EQ(c.differ_seq, 1234);
+  ASSERT_EQ(c.differ.size(), 3u);
+  EXPECT_EQ(c.differ[0].first, "ncclAllReduce of 1 MiB");
+  EXPECT_EQ(c.differ[0].second.Fold(), "0-2/4-5/7");
+  ASSERT_EQ(v.suspects.size(), 2u);
+  EXPECT_EQ(v.suspects[0].rank, 3);
+  EXPECT_EQ(v.suspects[1].rank, 6);
+  EXPECT_EQ(v.suspects[0].kinds, std::vector{SuspectKind::kOtherCall});
+  EXPECT_EQ(
+      v.suspects[1].reason,
+      "in ncclAllReduce of 512 KiB #1234 on comm 3a9f0c12 while ranks 0-2/4-5/7 are in ncclAllReduce of 1 MiB #1234");
+  bool line = false;
+  for (const std::string& l : v.summary)
+    line |= l.find(
+                "in different collectives at #1234: ranks 0-2/4-5/7 in ncclAllReduce of 1 MiB, rank 3 in "
+                "ncclAllGather of 1 MiB, rank 6 in ncclAllReduce of 512 KiB") != std::string::npos;
+  EXPECT_TRUE(line) << ::testing::PrintToString(v.summary);
+  const std::string json = VerdictToJson(v);
+  EXPECT_NE(json.find("\"kind\": \"hang\""), std::string::npos);
+  EXPECT_NE(json.find("\"other_call\""), std::string::npos);
+  EXPECT_NE(json.find("\"different_calls\""), std::string::npos);
+}
+
 TEST(Verdict, NamesAMissingRank) {
   std::vector<StackFile> files = AllIn(4, 10);
   files.erase(files.begin() + 1);

@@ -224,16 +224,22 @@ class Builder {
   int n_, me_;
 };
 
-ncclResult_t protocol_error(ncclComm& c, int peer, const SlotMeta& meta, uint64_t want_bytes, uint64_t want_off) {
+// A peer's message does not fit the call we are in: it made another call at this point of the
+// communicator's order (another size, another operation). Real NCCL matches calls by order and
+// never checks: such calls hang or corrupt memory. The simulation hangs, as visibly as a missing
+// rank (asleep in simnccl_wait_for_peers), until the communicator is aborted.
+ncclResult_t mismatch_hangs(ncclComm& c, int peer, const SlotMeta& meta, uint64_t want_bytes, uint64_t want_off) {
   set_last_error(
       "rank %d: message from rank %d has %llu bytes at offset %llu, expected %llu at %llu "
       "(mismatched collectives or send/recv sizes)",
       c.rank, peer, (unsigned long long)meta.msg_bytes, (unsigned long long)meta.offset, (unsigned long long)want_bytes,
       (unsigned long long)want_off);
-  log("nccl: rank %d: mismatched message from rank %d; aborting the communicator", c.rank, peer);
-  c.seg->hdr()->aborted.store(1);
-  for (int r = 0; r < c.nranks; ++r) c.seg->ring(r);
-  return ncclInvalidUsage;
+  log("nccl: rank %d: mismatched message from rank %d; waiting, as NCCL would, until the communicator is aborted",
+      c.rank, peer);
+  RankSlot* mine = c.seg->rank(c.rank);
+  while (!c.aborted()) simnccl_wait_for_peers(&mine->doorbell, mine->doorbell.load(std::memory_order_acquire), 100);
+  set_last_error("rank %d: communicator aborted while an operation was waiting for its peers", c.rank);
+  return ncclRemoteError;
 }
 
 ncclResult_t run(ncclComm& c, Plan& plan) {
@@ -296,7 +302,7 @@ ncclResult_t run(ncclComm& c, Plan& plan) {
         if (ch->posted.load(std::memory_order_acquire) == acked) break;
         const int slot = int(acked % 2);
         const SlotMeta meta = ch->meta[slot];
-        if (meta.msg_bytes != m.bytes || meta.offset != m.got) return protocol_error(c, p, meta, m.bytes, m.got);
+        if (meta.msg_bytes != m.bytes || meta.offset != m.got) return mismatch_hangs(c, p, meta, m.bytes, m.got);
         memcpy(m.dst + m.got, seg.slot_data(p, me, slot), meta.len);
         latest_start = std::max(latest_start, meta.t_start);
         ch->acked.store(acked + 1, std::memory_order_release);
@@ -330,7 +336,7 @@ ncclResult_t run(ncclComm& c, Plan& plan) {
           }
           const SlotMeta& meta = ch->meta[acked % 2];
           if (meta.msg_bytes != iq.front().bytes || meta.offset != j.done)
-            return protocol_error(c, q, meta, iq.front().bytes, j.done);
+            return mismatch_hangs(c, q, meta, iq.front().bytes, j.done);
           len = meta.len;
         }
         if (!ready) break;

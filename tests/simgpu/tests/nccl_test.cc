@@ -664,3 +664,67 @@ TEST(Nccl, MisuseIsReported) {
   });
   EXPECT_EQ(codes, all_zero(1));
 }
+
+// NCCL matches calls by their order on a communicator, not by what they are. A rank that skips
+// an all-reduce of the same size as its next one pairs that next call with its peers' skipped
+// one: both complete, with mixed-up data.
+TEST(Nccl, CallsMatchByOrderSoASameSizeSkipMixesData) {
+  const ncclUniqueId id = new_id();
+  auto codes = run_ranks(2, [&](int rank) -> int {
+    RankSetup s;
+    if (setup(rank, 2, id, &s)) return 1;
+    float* v = dev_alloc<float>(4);
+    auto all_reduce = [&](float x) -> float {
+      if (to_device(v, std::vector<float>(4, x))) return -1;
+      if (ncclAllReduce(v, v, 4, ncclFloat32, ncclSum, s.comm, s.stream) != ncclSuccess) return -1;
+      if (cudaStreamSynchronize(s.stream) != cudaSuccess) return -1;
+      return from_device(v, 4)[0];
+    };
+    if (rank == 0) {
+      MP_EQ(all_reduce(1), 21.0f);  // its first call met rank 1's second
+      MP_EQ(all_reduce(10), 310.0f);
+    } else {  // skips the call that gives 1
+      MP_EQ(all_reduce(20), 21.0f);
+      MP_EQ(all_reduce(300), 310.0f);
+    }
+    NCCL_OK(ncclCommDestroy(s.comm));
+    return 0;
+  });
+  EXPECT_EQ(codes, all_zero(2));
+}
+
+// Calls that do not fit (another size, another operation) are undefined in NCCL: the
+// simulation hangs, no call fails, until the communicator is aborted.
+TEST(Nccl, MismatchedSizeOrOperationHangsUntilAbort) {
+  for (int other_op = 0; other_op < 2; ++other_op) {
+    const ncclUniqueId id = new_id();
+    auto* st = simtest::shared_object<HangState>();
+    auto codes = run_ranks(kRanks, [&](int rank) -> int {
+      RankSetup s;
+      if (setup(rank, kRanks, id, &s)) return 1;
+      float* buf = dev_alloc<float>(4096);
+      if (rank == 1 && other_op) {
+        NCCL_OK(ncclAllGather(buf, buf, 1024, ncclFloat32, s.comm, s.stream));
+      } else {
+        const size_t count = rank == 1 ? 2048 : 1024;
+        NCCL_OK(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, s.comm, s.stream));
+      }
+      usleep(500 * 1000);
+      const int pending = cudaStreamQuery(s.stream) == cudaErrorNotReady;
+      ncclResult_t async = ncclInternalError;
+      NCCL_OK(ncclCommGetAsyncError(s.comm, &async));
+      if (st->blocked.fetch_add(1) + 1 == kRanks) st->abort_now.store(1);
+      while (st->abort_now.load() == 0) usleep(10000);
+      MP_CHECK(pending);
+      MP_EQ(int(async), int(ncclSuccess));  // stuck, not failed
+      if (rank == 0) NCCL_OK(ncclCommAbort(s.comm));
+      if (rank != 0) {
+        CUDA_OK(cudaStreamSynchronize(s.stream));
+        NCCL_OK(ncclCommDestroy(s.comm));
+      }
+      return 0;
+    });
+    EXPECT_EQ(codes, all_zero(kRanks)) << (other_op ? "all-gather against all-reduce" : "another size");
+    EXPECT_TRUE(shm_segments_of(getpid()).empty());
+  }
+}

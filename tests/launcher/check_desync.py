@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Ranks out of step, named by the node agent before any timeout (xtimer_launch over four
+simulated ranks, tests/launcher/desync_rank.py). The hang timeout is far longer than the
+checks wait, so only a desync verdict can pass them.
+
+  check_desync.py CHECK --bin BUILD/bin --lib libpyccl.so --simgpu DIR
+  CHECK: faults (skip, size, op, sub in turn) | healthy | abort (XTIMER_DESYNC_ACTION=abort under xtimer_run)
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import check, failures, load_json, wait_for  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def launch(args, out, fault, steps=6):
+    env = dict(
+        os.environ,
+        LD_LIBRARY_PATH=args.simgpu,
+        XTIMER_TIMELINE_PATH=os.path.join(out, "timeline"),
+        XTIMER_METRICS_PORT="0",
+        XTIMER_HANG_TIMEOUT="600",
+    )
+    for k in ("LD_PRELOAD", "XTIMER_AGENT_SOCKET", "RANK", "WORLD_SIZE", "XTIMER_DESYNC"):
+        env.pop(k, None)
+    cmd = [
+        os.path.join(args.bin, "xtimer_launch"),
+        sys.executable,
+        os.path.join(HERE, "desync_rank.py"),
+        args.lib,
+        os.path.join(out, f"{fault}.nccl.id"),
+        "--fault",
+        fault,
+        "--steps",
+        str(steps),
+    ]
+    log = open(os.path.join(out, f"{fault}.log"), "w")
+    return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def stop(p):
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.wait()
+
+
+def lines(path):
+    with open(path, errors="replace") as f:
+        return f.read().splitlines()
+
+
+# fault -> (suspects, op of the suspect's side, op of the others, communicator size)
+EXPECTED = {
+    # Rank 2 skips clip_grads' all-reduce; its sync_grads all-reduce (same size) pairs with the
+    # others' clip_grads, silently; the first call that differs is its gather_params all-gather
+    # against the others' sync_grads all-reduce.
+    "skip": ([2], "AllGather", "AllReduce", 4),
+    "size": ([1], "AllReduce", "AllReduce", 4),
+    "op": ([3], "AllGather", "AllReduce", 4),
+    "sub": ([3], "AllReduce", "AllReduce", 2),
+}
+
+
+def check_faults(args):
+    out = tempfile.mkdtemp(prefix="xtimer-desync-")
+    for fault, (suspects, odd_op, op, comm_size) in EXPECTED.items():
+        shutil.rmtree(os.path.join(out, "timeline"), ignore_errors=True)
+        p = launch(args, out, fault)
+        try:
+            found = wait_for(lambda: glob.glob(os.path.join(out, "timeline", "desync-*", "verdict.json")), 60)
+            check(bool(found), f"{fault}: a desync verdict is written (hang timeout 600 s)")
+            if not found:
+                continue
+            t_verdict = os.path.getmtime(found[0])
+            v = load_json(found[0])
+            check(v.get("kind") == "desync", f"{fault}: verdict.json says kind desync ({v.get('kind')})")
+            named = [s.get("rank") for s in v.get("suspects", [])]
+            check(named == suspects, f"{fault}: suspects {named} are {suspects}")
+            sides = v.get("sides", [])
+            check(len(sides) == 2, f"{fault}: two sides ({len(sides)})")
+            if len(sides) == 2:
+                check(
+                    sides[1]["ranks"] == suspects and sides[1]["op"] == odd_op and sides[0]["op"] == op,
+                    f"{fault}: what each side called: {sides[1]['op']} by {sides[1]['ranks']}, "
+                    f"{sides[0]['op']} by {sides[0]['ranks']}",
+                )
+            check(v.get("comm_size") == comm_size, f"{fault}: on a communicator of {comm_size} ({v.get('comm_size')})")
+            if fault == "sub":
+                check(
+                    sorted(sides[0]["ranks"] + sides[1]["ranks"]) == [2, 3],
+                    "sub: only the tensor-parallel group's members are compared",
+                )
+            faulted = [json.loads(x) for x in lines(os.path.join(out, f"{fault}.log")) if x.startswith("{")]
+            at = [x["fault_at"] for x in faulted if "fault_at" in x]
+            if at:
+                print(f"  {fault}: verdict written {t_verdict - at[0]:.2f} s after the mismatched call")
+            log = "\n".join(lines(os.path.join(out, f"{fault}.log")))
+            check(
+                f"ranks out of step on communicator {v.get('comm')}: rank {suspects[0]} called" in log,
+                f"{fault}: the agent's log line names rank {suspects[0]}",
+            )
+            if fault in ("size", "op"):
+                # Ranks hung in the mismatched call: their stacks give each side's call site.
+                def with_sites():
+                    w = load_json(found[0])
+                    return w if w.get("where") else None
+
+                w = wait_for(with_sites, 20) or {}
+                sides = w.get("sides", [])
+                check(
+                    len(sides) == 2
+                    and sides[1].get("site", "").startswith("sync_grads (desync_rank.py:")
+                    and sides[0].get("site", "").startswith("sync_grads (desync_rank.py:")
+                    and sides[0]["site"] != sides[1]["site"],
+                    f"{fault}: each side's Python call site from its stacks ({[x.get('site') for x in sides]})",
+                )
+                check(
+                    "where they are (their stacks): rank " in "\n".join(lines(os.path.join(out, f"{fault}.log"))),
+                    f"{fault}: a second log line says where each side called",
+                )
+            if fault == "size":
+                # The stacks of every rank are taken as for a hang.
+                stacks = wait_for(
+                    lambda: len(glob.glob(os.path.join(out, "timeline", "*.stacktrace"))) == 4 or None, 30
+                )
+                check(bool(stacks), "size: every rank's stacks are written")
+        finally:
+            stop(p)
+    if not failures:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def check_healthy(args):
+    """Collectives, a sub-communicator and grouped send/recv that agree: nothing is named."""
+    out = tempfile.mkdtemp(prefix="xtimer-desync-healthy-")
+    p = launch(args, out, "none", steps=12)
+    try:
+        code = p.wait(timeout=120)
+        check(code == 0, f"the healthy job finishes ({code})")
+        named = glob.glob(os.path.join(out, "timeline", "desync-*"))
+        check(not named, f"no desync verdict in a healthy job ({named})")
+        log = "\n".join(lines(os.path.join(out, "none.log")))
+        check("out of step" not in log, "no desync line in the agent's log")
+    finally:
+        stop(p)
+    if not failures:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def check_abort(args):
+    """XTIMER_DESYNC_ACTION=abort under xtimer_run: the desync restarts the workers, and the second
+    round (without the fault) finishes."""
+    out = tempfile.mkdtemp(prefix="xtimer-desync-abort-")
+    env = dict(
+        os.environ,
+        LD_LIBRARY_PATH=args.simgpu,
+        XTIMER_TIMELINE_PATH=os.path.join(out, "timeline"),
+        XTIMER_METRICS_PORT="0",
+        XTIMER_HANG_TIMEOUT="600",
+        XTIMER_DUMP_WAIT="10",
+        XTIMER_DESYNC_ACTION="abort",
+    )
+    for k in ("LD_PRELOAD", "XTIMER_AGENT_SOCKET", "RANK", "WORLD_SIZE", "XTIMER_DESYNC"):
+        env.pop(k, None)
+    cmd = [
+        os.path.join(args.bin, "xtimer_run"),
+        "--nproc-per-node",
+        "4",
+        "--max-restarts",
+        "1",
+        "--no-python",
+        sys.executable,
+        os.path.join(HERE, "desync_rank.py"),
+        args.lib,
+        os.path.join(out, "nccl.id"),
+        "--fault",
+        "size",
+    ]
+    log_path = os.path.join(out, "run.log")
+    with open(log_path, "w") as log:
+        p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        code = p.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        stop(p)
+    text = "\n".join(lines(log_path))
+    check(code == 0, f"the job finishes after the desync and one restart ({code})")
+    check("out of step (XTIMER_DESYNC_ACTION=abort)" in text, "xtimer_run restarts the workers for the desync")
+    check(bool(glob.glob(os.path.join(out, "timeline", "desync-*", "verdict.json"))), "a desync verdict is written")
+    stacks = glob.glob(os.path.join(out, "timeline", "*.stacktrace"))
+    check(len(stacks) == 4, f"every rank's stacks were written before the restart ({len(stacks)})")
+    done = [x for x in lines(log_path) if '"done"' in x]
+    check(len(done) >= 4, f"the four ranks finish in the second round ({len(done)})")
+    if not failures:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("check")
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--simgpu", required=True)
+    args = ap.parse_args()
+    {"faults": check_faults, "healthy": check_healthy, "abort": check_abort}[args.check](args)
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
