@@ -99,18 +99,22 @@ def check_passthrough(args):
     launch = os.path.join(args.bin, "xtimer_launch")
     env = dict(os.environ, XTIMER_METRICS_PORT="0")
     env.pop("XTIMER_AGENT_SOCKET", None)
-    before = set(glob.glob("/tmp/xtimer-agent-*"))
-    p = subprocess.run([launch, "sh", "-c", "exit 7"], env=env)
+    # Each command writes down the socket its agent gave it, so that the checks look at this
+    # test's agents only (other tests start agents in /tmp at the same time).
+    seen = tempfile.NamedTemporaryFile("r", prefix="xtimer-sockets-", delete=False).name
+    note = f'echo "$XTIMER_AGENT_SOCKET" >> {seen}; '
+    p = subprocess.run([launch, "sh", "-c", note + "exit 7"], env=env)
     check(p.returncode == 7, "exit status passed through (7)")
-    p = subprocess.run([launch, "sh", "-c", "kill -TERM $$"], env=env)
+    p = subprocess.run([launch, "sh", "-c", note + "kill -TERM $$"], env=env)
     check(p.returncode == -signal.SIGTERM, f"death by signal passed through ({p.returncode})")
     # (the sleep's output goes nowhere, so it cannot hold the test's output pipe open after)
-    p = subprocess.Popen([launch, "sh", "-c", "trap 'exit 42' TERM; sleep 30 >/dev/null 2>&1 & wait"], env=env)
+    p = subprocess.Popen([launch, "sh", "-c", note + "trap 'exit 42' TERM; sleep 30 >/dev/null 2>&1 & wait"], env=env)
     time.sleep(1)
     p.send_signal(signal.SIGTERM)
     check(p.wait(timeout=10) == 42, "SIGTERM sent to xtimer_launch reaches the command")
+    # A nested xtimer_launch that started an agent of its own would give its command another socket.
     p = subprocess.run(
-        [launch, launch, "sh", "-c", "echo $XTIMER_AGENT_SOCKET; ls -d /tmp/xtimer-agent-*"],
+        [launch, "sh", "-c", note + f'echo "$XTIMER_AGENT_SOCKET"; {launch} sh -c \'echo "$XTIMER_AGENT_SOCKET"\''],
         env=env,
         capture_output=True,
         text=True,
@@ -120,10 +124,16 @@ def check_passthrough(args):
         p.returncode == 0 and lines and lines[0].startswith("/tmp/xtimer-agent-"),
         "the command finds its agent through XTIMER_AGENT_SOCKET",
     )
-    check(len(set(lines[1:]) - before) == 1, "a nested xtimer_launch starts no second agent")
+    check(len(lines) == 2 and lines[0] == lines[1], f"a nested xtimer_launch starts no second agent ({lines})")
     p = subprocess.run([launch, "no-such-command"], env=env, capture_output=True, text=True)
     check(p.returncode == 127 and "cannot run no-such-command" in p.stderr, "a missing command: 127 and one line")
-    check(set(glob.glob("/tmp/xtimer-agent-*")) == before, "the agent removes its socket folder")
+    with open(seen) as f:
+        sockets = [line.strip() for line in f if line.strip()]
+    os.unlink(seen)
+    check(
+        len(sockets) == 4 and not any(os.path.exists(os.path.dirname(s)) for s in sockets),
+        f"the agent removes its socket folder ({len(sockets)} agents)",
+    )
 
 
 def check_embedded(args):
