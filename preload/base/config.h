@@ -24,7 +24,7 @@ struct PreloadConfig {
   int64_t max_inflight = env::DefaultInt("XTIMER_MAX_INFLIGHT");
   double hang_timeout_s = env::DefaultDouble("XTIMER_HANG_TIMEOUT");
   HangAction hang_action = HangAction::kDump;
-  bool steps = env::DefaultBool("XTIMER_STEPS");  // step records (step_signals.h)
+  bool steps = env::DefaultBool("XTIMER_STEPS");    // step records (step_signals.h)
   bool desync = env::DefaultBool("XTIMER_DESYNC");  // collective fingerprints for the agent (comm_table.h)
 
   static PreloadConfig FromEnv();
