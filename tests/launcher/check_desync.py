@@ -18,20 +18,26 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from checks import check, failures, load_json, wait_for  # noqa: E402
+from node_ranks import agent_env  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def launch(args, out, fault, steps=6):
-    env = dict(
-        os.environ,
+def job_env(args, out, **values):
+    """The ranks' environment: the simulated runtime, a hang timeout far beyond the test's waits
+    (only a desync verdict can pass), fingerprints on whatever the caller's environment says."""
+    return agent_env(
+        drop=("XTIMER_DESYNC",),
         LD_LIBRARY_PATH=args.simgpu,
         XTIMER_TIMELINE_PATH=os.path.join(out, "timeline"),
         XTIMER_METRICS_PORT="0",
         XTIMER_HANG_TIMEOUT="600",
+        **values,
     )
-    for k in ("LD_PRELOAD", "XTIMER_AGENT_SOCKET", "RANK", "WORLD_SIZE", "XTIMER_DESYNC"):
-        env.pop(k, None)
+
+
+def launch(args, out, fault, steps=6):
+    env = job_env(args, out)
     cmd = [
         os.path.join(args.bin, "xtimer_launch"),
         sys.executable,
@@ -162,17 +168,7 @@ def check_abort(args):
     """XTIMER_DESYNC_ACTION=abort under xtimer_run: the desync restarts the workers, and the second
     round (without the fault) finishes."""
     out = tempfile.mkdtemp(prefix="xtimer-desync-abort-")
-    env = dict(
-        os.environ,
-        LD_LIBRARY_PATH=args.simgpu,
-        XTIMER_TIMELINE_PATH=os.path.join(out, "timeline"),
-        XTIMER_METRICS_PORT="0",
-        XTIMER_HANG_TIMEOUT="600",
-        XTIMER_DUMP_WAIT="10",
-        XTIMER_DESYNC_ACTION="abort",
-    )
-    for k in ("LD_PRELOAD", "XTIMER_AGENT_SOCKET", "RANK", "WORLD_SIZE", "XTIMER_DESYNC"):
-        env.pop(k, None)
+    env = job_env(args, out, XTIMER_DUMP_WAIT="10", XTIMER_DESYNC_ACTION="abort")
     cmd = [
         os.path.join(args.bin, "xtimer_run"),
         "--nproc-per-node",

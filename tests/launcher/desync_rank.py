@@ -30,7 +30,9 @@ def fault(args, rank, step, kind, who):
 
 
 def note(rank, step, what):
-    print(json.dumps({"rank": rank, "step": step, what: time.time()}), flush=True)
+    # One write per line: the ranks share the log, and print() writes the newline apart.
+    sys.stdout.write(json.dumps({"rank": rank, "step": step, what: time.time()}) + "\n")
+    sys.stdout.flush()
 
 
 def ok(rc, rank):
