@@ -13,6 +13,7 @@
 
 #include "collector/agent_strings.h"
 #include "collector/core_status.h"
+#include "collector/desync_watch.h"
 #include "collector/dump_round.h"
 #include "collector/hang_episode.h"
 #include "collector/log_limiter.h"
@@ -93,7 +94,8 @@ struct CollectorCore::Impl {
   Mutex finish_mu XT_ACQUIRED_BEFORE(mu);  // one merge at a time
   StackFileWriter writer;
   LogLimiter refusal_log, report_log, steps_log;
-  SlowdownWatch slow;  // its own locks; never taken under mu
+  SlowdownWatch slow;               // its own locks; never taken under mu
+  DesyncWatch desync{opt.out_dir};  // its own lock; never taken under mu
   std::atomic<uint64_t> steps_calls{0}, sample_commands{0};
 
   double Now() const { return opt.monotonic_s(); }
@@ -226,7 +228,25 @@ struct CollectorCore::Impl {
             (unsigned long long)invalid, req.session().c_str());
     }
     SendAll(out);
+    uint64_t dropped_before = 0;
+    if (desync.Add(req.prints(), static_cast<int64_t>(now * 1000)) > 0 && report_log.Allow(now, &dropped_before))
+      Log(LogLevel::kWarn, "collector: dropped collective fingerprints of session %.8s... that break the rules",
+          req.session().c_str());
     return true;
+  }
+
+  // Ranks out of step across nodes (desync_watch.h): each verdict asks every rank for its
+  // stacks as a hang does, unless a dump round is open already.
+  void TickDesync() XT_EXCLUDES(mu) {
+    std::vector<desync::Mismatch> found = desync.Tick(static_cast<int64_t>(Now() * 1000), opt.wall_ms());
+    if (found.empty() || found.front().suspects.empty()) return;
+    MutexLock lock(mu);
+    if (!active.empty()) return;
+    v1::RankReport why;
+    why.mutable_rank()->set_rank(found.front().suspects.front());
+    why.set_trigger("out of step: " + found.front().Line());
+    why.set_time_unix_ms(opt.wall_ms());
+    StartRound(why, Now(), opt.wall_ms());
   }
 
   // ---- slowdowns ----
@@ -557,6 +577,7 @@ struct CollectorCore::Impl {
     SendAll(out);
     for (auto& r : finish) FinishRound(r, now);
     TickSlowdown();
+    TickDesync();
   }
 
   // Closes the round, merges it (round_merge.h) in this thread and records the result.

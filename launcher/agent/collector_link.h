@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "collector.pb.h"
+#include "common/desync/fingerprint.h"
 #include "common/steps/step_record.h"
 #include "slowdown/slowdown_verdict.h"
 
@@ -43,6 +44,14 @@ class CollectorLink {
   // Local ranks' step records for the slowdown judge (sent about once a second; a backlog
   // beyond what the link holds loses its oldest records). The collector checks them.
   virtual void Steps(std::vector<slowdown::StepRecord> records) = 0;
+  // One local rank's collective fingerprints (common/desync/fingerprint.h) for a remote
+  // collector, which compares the ranks of every node; batched and sent about every 0.2 s with
+  // a report (a backlog beyond what the link holds loses its oldest). The embedded collector
+  // ignores them: the agent compares its own ranks.
+  virtual void Prints(int32_t rank, std::vector<desync::Fingerprint> calls) {
+    (void)rank;
+    (void)calls;
+  }
   // Sends what is queued for at most `ms` milliseconds, then stops.
   virtual void Stop(int ms) = 0;
   virtual bool connected() const = 0;

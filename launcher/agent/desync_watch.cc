@@ -3,6 +3,7 @@
 #include <ctime>
 
 #include "common/atomic_file.h"
+#include "common/desync/verdict.h"
 #include "common/env.h"
 #include "common/log.h"
 #include "common/regular_file.h"
@@ -45,15 +46,6 @@ bool CallOf(const nlohmann::json& a, desync::Fingerprint* f, std::string* why) {
   return true;
 }
 
-std::string UtcStamp(int64_t unix_ms, const char* format) {
-  time_t t = static_cast<time_t>(unix_ms / 1000);
-  tm parts{};
-  gmtime_r(&t, &parts);
-  char buf[64];
-  std::strftime(buf, sizeof buf, format, &parts);
-  return buf;
-}
-
 }  // namespace
 
 DesyncSettings DesyncSettings::FromEnv() {
@@ -66,7 +58,8 @@ DesyncSettings DesyncSettings::FromEnv() {
   return s;
 }
 
-size_t DesyncWatch::OnPrints(const nlohmann::json& msg, int64_t now_ms, std::string* why) {
+size_t DesyncWatch::OnPrints(const nlohmann::json& msg, int64_t now_ms, std::string* why,
+                             std::vector<desync::Fingerprint>* kept) {
   auto rank = msg.find("rank");
   auto calls = msg.find("calls");
   if (rank == msg.end() || !rank->is_number_integer() || rank->get<int64_t>() < 0 || rank->get<int64_t>() > INT32_MAX) {
@@ -89,48 +82,16 @@ size_t DesyncWatch::OnPrints(const nlohmann::json& msg, int64_t now_ms, std::str
       *why = w;
     }
   }
-  MutexLock lock(mu_);
-  for (const auto& f : good) matcher_.Add(rank->get<int32_t>(), f, now_ms);
+  {
+    MutexLock lock(mu_);
+    for (const auto& f : good) matcher_.Add(rank->get<int32_t>(), f, now_ms);
+  }
+  if (kept) *kept = std::move(good);
   return bad;
 }
 
 std::string DesyncWatch::VerdictJson(const desync::Mismatch& m, int64_t unix_ms) {
-  using J = nlohmann::ordered_json;
-  J j;
-  j["format"] = "xtimer-verdict";
-  j["version"] = 1;
-  j["kind"] = "desync";
-  j["time"] = UtcStamp(unix_ms, "%Y-%m-%dT%H:%M:%SZ");
-  j["comm"] = m.comm;
-  j["comm_size"] = m.comm_size;
-  j["seq"] = m.seq;
-  j["complete"] = m.complete;
-  j["sides"] = J::array();
-  for (const desync::Side& s : m.sides) {
-    const desync::Fingerprint& c = s.call;
-    j["sides"].push_back({{"ranks", s.ranks},
-                          {"ranks_folded", FoldRanks(s.ranks)},
-                          {"op", c.op},
-                          {"count", c.count},
-                          {"dtype", desync::DtypeName(c.dtype)},
-                          {"bytes", c.count * desync::DtypeSize(c.dtype)},
-                          {"redop", c.redop},
-                          {"root", c.root},
-                          {"site", c.site}});
-  }
-  const desync::Side& majority = m.sides.front();
-  j["suspects"] = J::array();
-  for (size_t i = 1; i < m.sides.size(); ++i)
-    for (int32_t r : m.sides[i].ranks)
-      j["suspects"].push_back(
-          {{"rank", r},
-           {"reason", "called " + desync::Describe(m.sides[i].call) + " where rank" +
-                          (majority.ranks.size() == 1 ? " " : "s ") + FoldRanks(majority.ranks) + " called " +
-                          desync::Describe(majority.call)},
-           {"kinds", J::array({"desync"})},
-           {"frames", m.sides[i].call.site.empty() ? J::array() : J::array({m.sides[i].call.site})}});
-  j["summary"] = J::array({"ranks out of step on communicator " + m.comm + ": " + m.Line()});
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return desync::VerdictJson(m, unix_ms);
 }
 
 std::vector<desync::Mismatch> DesyncWatch::Tick(int64_t now_ms, int64_t unix_ms, std::vector<std::string>* dirs) {
@@ -142,7 +103,7 @@ std::vector<desync::Mismatch> DesyncWatch::Tick(int64_t now_ms, int64_t unix_ms,
   for (const desync::Mismatch& m : found) {
     Log(LogLevel::kError, "agent: ranks out of step on communicator %s: %s", m.comm.c_str(), m.Line().c_str());
     if (settings_.timeline_path.empty()) continue;
-    std::string dir = settings_.timeline_path + "/desync-" + UtcStamp(unix_ms, "%Y%m%d-%H%M%S") + "-" + m.comm;
+    std::string dir = settings_.timeline_path + "/desync-" + desync::UtcStamp(unix_ms, "%Y%m%d-%H%M%S") + "-" + m.comm;
     std::string error;
     if (!MakeDirs(dir, &error)) {
       Log(LogLevel::kWarn, "agent: %s; the desync verdict is only in the log", error.c_str());

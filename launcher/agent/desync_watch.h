@@ -31,8 +31,10 @@ class DesyncWatch {
   explicit DesyncWatch(DesyncSettings settings) : settings_(std::move(settings)) {}
 
   // A rank's `prints` message. Calls that break the rules are dropped; *why names the first.
-  // Returns how many were dropped.
-  size_t OnPrints(const nlohmann::json& msg, int64_t now_ms, std::string* why) XT_EXCLUDES(mu_);
+  // Returns how many were dropped. *kept, when given, gets the calls that were used (for the
+  // collector, which compares the ranks of every node).
+  size_t OnPrints(const nlohmann::json& msg, int64_t now_ms, std::string* why,
+                  std::vector<desync::Fingerprint>* kept = nullptr) XT_EXCLUDES(mu_);
 
   // The mismatches decided by `now_ms`, each written as a verdict (its folder in *dirs) and
   // logged. Empty most of the time.

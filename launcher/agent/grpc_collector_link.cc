@@ -37,6 +37,10 @@ constexpr size_t kMaxQueuedUploads = 256;
 // beyond this many (a few minutes of a node's records).
 constexpr auto kStepsPeriod = std::chrono::seconds(1);
 constexpr size_t kMaxQueuedSteps = 20000;
+// Collective fingerprints go with a report about every 0.2 s (the collector compares the nodes'
+// ranks); a collector out of reach loses the oldest beyond this many.
+constexpr auto kPrintsPeriod = std::chrono::milliseconds(200);
+constexpr size_t kMaxQueuedPrints = 100000;
 // A rank's own dump waits this long before it goes: if the collector asks for a dump round
 // meanwhile (or did shortly before), the rank answers the round with this same dump, and the
 // own copy is not sent (in a storm every rank would otherwise send its stacks twice, unpaced).
@@ -81,6 +85,25 @@ class GrpcCollectorLink : public CollectorLink {
     have_reports_ = true;
     urgent_ |= urgent;
     cv_.NotifyAll();
+  }
+
+  void Prints(int32_t rank, std::vector<desync::Fingerprint> calls) override {
+    MutexLock lock(mu_);
+    for (desync::Fingerprint& f : calls) {
+      v1::CallPrint& p = prints_.emplace_back();
+      p.set_rank(rank);
+      p.set_comm(std::move(f.comm));
+      p.set_comm_size(f.comm_size);
+      p.set_seq(f.seq);
+      p.set_op(std::move(f.op));
+      p.set_count(f.count);
+      p.set_dtype(f.dtype);
+      p.set_redop(f.redop);
+      p.set_root(f.root);
+      p.set_site(std::move(f.site));
+    }
+    while (prints_.size() > kMaxQueuedPrints) prints_.pop_front();
+    cv_.NotifyAll();  // the loop may be waiting for the next report
   }
 
   void Upload(int rank, const std::string& dump_id, std::string stack_json) override {
@@ -350,7 +373,8 @@ class GrpcCollectorLink : public CollectorLink {
   // ranks whose op statistics the collector already has (it keeps them from the last full
   // report). When every rank of a job hangs at once, the collector then takes a burst of small
   // messages, not of big ones.
-  void SendReports(bool periodic) {
+  // `with_reports` false: only the queued fingerprints go (the ranks' reports are not due).
+  void SendReports(bool periodic, bool with_reports = true) {
     v1::ReportRequest req;
     bool state_only;
     std::vector<int32_t> with_ops;
@@ -358,14 +382,22 @@ class GrpcCollectorLink : public CollectorLink {
       MutexLock lock(mu_);
       state_only = !periodic && !draining_;
       req.set_session(session_);
-      for (const auto& r : reports_) {
+      size_t bytes = 0;
+      while (!prints_.empty() && bytes < max_message_bytes_ / 4) {
+        bytes += prints_.front().ByteSizeLong();
+        *req.add_prints() = std::move(prints_.front());
+        prints_.pop_front();
+      }
+      for (const auto& r : with_reports ? reports_ : std::vector<v1::RankReport>{}) {
         v1::RankReport* out = req.add_reports();
         *out = r;
         if (state_only && ops_sent_.contains(r.rank().rank())) out->clear_ops();
         if (out->ops_size() > 0) with_ops.push_back(r.rank().rank());
       }
-      have_reports_ = false;
-      urgent_ = false;
+      if (with_reports) {
+        have_reports_ = false;
+        urgent_ = false;
+      }
     }
     grpc::ClientContext ctx;
     AddToken(&ctx);
@@ -390,6 +422,8 @@ class GrpcCollectorLink : public CollectorLink {
       registered_ = false;
       MutexLock lock(mu_);
       have_reports_ = true;  // resend after registering
+      for (int i = req.prints_size(); i-- > 0;) prints_.push_front(std::move(*req.mutable_prints(i)));
+      while (prints_.size() > kMaxQueuedPrints) prints_.pop_back();
     }
   }
 
@@ -446,6 +480,7 @@ class GrpcCollectorLink : public CollectorLink {
     auto backoff = std::chrono::milliseconds(500);
     auto next_report = Clock::now();
     auto next_steps = Clock::now();
+    auto next_prints = Clock::now();
     while (!stopping_) {
       if (!registered_) {
         if (!Register()) {
@@ -456,25 +491,34 @@ class GrpcCollectorLink : public CollectorLink {
         }
         backoff = std::chrono::milliseconds(500);
       }
-      bool send_reports, send_upload, send_steps;
+      bool send_reports, send_upload, send_steps, send_prints;
       {
         MutexLock lock(mu_);
         // Until the next report, a held upload or the step records are due; any change (notify)
         // looks again.
         Clock::time_point wake = next_report;
         if (!steps_.empty()) wake = std::min(wake, next_steps);
+        if (!prints_.empty()) wake = std::min(wake, next_prints);
         bool upload_ready = NextUpload(Clock::now(), &wake) != uploads_.end();
         bool steps_ready = !steps_.empty() && Clock::now() >= next_steps;
-        if (!(stopping_ || !registered_ || urgent_ || upload_ready || steps_ready)) cv_.WaitUntil(mu_, wake);
+        bool prints_ready = !prints_.empty() && Clock::now() >= next_prints;
+        if (!(stopping_ || !registered_ || urgent_ || upload_ready || steps_ready || prints_ready))
+          cv_.WaitUntil(mu_, wake);
         send_reports = have_reports_ && (urgent_ || Clock::now() >= next_report || stopping_);
+        send_prints = !prints_.empty() && Clock::now() >= next_prints;
         send_upload = !uploads_.empty();  // SendOneUpload sends the first that may go, if any
         send_steps = !steps_.empty() && Clock::now() >= next_steps && !draining_;
       }
       if (send_reports && registered_) {
         SendReports(/*periodic=*/Clock::now() >= next_report || stopping_);
         next_report = Clock::now() + kReportPeriod;
-      } else if (Clock::now() >= next_report) {
-        next_report = Clock::now() + kReportPeriod;
+        next_prints = Clock::now() + kPrintsPeriod;
+      } else {
+        if (send_prints && registered_) {
+          SendReports(/*periodic=*/false, /*with_reports=*/false);
+          next_prints = Clock::now() + kPrintsPeriod;
+        }
+        if (Clock::now() >= next_report) next_report = Clock::now() + kReportPeriod;
       }
       if (send_upload && registered_) SendOneUpload();
       if (send_steps && registered_) {
@@ -508,8 +552,9 @@ class GrpcCollectorLink : public CollectorLink {
   std::set<int32_t> ops_sent_ XT_GUARDED_BY(mu_);    // ranks whose op statistics reached this registration
   bool last_state_only_ XT_GUARDED_BY(mu_) = false;  // the last report sent had no op statistics
   std::deque<v1::StepRecord> steps_ XT_GUARDED_BY(mu_);
-  bool steps_wanted_ XT_GUARDED_BY(mu_) = true;     // false once the collector said it has no Steps
-  bool steps_dropping_ XT_GUARDED_BY(mu_) = false;  // the backlog is over kMaxQueuedSteps (said once)
+  std::deque<v1::CallPrint> prints_ XT_GUARDED_BY(mu_);  // collective fingerprints for the next report
+  bool steps_wanted_ XT_GUARDED_BY(mu_) = true;          // false once the collector said it has no Steps
+  bool steps_dropping_ XT_GUARDED_BY(mu_) = false;       // the backlog is over kMaxQueuedSteps (said once)
   std::unique_ptr<grpc::ClientContext> commands_ctx_ XT_GUARDED_BY(mu_);
   grpc::ClientContext* call_ctx_ XT_GUARDED_BY(mu_) = nullptr;  // the unary call under way (CallScope)
 };

@@ -1,5 +1,6 @@
 // The node agent's part in finding ranks out of step (desync_watch.h): fingerprints from the
-// rank channel's thread, verdicts on the main thread's tick, every rank's stacks as for a hang.
+// rank channel's thread (also forwarded to the collector), verdicts on the main thread's tick, every rank's stacks as
+// for a hang.
 #include "common/clock.h"
 #include "common/log.h"
 #include "launcher/agent/node_agent.h"
@@ -8,7 +9,10 @@ namespace xtimer {
 
 void NodeAgent::OnPrints(const nlohmann::json& msg) {
   std::string why;
-  size_t bad = desync_.OnPrints(msg, static_cast<int64_t>(MonotonicNs() / 1000000), &why);
+  std::vector<desync::Fingerprint> kept;
+  size_t bad = desync_.OnPrints(msg, static_cast<int64_t>(MonotonicNs() / 1000000), &why, &kept);
+  // A remote collector compares the ranks of every node (the embedded one ignores them).
+  if (link_ && !kept.empty()) link_->Prints(msg["rank"].get<int32_t>(), std::move(kept));
   if (bad == 0) return;
   const int64_t now = WallMs();
   int64_t last = prints_warned_ms_;

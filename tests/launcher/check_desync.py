@@ -5,6 +5,7 @@ checks wait, so only a desync verdict can pass them.
 
   check_desync.py CHECK --bin BUILD/bin --lib libpyccl.so --simgpu DIR
   CHECK: faults (skip, size, op, sub in turn) | healthy | abort (XTIMER_DESYNC_ACTION=abort under xtimer_run)
+         | collector (two agents of two ranks each: the collector compares across nodes)
 """
 import argparse
 import glob
@@ -17,8 +18,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from checks import check, failures, load_json, wait_for  # noqa: E402
-from node_ranks import agent_env  # noqa: E402
+from checks import check, failures, free_port, load_json, start_collector, wait_for  # noqa: E402
+from node_ranks import Agents, agent_command, agent_env  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -204,6 +205,89 @@ def check_abort(args):
         shutil.rmtree(out, ignore_errors=True)
 
 
+def two_nodes(args, out, col_port, fault, steps=6):
+    """Two agents (xtimer_launch) of two ranks each, reporting to the collector on `col_port`."""
+    job = Agents()
+    for node in range(2):
+        env = job_env(args, out, XTIMER_COLLECTOR=f"127.0.0.1:{col_port}")
+        env["XTIMER_TIMELINE_PATH"] = os.path.join(out, f"{fault}-node{node}")
+        rank_argv = [os.path.join(HERE, "desync_rank.py"), args.lib, os.path.join(out, f"{fault}.nccl.id")]
+        cmd = agent_command(args.bin, 2, node, 4, rank_argv + ["--fault", fault, "--steps", str(steps)])
+        job.spawn(cmd, env, os.path.join(out, f"{fault}-node{node}.log"))
+    return job
+
+
+def check_collector(args):
+    """Ranks on two nodes: rank 3 (node 1) all-gathers where ranks 0-2 (nodes 0 and 1)
+    all-reduce. Only the collector sees the majority: its verdict names rank 3 and it takes
+    every rank's stacks; a healthy two-node run names nothing."""
+    out = tempfile.mkdtemp(prefix="xtimer-desync-collector-")
+    port, http = free_port(), free_port()
+    col = start_collector(args.bin, out, port, http)
+    collected = os.path.join(out, "collected")
+    try:
+        job = two_nodes(args, out, port, "op")
+        try:
+            found = wait_for(lambda: glob.glob(os.path.join(collected, "desync-*", "verdict.json")), 60)
+            check(bool(found), "the collector writes a desync verdict (hang timeout 600 s)")
+            if found:
+                v = load_json(found[0])
+                check(v.get("kind") == "desync", f"collector verdict.json says kind desync ({v.get('kind')})")
+                named = [x.get("rank") for x in v.get("suspects", [])]
+                check(named == [3], f"the collector names rank 3 ({named})")
+                sides = v.get("sides", [])
+                check(
+                    len(sides) == 2
+                    and sides[0]["ranks"] == [0, 1, 2]
+                    and sides[0]["op"] == "AllReduce"
+                    and sides[1]["ranks"] == [3]
+                    and sides[1]["op"] == "AllGather",
+                    f"both sides across the nodes: {[(x.get('ranks'), x.get('op')) for x in sides]}",
+                )
+                log = "\n".join(lines(os.path.join(out, "collector.log")))
+                check(
+                    f"ranks out of step on communicator {v.get('comm')}: rank 3 called" in log,
+                    "the collector's log line names rank 3",
+                )
+                # Every rank's stacks, as for a hang: a dump round of the collector.
+                stacks = wait_for(
+                    lambda: [
+                        d
+                        for d in glob.glob(os.path.join(collected, "*", "verdict.json"))
+                        if "/desync-" not in d and len(glob.glob(os.path.join(os.path.dirname(d), "*.stacktrace"))) == 4
+                    ]
+                    or None,
+                    40,
+                )
+                check(bool(stacks), "the collector's dump round has every rank's stacks")
+        finally:
+            job.kill()
+    finally:
+        col.kill()
+        col.wait()
+    # A healthy two-node job, with a collector of its own: nothing is named.
+    healthy_out = os.path.join(out, "healthy")
+    os.makedirs(healthy_out)
+    port, http = free_port(), free_port()
+    col = start_collector(args.bin, healthy_out, port, http)
+    try:
+        healthy = two_nodes(args, healthy_out, port, "none", steps=12)
+        try:
+            codes = healthy.wait(timeout=120)
+            check(codes == [0, 0], f"the healthy two-node job finishes ({codes})")
+        finally:
+            healthy.kill()
+        named = glob.glob(os.path.join(healthy_out, "collected", "desync-*"))
+        check(not named, f"no desync verdict from the collector in a healthy two-node job ({named})")
+        log = "\n".join(lines(os.path.join(healthy_out, "collector.log")))
+        check("out of step" not in log, "no desync line in the collector's log")
+    finally:
+        col.kill()
+        col.wait()
+    if not failures:
+        shutil.rmtree(out, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("check")
@@ -211,7 +295,9 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--simgpu", required=True)
     args = ap.parse_args()
-    {"faults": check_faults, "healthy": check_healthy, "abort": check_abort}[args.check](args)
+    {"faults": check_faults, "healthy": check_healthy, "abort": check_abort, "collector": check_collector}[args.check](
+        args
+    )
     if failures:
         print(f"{len(failures)} check(s) failed")
         sys.exit(1)
