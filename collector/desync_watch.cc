@@ -52,8 +52,7 @@ std::vector<desync::Mismatch> DesyncWatch::Tick(int64_t now_ms, int64_t unix_ms)
     }
     if (!WriteFileAtomically(dir + "/verdict.json", desync::VerdictJson(m, unix_ms), &error))
       Log(LogLevel::kWarn, "collector: cannot write %s/verdict.json: %s", dir.c_str(), error.c_str());
-    else
-      Log(LogLevel::kInfo, "collector: desync verdict in %s/verdict.json", dir.c_str());
+    else Log(LogLevel::kInfo, "collector: desync verdict in %s/verdict.json", dir.c_str());
   }
   return found;
 }
