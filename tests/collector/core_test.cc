@@ -1,5 +1,6 @@
 // Unit tests of the collector core (collector/collector_core.h): dump rounds started by a hang,
 // completed by uploads or by the deadline, restarts, episodes, refusals, what gets written.
+#include <glob.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -827,6 +828,75 @@ TEST_F(CoreTest, ConcurrentCallers) {
   RoundInfo r = core_->Rounds()[0];
   ASSERT_TRUE(r.finished);
   EXPECT_EQ(r.ranks_reported, "0-7");
+}
+
+static std::vector<std::string> Glob(const std::string& pattern) {
+  std::vector<std::string> out;
+  glob_t g{};
+  if (glob(pattern.c_str(), 0, nullptr, &g) == 0)
+    for (size_t i = 0; i < g.gl_pathc; ++i) out.push_back(g.gl_pathv[i]);
+  globfree(&g);
+  return out;
+}
+
+// Ranks out of step across nodes: each agent forwards its ranks' fingerprints with its report;
+// the core compares all of them (rank 6 on node b all-reduces half the size of ranks 0-5 and 7),
+// writes out/desync-*/verdict.json naming rank 6, and asks every agent for stacks as for a hang.
+// Fingerprints that break the rules (a communicator that is not letters and digits, seq 0, a rank
+// out of range) are dropped.
+TEST_F(CoreTest, OutOfStepAcrossNodesIsADesyncVerdictAndADumpRound) {
+  a_ = Register("node-a", "agent-a", 0);
+  b_ = Register("node-b", "agent-b", 4);
+  auto prints = [&](const std::string& session, int first, bool hostile) {
+    v1::ReportRequest req;
+    req.set_session(session);
+    for (int r = first; r < first + 4; ++r) {
+      v1::CallPrint* p = req.add_prints();
+      p->set_rank(r);
+      p->set_comm("bf12b7af");
+      p->set_comm_size(8);
+      p->set_seq(1);
+      p->set_op("AllReduce");
+      p->set_count(r == 6 ? 1 << 17 : 1 << 18);
+      p->set_dtype(7);
+      p->set_redop(0);
+      p->set_root(-1);
+    }
+    if (hostile) {
+      v1::CallPrint bad = req.prints(0);
+      bad.set_comm("../etc");
+      *req.add_prints() = bad;
+      bad.set_comm("bf12b7af");
+      bad.set_seq(0);
+      *req.add_prints() = bad;
+      bad.set_seq(1);
+      bad.set_rank(-1);
+      *req.add_prints() = bad;
+    }
+    return core_->Report(req);
+  };
+  ASSERT_TRUE(prints(a_, 0, true));
+  core_->Tick();
+  EXPECT_TRUE(Glob(dir_.path() + "/out/desync-*").empty()) << "node a's ranks alone agree";
+  ASSERT_TRUE(prints(b_, 4, false));
+  core_->Tick();
+  std::vector<std::string> found = Glob(dir_.path() + "/out/desync-*/verdict.json");
+  ASSERT_EQ(found.size(), 1u);
+  nlohmann::json v = nlohmann::json::parse(ReadFile(found[0]));
+  EXPECT_EQ(v["kind"], "desync");
+  EXPECT_TRUE(v["complete"].get<bool>());
+  ASSERT_EQ(v["suspects"].size(), 1u);
+  EXPECT_EQ(v["suspects"][0]["rank"], 6);
+  EXPECT_EQ(v["sides"][0]["ranks"], nlohmann::json({0, 1, 2, 3, 4, 5, 7}));
+  EXPECT_TRUE(Glob(dir_.path() + "/out/*etc*").empty());
+  // Every agent is asked for its ranks' stacks, once.
+  now_ += 0.1;
+  core_->Tick();
+  EXPECT_EQ(DumpsOf("node-a").size(), 1u);
+  EXPECT_EQ(DumpsOf("node-b").size(), 1u);
+  auto rounds = core_->Rounds();
+  ASSERT_EQ(rounds.size(), 1u);
+  EXPECT_NE(rounds[0].trigger.find("rank 6: out of step"), std::string::npos) << rounds[0].trigger;
 }
 
 }  // namespace
