@@ -412,7 +412,7 @@ class GrpcCollectorLink : public CollectorLink {
       {
         MutexLock lock(mu_);
         ops_sent_.insert(with_ops.begin(), with_ops.end());
-        last_state_only_ = state_only;
+        if (with_reports) last_state_only_ = state_only;
       }
       if (reply.has_command()) OnCommand(reply.command());  // a DUMP that came with the reply
     }
@@ -421,7 +421,7 @@ class GrpcCollectorLink : public CollectorLink {
       if (st.ok()) Log(LogLevel::kInfo, "agent: the collector does not know us (restarted?); registering again");
       registered_ = false;
       MutexLock lock(mu_);
-      have_reports_ = true;  // resend after registering
+      have_reports_ |= with_reports;  // resend after registering
       for (int i = req.prints_size(); i-- > 0;) prints_.push_front(std::move(*req.mutable_prints(i)));
       while (prints_.size() > kMaxQueuedPrints) prints_.pop_back();
     }
