@@ -13,7 +13,7 @@
 
 #include "collector/agent_strings.h"
 #include "collector/core_status.h"
-#include "collector/desync_watch.h"
+#include "collector/collector_desync.h"
 #include "collector/dump_round.h"
 #include "collector/hang_episode.h"
 #include "collector/log_limiter.h"
@@ -235,7 +235,7 @@ struct CollectorCore::Impl {
     return true;
   }
 
-  // Ranks out of step across nodes (desync_watch.h): each verdict asks every rank for its
+  // Ranks out of step across nodes (collector_desync.h): each verdict asks every rank for its
   // stacks as a hang does, unless a dump round is open already.
   void TickDesync() XT_EXCLUDES(mu) {
     std::vector<desync::Mismatch> found = desync.Tick(static_cast<int64_t>(Now() * 1000), opt.wall_ms());

@@ -3,7 +3,7 @@
 #include <ctime>
 
 #include "common/atomic_file.h"
-#include "common/desync/verdict.h"
+#include "common/desync/desync_verdict.h"
 #include "common/env.h"
 #include "common/log.h"
 #include "common/regular_file.h"

@@ -1,4 +1,4 @@
-#include "common/desync/verdict.h"
+#include "common/desync/desync_verdict.h"
 
 #include <ctime>
 #include <nlohmann/json.hpp>

@@ -1,9 +1,9 @@
-#include "collector/desync_watch.h"
+#include "collector/collector_desync.h"
 
 #include <cctype>
 
 #include "common/atomic_file.h"
-#include "common/desync/verdict.h"
+#include "common/desync/desync_verdict.h"
 #include "common/log.h"
 
 namespace xtimer::collector {
