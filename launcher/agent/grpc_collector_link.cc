@@ -388,13 +388,13 @@ class GrpcCollectorLink : public CollectorLink {
         *req.add_prints() = std::move(prints_.front());
         prints_.pop_front();
       }
-      for (const auto& r : with_reports ? reports_ : std::vector<v1::RankReport>{}) {
-        v1::RankReport* out = req.add_reports();
-        *out = r;
-        if (state_only && ops_sent_.contains(r.rank().rank())) out->clear_ops();
-        if (out->ops_size() > 0) with_ops.push_back(r.rank().rank());
-      }
       if (with_reports) {
+        for (const auto& r : reports_) {
+          v1::RankReport* out = req.add_reports();
+          *out = r;
+          if (state_only && ops_sent_.contains(r.rank().rank())) out->clear_ops();
+          if (out->ops_size() > 0) with_ops.push_back(r.rank().rank());
+        }
         have_reports_ = false;
         urgent_ = false;
       }
