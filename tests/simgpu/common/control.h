@@ -14,17 +14,31 @@
 // The file is read again when it changes, at most every 50 ms; a missing file means no fault.
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 namespace simgpu {
 
 struct Faults {
   double gpu_factor = 1.0;
   double net_gbps = -1.0;  // < 0: not set (SIMGPU_NET_GBPS applies)
+  bool nccl_blackhole = false;
 };
 
-// The faults in force for this process now. Cheap (two relaxed loads) between re-reads.
+// The stuck-kernel rule of a control text (empty pattern: none).
+struct StuckKernel {
+  std::string pattern;
+  int64_t launch = 1;  // the N-th matching launch is the one that never completes
+};
+
+// The faults in force for this process now. Cheap (relaxed loads) between re-reads.
 Faults current_faults();
 
+// True when the launch of a kernel named `name` (demangled) that is starting now is the one the
+// stuck_kernel rule in force picks; counts the matching launches. Cheap when no rule is set.
+bool stuck_kernel_launch(const std::string& name);
+
 // Parses the control text for a process with `rank` and `node` (-1: not set). For tests.
-Faults parse_faults(const char* text, int rank, int node);
+Faults parse_faults(const char* text, int rank, int node, StuckKernel* stuck = nullptr);
 
 }  // namespace simgpu

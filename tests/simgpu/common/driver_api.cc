@@ -25,6 +25,7 @@ bool load(DriverApi* api, bool ptds) {
   api->kernel_sleep_ns = reinterpret_cast<void (*)(int64_t)>(dlsym(lib, "simgpu_kernel_sleep_ns"));
   api->api_enter = reinterpret_cast<void (*)(ApiCall*)>(dlsym(lib, "simgpu_api_enter"));
   api->api_exit = reinterpret_cast<void (*)(ApiCall*)>(dlsym(lib, "simgpu_api_exit"));
+  api->named_kernel = reinterpret_cast<void* (*)(const char*)>(dlsym(lib, "simgpu_named_kernel"));
   const cuuint64_t flags = ptds ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
   bool ok = true;
 #define SIMGPU_RESOLVE(member, sym)                                     \

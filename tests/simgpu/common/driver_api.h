@@ -9,79 +9,80 @@
 #include <cuda.h>
 
 // X(member, "name passed to cuGetProcAddress")
-#define SIMGPU_DRIVER_FUNCS(X)                                   \
-  X(cuInit, "cuInit")                                            \
-  X(cuDriverGetVersion, "cuDriverGetVersion")                    \
-  X(cuDeviceGet, "cuDeviceGet")                                  \
-  X(cuDeviceGetCount, "cuDeviceGetCount")                        \
-  X(cuDeviceGetName, "cuDeviceGetName")                          \
-  X(cuDeviceTotalMem_v2, "cuDeviceTotalMem")                     \
-  X(cuDeviceGetAttribute, "cuDeviceGetAttribute")                \
-  X(cuDeviceGetUuid_v2, "cuDeviceGetUuid")                       \
-  X(cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId")                  \
-  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")        \
-  X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease")   \
-  X(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset")       \
-  X(cuDevicePrimaryCtxSetFlags_v2, "cuDevicePrimaryCtxSetFlags") \
-  X(cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState")    \
-  X(cuCtxGetCurrent, "cuCtxGetCurrent")                          \
-  X(cuCtxSetCurrent, "cuCtxSetCurrent")                          \
-  X(cuCtxGetDevice, "cuCtxGetDevice")                            \
-  X(cuCtxSynchronize, "cuCtxSynchronize")                        \
-  X(cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange")  \
-  X(cuGetErrorString, "cuGetErrorString")                        \
-  X(cuGetErrorName, "cuGetErrorName")                            \
-  X(cuGetProcAddress_v2, "cuGetProcAddress")                     \
-  X(cuStreamCreate, "cuStreamCreate")                            \
-  X(cuStreamCreateWithPriority, "cuStreamCreateWithPriority")    \
-  X(cuStreamDestroy_v2, "cuStreamDestroy")                       \
-  X(cuStreamSynchronize, "cuStreamSynchronize")                  \
-  X(cuStreamQuery, "cuStreamQuery")                              \
-  X(cuStreamWaitEvent, "cuStreamWaitEvent")                      \
-  X(cuStreamGetFlags, "cuStreamGetFlags")                        \
-  X(cuStreamGetPriority, "cuStreamGetPriority")                  \
-  X(cuStreamGetId, "cuStreamGetId")                              \
-  X(cuStreamGetCtx, "cuStreamGetCtx")                            \
-  X(cuStreamAddCallback, "cuStreamAddCallback")                  \
-  X(cuStreamBeginCapture_v2, "cuStreamBeginCapture")             \
-  X(cuStreamEndCapture, "cuStreamEndCapture")                    \
-  X(cuStreamIsCapturing, "cuStreamIsCapturing")                  \
-  X(cuStreamGetCaptureInfo_v3, "cuStreamGetCaptureInfo")         \
-  X(cuEventCreate, "cuEventCreate")                              \
-  X(cuEventDestroy_v2, "cuEventDestroy")                         \
-  X(cuEventRecord, "cuEventRecord")                              \
-  X(cuEventRecordWithFlags, "cuEventRecordWithFlags")            \
-  X(cuEventQuery, "cuEventQuery")                                \
-  X(cuEventSynchronize, "cuEventSynchronize")                    \
-  X(cuEventElapsedTime_v2, "cuEventElapsedTime")                 \
-  X(cuLaunchKernel, "cuLaunchKernel")                            \
-  X(cuLaunchKernelEx, "cuLaunchKernelEx")                        \
-  X(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel")      \
-  X(cuLaunchHostFunc, "cuLaunchHostFunc")                        \
-  X(cuFuncGetName, "cuFuncGetName")                              \
-  X(cuFuncGetAttribute, "cuFuncGetAttribute")                    \
-  X(cuFuncSetAttribute, "cuFuncSetAttribute")                    \
-  X(cuMemAlloc_v2, "cuMemAlloc")                                 \
-  X(cuMemAllocManaged, "cuMemAllocManaged")                      \
-  X(cuMemFree_v2, "cuMemFree")                                   \
-  X(cuMemAllocHost_v2, "cuMemAllocHost")                         \
-  X(cuMemHostAlloc, "cuMemHostAlloc")                            \
-  X(cuMemFreeHost, "cuMemFreeHost")                              \
-  X(cuMemHostRegister_v2, "cuMemHostRegister")                   \
-  X(cuMemHostUnregister, "cuMemHostUnregister")                  \
-  X(cuMemHostGetFlags, "cuMemHostGetFlags")                      \
-  X(cuMemGetInfo_v2, "cuMemGetInfo")                             \
-  X(cuMemcpy, "cuMemcpy")                                        \
-  X(cuMemcpyAsync, "cuMemcpyAsync")                              \
-  X(cuMemsetD8_v2, "cuMemsetD8")                                 \
-  X(cuMemsetD8Async, "cuMemsetD8Async")                          \
-  X(cuMemAllocAsync, "cuMemAllocAsync")                          \
-  X(cuMemFreeAsync, "cuMemFreeAsync")                            \
-  X(cuPointerGetAttribute, "cuPointerGetAttribute")              \
-  X(cuGraphInstantiateWithFlags, "cuGraphInstantiate")           \
-  X(cuGraphLaunch, "cuGraphLaunch")                              \
-  X(cuGraphUpload, "cuGraphUpload")                              \
-  X(cuGraphExecDestroy, "cuGraphExecDestroy")                    \
+#define SIMGPU_DRIVER_FUNCS(X)                                                                                    \
+  X(cuInit, "cuInit")                                                                                             \
+  X(cuDriverGetVersion, "cuDriverGetVersion")                                                                     \
+  X(cuDeviceGet, "cuDeviceGet")                                                                                   \
+  X(cuDeviceGetCount, "cuDeviceGetCount")                                                                         \
+  X(cuDeviceGetName, "cuDeviceGetName")                                                                           \
+  X(cuDeviceTotalMem_v2, "cuDeviceTotalMem")                                                                      \
+  X(cuDeviceGetAttribute, "cuDeviceGetAttribute")                                                                 \
+  X(cuDeviceGetUuid_v2, "cuDeviceGetUuid")                                                                        \
+  X(cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId")                                                                   \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")                                                         \
+  X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease")                                                    \
+  X(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset")                                                        \
+  X(cuDevicePrimaryCtxSetFlags_v2, "cuDevicePrimaryCtxSetFlags")                                                  \
+  X(cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState")                                                     \
+  X(cuCtxGetCurrent, "cuCtxGetCurrent")                                                                           \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent")                                                                           \
+  X(cuCtxGetDevice, "cuCtxGetDevice")                                                                             \
+  X(cuCtxSynchronize, "cuCtxSynchronize")                                                                         \
+  X(cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange")                                                   \
+  X(cuGetErrorString, "cuGetErrorString")                                                                         \
+  X(cuGetErrorName, "cuGetErrorName")                                                                             \
+  X(cuGetProcAddress_v2, "cuGetProcAddress")                                                                      \
+  X(cuStreamCreate, "cuStreamCreate")                                                                             \
+  X(cuStreamCreateWithPriority, "cuStreamCreateWithPriority")                                                     \
+  X(cuStreamDestroy_v2, "cuStreamDestroy")                                                                        \
+  X(cuStreamSynchronize, "cuStreamSynchronize")                                                                   \
+  X(cuStreamQuery, "cuStreamQuery")                                                                               \
+  X(cuStreamWaitEvent, "cuStreamWaitEvent")                                                                       \
+  X(cuStreamGetFlags, "cuStreamGetFlags")                                                                         \
+  X(cuStreamGetPriority, "cuStreamGetPriority")                                                                   \
+  X(cuStreamGetId, "cuStreamGetId")                                                                               \
+  X(cuStreamGetCtx, "cuStreamGetCtx")                                                                             \
+  X(cuStreamAddCallback, "cuStreamAddCallback")                                                                   \
+  X(cuStreamBeginCapture_v2, "cuStreamBeginCapture")                                                              \
+  X(cuStreamEndCapture, "cuStreamEndCapture")                                                                     \
+  X(cuStreamIsCapturing, "cuStreamIsCapturing")                                                                   \
+  X(cuStreamGetCaptureInfo_v3, "cuStreamGetCaptureInfo")                                                          \
+  X(cuEventCreate, "cuEventCreate")                                                                               \
+  X(cuEventDestroy_v2, "cuEventDestroy")                                                                          \
+  X(cuEventRecord, "cuEventRecord")                                                                               \
+  X(cuEventRecordWithFlags, "cuEventRecordWithFlags")                                                             \
+  X(cuEventQuery, "cuEventQuery")                                                                                 \
+  X(cuEventSynchronize, "cuEventSynchronize")                                                                     \
+  X(cuEventElapsedTime_v2, "cuEventElapsedTime")                                                                  \
+  X(cuLaunchKernel, "cuLaunchKernel")                                                                             \
+  X(cuLaunchKernelEx, "cuLaunchKernelEx")                                                                         \
+  X(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel")                                                       \
+  X(cuLaunchHostFunc, "cuLaunchHostFunc")                                                                         \
+  X(cuFuncGetName, "cuFuncGetName")                                                                               \
+  X(cuFuncGetAttribute, "cuFuncGetAttribute")                                                                     \
+  X(cuFuncSetAttribute, "cuFuncSetAttribute")                                                                     \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags") \
+  X(cuMemAlloc_v2, "cuMemAlloc")                                                                                  \
+  X(cuMemAllocManaged, "cuMemAllocManaged")                                                                       \
+  X(cuMemFree_v2, "cuMemFree")                                                                                    \
+  X(cuMemAllocHost_v2, "cuMemAllocHost")                                                                          \
+  X(cuMemHostAlloc, "cuMemHostAlloc")                                                                             \
+  X(cuMemFreeHost, "cuMemFreeHost")                                                                               \
+  X(cuMemHostRegister_v2, "cuMemHostRegister")                                                                    \
+  X(cuMemHostUnregister, "cuMemHostUnregister")                                                                   \
+  X(cuMemHostGetFlags, "cuMemHostGetFlags")                                                                       \
+  X(cuMemGetInfo_v2, "cuMemGetInfo")                                                                              \
+  X(cuMemcpy, "cuMemcpy")                                                                                         \
+  X(cuMemcpyAsync, "cuMemcpyAsync")                                                                               \
+  X(cuMemsetD8_v2, "cuMemsetD8")                                                                                  \
+  X(cuMemsetD8Async, "cuMemsetD8Async")                                                                           \
+  X(cuMemAllocAsync, "cuMemAllocAsync")                                                                           \
+  X(cuMemFreeAsync, "cuMemFreeAsync")                                                                             \
+  X(cuPointerGetAttribute, "cuPointerGetAttribute")                                                               \
+  X(cuGraphInstantiateWithFlags, "cuGraphInstantiate")                                                            \
+  X(cuGraphLaunch, "cuGraphLaunch")                                                                               \
+  X(cuGraphUpload, "cuGraphUpload")                                                                               \
+  X(cuGraphExecDestroy, "cuGraphExecDestroy")                                                                     \
   X(cuGraphDestroy, "cuGraphDestroy")
 
 namespace simgpu {
@@ -98,6 +99,9 @@ struct DriverApi {
   // reports its own API calls for the simulated libcupti's callbacks.
   void (*api_enter)(ApiCall*) = nullptr;
   void (*api_exit)(ApiCall*) = nullptr;
+  // simgpu_named_kernel from the simulated libcuda (driver/named_kernel.h): the handle of a
+  // registered kernel, by its device name.
+  void* (*named_kernel)(const char*) = nullptr;
 #define SIMGPU_DECLARE_MEMBER(member, sym) decltype(&::member) member = nullptr;
   SIMGPU_DRIVER_FUNCS(SIMGPU_DECLARE_MEMBER)
 #undef SIMGPU_DECLARE_MEMBER

@@ -7,7 +7,7 @@
 #define SIMGPU_EXPORT extern "C" __attribute__((visibility("default")))
 
 struct cublasContext {
-  static constexpr uint32_t kMagic = 0x43424c53;
+  static constexpr uint32_t kMagic = simgpu::blas::kCublasHandleMagic;
   uint32_t magic = kMagic;
   cudaStream_t stream = nullptr;
   cublasMath_t math = CUBLAS_DEFAULT_MATH;

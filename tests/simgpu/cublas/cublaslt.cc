@@ -135,7 +135,9 @@ void init_pref(void* mem) {
   p->magic = Pref::kMagic;
 }
 
-bool valid(cublasLtHandle_t h) { return h && h->magic == cublasLtContext::kMagic; }
+bool valid(cublasLtHandle_t h) {
+  return h && (h->magic == cublasLtContext::kMagic || h->magic == simgpu::blas::kCublasHandleMagic);
+}
 
 }  // namespace
 
@@ -147,7 +149,7 @@ SIMGPU_EXPORT cublasStatus_t cublasLtCreate(cublasLtHandle_t* h) {
 }
 
 SIMGPU_EXPORT cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
-  if (!valid(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!h || h->magic != cublasLtContext::kMagic) return CUBLAS_STATUS_NOT_INITIALIZED;
   h->magic = 0;
   delete h;
   return CUBLAS_STATUS_SUCCESS;

@@ -8,6 +8,10 @@
 
 namespace simgpu::blas {
 
+// The first word of a cuBLAS handle. A cublasHandle_t may be passed where a cublasLtHandle_t is
+// expected, as with the real libraries (PyTorch does so): cuBLASLt accepts either.
+constexpr uint32_t kCublasHandleMagic = 0x43424c53;
+
 enum class Kernel { BF16, F16, F32, TF32, F64, I8, FP8 };
 
 // Kernel family for the A/B data type and compute type (cudaDataType / cublasComputeType_t values).

@@ -81,10 +81,13 @@ thread_local std::vector<uint64_t> tls_external[CUPTI_EXTERNAL_CORRELATION_KIND_
 const char* KernelName(State& st, const void* func) {
   auto it = st.names.find(func);
   if (it != st.names.end()) return it->second;
-  Dl_info info{};
+  // The driver's own answer (a registered kernel's device name, else the exported symbol's).
+  static auto* get_name = reinterpret_cast<CUresult (*)(const char**, const void*)>(
+      dlsym(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), "cuFuncGetName"));
+  const char* raw = nullptr;
   std::string name;
-  if (dladdr(func, &info) && info.dli_sname && info.dli_saddr == func) {
-    name = info.dli_sname;
+  if (get_name && get_name(&raw, func) == CUDA_SUCCESS && raw) {
+    name = raw;
   } else {
     char buf[48];
     snprintf(buf, sizeof buf, "kernel@%p", func);

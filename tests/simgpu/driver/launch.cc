@@ -3,6 +3,8 @@
 // parameters at launch, so do we when the kernel says how big they are (simgpu/kernel.h).
 #include <dlfcn.h>
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <cstring>
 #include <shared_mutex>
@@ -11,6 +13,7 @@
 
 #include "driver/api_params.h"
 #include "driver/driver.h"
+#include "driver/named_kernel.h"
 // After driver.h, which selects the API version cuda.h declares.
 #include <cupti_callbacks.h>
 #include <cupti_driver_cbid.h>
@@ -114,9 +117,13 @@ CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   Op op;
   op.kind = OpKind::Kernel;
   op.a = reinterpret_cast<void*>(f);
-  void** p = nullptr;
-  op.ref = copy_params(op.a, params, extra, &p);
-  op.b = p;
+  if (as_named_kernel(op.a)) {  // no device code to run: its parameters are never read
+    op.n = uint64_t(gx) * gy * gz * bx * by * bz;
+  } else {
+    void** p = nullptr;
+    op.ref = copy_params(op.a, params, extra, &p);
+    op.b = p;
+  }
   enqueue(s, std::move(op));
   return CUDA_SUCCESS;
 }
@@ -166,6 +173,10 @@ SIMGPU_DEFINE_PTSZ(cuLaunchCooperativeKernel,
 // The kernel's symbol name, from the dynamic symbol table (kernels must be exported).
 SIMGPU_EXPORT CUresult cuFuncGetName(const char** name, CUfunction f) {
   if (!name || !f) return CUDA_ERROR_INVALID_VALUE;
+  if (const NamedKernel* k = as_named_kernel(f)) {
+    *name = k->name.c_str();
+    return CUDA_SUCCESS;
+  }
   Dl_info info{};
   if (!dladdr(reinterpret_cast<void*>(f), &info) || !info.dli_sname || info.dli_saddr != reinterpret_cast<void*>(f))
     return CUDA_ERROR_NOT_FOUND;
@@ -192,4 +203,41 @@ SIMGPU_EXPORT CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute, in
 
 SIMGPU_EXPORT CUresult cuFuncSetCacheConfig(CUfunction f, CUfunc_cache) {
   return f ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+// CUkernel (a library's kernel, CUDA 12+): in the simulation the same handle as its CUfunction.
+SIMGPU_EXPORT CUresult cuKernelGetFunction(CUfunction* out, CUkernel k) {
+  if (!out || !k) return CUDA_ERROR_INVALID_VALUE;
+  *out = reinterpret_cast<CUfunction>(k);
+  return CUDA_SUCCESS;
+}
+
+SIMGPU_EXPORT CUresult cuKernelGetName(const char** name, CUkernel k) {
+  return cuFuncGetName(name, reinterpret_cast<CUfunction>(k));
+}
+
+SIMGPU_EXPORT CUresult cuKernelGetAttribute(int* pi, CUfunction_attribute attr, CUkernel k, CUdevice) {
+  return cuFuncGetAttribute(pi, attr, reinterpret_cast<CUfunction>(k));
+}
+
+SIMGPU_EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute, int, CUkernel k, CUdevice) {
+  return k ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+SIMGPU_EXPORT CUresult cuKernelSetCacheConfig(CUkernel k, CUfunc_cache, CUdevice) {
+  return k ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+// Occupancy: 2048 resident threads per SM, at most 32 blocks, whatever the kernel (no device
+// code to inspect), so torch's launch heuristics pick the configurations they pick on a GPU.
+SIMGPU_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, CUfunction f, int block_size,
+                                                                            size_t, unsigned) {
+  if (!blocks || !f || block_size <= 0) return CUDA_ERROR_INVALID_VALUE;
+  *blocks = std::max(1, std::min(32, 2048 / block_size));
+  return CUDA_SUCCESS;
+}
+
+SIMGPU_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction f, int block_size,
+                                                                   size_t shmem) {
+  return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, f, block_size, shmem, 0);
 }

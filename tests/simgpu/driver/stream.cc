@@ -16,6 +16,7 @@
 #include "common/control.h"
 #include "driver/api_params.h"
 #include "driver/driver.h"
+#include "driver/named_kernel.h"
 // After driver.h, which selects the API version cuda.h declares.
 #include <cupti_callbacks.h>
 #include <cupti_driver_cbid.h>
@@ -334,7 +335,11 @@ int64_t execute_op(Stream& s, const Op& op, int64_t start) {
       KernelClock& k = tls_kernel;
       const KernelClock outer = k;
       k = KernelClock{true, false, start, t0};
-      reinterpret_cast<void (*)(void**)>(op.a)(static_cast<void**>(op.b));
+      if (const NamedKernel* named = as_named_kernel(op.a)) {
+        run_named_kernel(*named, op.n);
+      } else {
+        reinterpret_cast<void (*)(void**)>(op.a)(static_cast<void**>(op.b));
+      }
       const int64_t end = k.cursor + (k.modelled ? work_since(k.mark) : now_ns() - k.mark.real);
       k = outer;
       return end;

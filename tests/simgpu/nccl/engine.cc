@@ -255,6 +255,14 @@ ncclResult_t run(ncclComm& c, Plan& plan) {
   std::vector<int> partners;
   for (int p = 0; p < n; ++p)
     if (p != me && (!plan.out[size_t(p)].empty() || !plan.in[size_t(p)].empty())) partners.push_back(p);
+  if (!partners.empty() && current_faults().nccl_blackhole) {
+    // SIMGPU_CONTROL's nccl_blackhole: nothing leaves or reaches this rank, as behind a dead
+    // link; it and its peers wait (asleep, as for a missing rank) until the communicator aborts.
+    log("nccl: rank %d: black-holed by the control file; the operation never completes", me);
+    while (!c.aborted()) simnccl_wait_for_peers(&mine->doorbell, mine->doorbell.load(std::memory_order_acquire), 100);
+    set_last_error("rank %d: communicator aborted while its network was black-holed", me);
+    return ncclRemoteError;
+  }
   std::vector<char> wake(size_t(n), 0);
   std::vector<const void*> srcs(static_cast<size_t>(n), nullptr);
 

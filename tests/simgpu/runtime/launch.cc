@@ -4,6 +4,7 @@
 #include <cupti_runtime_cbid.h>
 #include <generated_cuda_runtime_api_meta.h>
 
+#include "runtime/kernel_registry.h"
 #include "runtime/runtime.h"
 
 using namespace simgpu;
@@ -14,7 +15,8 @@ static_assert(sizeof(cudaLaunchAttribute) == sizeof(CUlaunchAttribute), "launch 
 namespace {
 
 CUstream S(cudaStream_t s) { return reinterpret_cast<CUstream>(s); }
-CUfunction F(const void* f) { return reinterpret_cast<CUfunction>(const_cast<void*>(f)); }
+// A registered host stub launches its named kernel; any other pointer is a host-function kernel.
+CUfunction F(const void* f) { return launch_target(f); }
 
 cudaError_t launch_error(CUresult r) {
   // A bad configuration is reported like the runtime does, not with the driver's code.
@@ -127,7 +129,7 @@ SIMGPU_EXPORT cudaError_t cudaFuncGetName(const char** name, const void* f) {
 SIMGPU_EXPORT cudaError_t cudaGetFuncBySymbol(cudaFunction_t* out, const void* symbol) {
   if (!out || !symbol) return record(cudaErrorInvalidValue);
   RT_ENTER();
-  *out = reinterpret_cast<cudaFunction_t>(const_cast<void*>(symbol));
+  *out = reinterpret_cast<cudaFunction_t>(F(symbol));
   return cudaSuccess;
 }
 

@@ -38,4 +38,20 @@ TEST(Control, LaterLinesWinAndBadValuesAreIgnored) {
   EXPECT_LT(f.net_gbps, 0);
 }
 
+TEST(Control, StuckKernelAndBlackholeApplyToTheSelectedRanks) {
+  const char* text =
+      "rank=1 stuck_kernel=elementwise_kernel stuck_launch=3\n"
+      "rank=2 nccl_blackhole=1\n"
+      "rank=2 stuck_launch=0 nccl_blackhole=maybe\n";  // bad values: ignored
+  simgpu::StuckKernel stuck;
+  simgpu::Faults r1 = simgpu::parse_faults(text, 1, -1, &stuck);
+  EXPECT_EQ(stuck.pattern, "elementwise_kernel");
+  EXPECT_EQ(stuck.launch, 3);
+  EXPECT_FALSE(r1.nccl_blackhole);
+  simgpu::Faults r2 = simgpu::parse_faults(text, 2, -1, &stuck);
+  EXPECT_TRUE(stuck.pattern.empty());
+  EXPECT_EQ(stuck.launch, 1);
+  EXPECT_TRUE(r2.nccl_blackhole);
+}
+
 }  // namespace
