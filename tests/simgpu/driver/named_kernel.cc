@@ -69,8 +69,6 @@ const std::string& pretty_name(const NamedKernel& k) {
 
 }  // namespace
 
-extern "C" void simgpu_kernel_sleep_ns(int64_t ns);  // stream.cc
-
 const NamedKernel* as_named_kernel(const void* f) {
   Registry& r = registry();
   std::shared_lock lk(r.mu);
@@ -83,11 +81,13 @@ extern "C" __attribute__((visibility("default"), noinline)) void simgpu_stuck_ke
   for (;;) sleep_until_ns(now_ns() + 100'000'000);
 }
 
-void run_named_kernel(const NamedKernel& k, uint64_t threads) {
+int64_t run_named_kernel(const NamedKernel& k, uint64_t threads, int64_t start) {
   if (stuck_kernel_launch(pretty_name(k))) simgpu_stuck_kernel(k.name.c_str());
   const Model& m = model();
-  const double ns = std::max(m.floor_ns, double(threads) * m.ns_per_thread);
-  simgpu_kernel_sleep_ns(int64_t(ns));
+  const double ns = std::max(m.floor_ns, double(threads) * m.ns_per_thread) * current_faults().gpu_factor;
+  const int64_t end = start + int64_t(ns);
+  sleep_until_ns(end);
+  return end;
 }
 
 }  // namespace simgpu::drv

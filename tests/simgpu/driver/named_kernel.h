@@ -26,9 +26,10 @@ struct NamedKernel {
 // Lock-free after the first launch of each handle is cached by the caller; takes a shared lock.
 const NamedKernel* as_named_kernel(const void* f);
 
-// Runs one launch of `k` with `threads` threads on the calling stream worker, inside the
-// kernel clock that execute_op set up (so it is timed and stretched like any modelled kernel).
-void run_named_kernel(const NamedKernel& k, uint64_t threads);
+// Runs one launch of `k` with `threads` threads on the calling stream worker, from `start` on
+// the device clock; returns its end: start + its modelled time, exactly (a worker that begins it
+// late catches up, as with simgpu_kernel_sleep_ns). A stuck launch never returns.
+int64_t run_named_kernel(const NamedKernel& k, uint64_t threads, int64_t start);
 
 constexpr uint32_t kNamedKernelMagic = 0x4b4e4d44;
 

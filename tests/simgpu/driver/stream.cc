@@ -332,14 +332,11 @@ int64_t execute_op(Stream& s, const Op& op, int64_t start) {
   const WorkMark t0 = work_mark();
   switch (op.kind) {
     case OpKind::Kernel: {
+      if (const NamedKernel* named = as_named_kernel(op.a)) return run_named_kernel(*named, op.n, start);
       KernelClock& k = tls_kernel;
       const KernelClock outer = k;
       k = KernelClock{true, false, start, t0};
-      if (const NamedKernel* named = as_named_kernel(op.a)) {
-        run_named_kernel(*named, op.n);
-      } else {
-        reinterpret_cast<void (*)(void**)>(op.a)(static_cast<void**>(op.b));
-      }
+      reinterpret_cast<void (*)(void**)>(op.a)(static_cast<void**>(op.b));
       const int64_t end = k.cursor + (k.modelled ? work_since(k.mark) : now_ns() - k.mark.real);
       k = outer;
       return end;

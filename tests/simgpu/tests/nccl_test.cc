@@ -640,6 +640,46 @@ TEST(Faults, SlowGpuStretchesItsOwnKernels) {
   EXPECT_EQ(codes, all_zero(2));
 }
 
+// nccl_blackhole=1: the chosen rank's collectives never exchange; every member waits (asleep,
+// nothing fails) until the communicator is aborted, as behind a dead link.
+TEST(Faults, BlackholedRankLeavesEveryMemberWaiting) {
+  char path[] = "/tmp/simgpu-control-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  const ncclUniqueId id = new_id();
+  auto* st = simtest::shared_object<HangState>();
+  auto codes = run_ranks(kRanks, [&](int rank) -> int {
+    setenv("SIMGPU_CONTROL", path, 1);
+    setenv("RANK", std::to_string(rank).c_str(), 1);
+    RankSetup s;
+    if (setup(rank, kRanks, id, &s)) return 1;
+    float* buf = dev_alloc<float>(1024);
+    NCCL_OK(ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, s.comm, s.stream));
+    CUDA_OK(cudaStreamSynchronize(s.stream));  // healthy before the fault
+    if (rank == 0) std::ofstream(path) << "rank=2 nccl_blackhole=1\n";
+    for (int i = 0; i < 1000 && std::ifstream(path).peek() == EOF; ++i) usleep(10000);
+    usleep(60000);  // each process looks at the file again after 50 ms
+    NCCL_OK(ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, s.comm, s.stream));
+    usleep(500 * 1000);
+    const int pending = cudaStreamQuery(s.stream) == cudaErrorNotReady;
+    ncclResult_t async = ncclInternalError;
+    NCCL_OK(ncclCommGetAsyncError(s.comm, &async));
+    if (st->blocked.fetch_add(1) + 1 == kRanks) st->abort_now.store(1);
+    while (st->abort_now.load() == 0) usleep(10000);
+    MP_CHECK(pending);
+    MP_EQ(int(async), int(ncclSuccess));  // stuck, not failed
+    if (rank == 0) NCCL_OK(ncclCommAbort(s.comm));
+    if (rank != 0) {
+      CUDA_OK(cudaStreamSynchronize(s.stream));
+      NCCL_OK(ncclCommDestroy(s.comm));
+    }
+    return 0;
+  });
+  unlink(path);
+  EXPECT_EQ(codes, all_zero(kRanks));
+}
+
 TEST(Nccl, MisuseIsReported) {
   auto codes = run_ranks(1, [&](int) -> int {
     int v = 0;

@@ -7,12 +7,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
-#include <thread>
-
-#include "test_kernels.h"
 
 __global__ void add_one(float* x, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -35,8 +34,43 @@ namespace {
 // is 0.64 ns per thread, with a 3 us floor.
 constexpr double kNsPerThread = 64 / 0.1e3;
 
+// The device time of one launch, from an event pair around it. The stream is held by a host
+// function until the pair and the launch are queued, then runs a 51 ms kernel, so the pair and
+// the launch begin when that ends: the figure is the launch's own device time unless this thread
+// stalls for 51 ms. (The host function alone would not do: its device end is early by as much as
+// its worker picked it up late, and the launch could then begin at its own queuing.)
+struct Gate {
+  std::mutex m;
+  std::condition_variable cv;
+  bool open = false;
+};
+
+void CUDART_CB wait_gate(void* p) {
+  auto* g = static_cast<Gate*>(p);
+  std::unique_lock<std::mutex> lk(g->m);
+  g->cv.wait(lk, [g] { return g->open; });
+}
+
 double launch_ms(cudaStream_t s, int blocks, int threads) {
-  return simtest::device_ms(s, [&] { add_one<<<blocks, threads, 0, s>>>(nullptr, 0); });
+  Gate gate;
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  cudaLaunchHostFunc(s, wait_gate, &gate);
+  add_one<<<78125, 1024, 0, s>>>(nullptr, 0);  // 51 ms at 0.64 ns a thread
+  cudaEventRecord(a, s);
+  add_one<<<blocks, threads, 0, s>>>(nullptr, 0);
+  cudaEventRecord(b, s);
+  {
+    std::lock_guard<std::mutex> lk(gate.m);
+    gate.open = true;
+  }
+  gate.cv.notify_all();
+  float ms = -1;
+  if (cudaEventSynchronize(b) != cudaSuccess || cudaEventElapsedTime(&ms, a, b) != cudaSuccess) ms = -1;
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return ms;
 }
 
 void write_control(const char* text) {
@@ -103,9 +137,9 @@ TEST(RegisteredKernels, TakeTimeProportionalToTheirSizeWithAFloor) {
   cudaStream_t s;
   ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
   const double big = launch_ms(s, 4096, 256);  // 1,048,576 threads: 671 us
-  EXPECT_NEAR(big, 4096 * 256 * kNsPerThread / 1e6, 0.05 * 4096 * 256 * kNsPerThread / 1e6);
-  const double small = launch_ms(s, 1, 32);  // below the floor
-  EXPECT_NEAR(small, 0.003, 0.003);
+  EXPECT_NEAR(big, 4096 * 256 * kNsPerThread / 1e6, 0.01 * 4096 * 256 * kNsPerThread / 1e6);
+  const double small = launch_ms(s, 1, 32);  // below the floor: exactly the floor
+  EXPECT_NEAR(small, 0.003, 0.0003);
   cudaStreamDestroy(s);
 }
 
@@ -116,7 +150,7 @@ TEST(RegisteredKernels, ASlowGpuIsSlowInEveryKernel) {
   const double slow = launch_ms(s, 4096, 256);
   write_control("");
   const double healthy = launch_ms(s, 4096, 256);
-  EXPECT_NEAR(slow / healthy, 3.0, 0.15);
+  EXPECT_NEAR(slow / healthy, 3.0, 0.03);
   cudaStreamDestroy(s);
 }
 
