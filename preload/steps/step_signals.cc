@@ -29,6 +29,7 @@ namespace {
 constexpr uint64_t kGraceNs = 300'000'000;
 constexpr uint64_t kFrontierEveryNs = 10'000'000;
 constexpr size_t kMaxKernels = 8;
+constexpr const char* kOtherKernels = "(other kernels)";
 constexpr size_t kMaxSigChars = 160;
 
 const char* BlasTypeName(int64_t t) {
@@ -185,9 +186,20 @@ slowdown::StepRecord StepSignals::Record(const StepFacts& f, int64_t wall_minus_
   std::sort(ks.begin(), ks.end(), [](const auto& a, const auto& b) {
     return a.second.ns != b.second.ns ? a.second.ns > b.second.ns : a.first < b.first;
   });
+  // The rest go into one entry, so that the record's kernel time is the step's whole kernel time:
+  // a slow GPU is slow in every kernel, and a real model's eight longest kernels may be far from
+  // all of its time (a small GPT in PyTorch runs some 40 kernel and GEMM classes a step).
+  slowdown::KernelTime rest;
+  rest.sig = kOtherKernels;
   for (const auto& [id, k] : ks) {
-    if (r.kernels.size() == kMaxKernels) break;
     OpClass& c = launch_.classes().at(id);
+    if (r.kernels.size() == kMaxKernels) {
+      if (c.key.kind == OpKind::kMatmul || !IsNcclKernel(NameOf(c))) {
+        rest.n += static_cast<uint32_t>(k.n);
+        rest.s += static_cast<double>(k.ns) / 1e9;
+      }
+      continue;
+    }
     const OpKey& key = c.key;
     slowdown::KernelTime out;
     out.n = static_cast<uint32_t>(k.n);
@@ -206,6 +218,7 @@ slowdown::StepRecord StepSignals::Record(const StepFacts& f, int64_t wall_minus_
     }
     r.kernels.push_back(std::move(out));
   }
+  if (rest.n > 0) r.kernels.push_back(std::move(rest));
 
   for (const StepColl& c : f.colls) {
     OpClass& cls = launch_.classes().at(c.class_id);
