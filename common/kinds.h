@@ -45,6 +45,7 @@ enum class SuspectKind : uint8_t {
   kNotInSetup,    // not in the communicator set-up the others wait in
   kStackDiffers,  // main thread not where the majority's is
   kOtherCall,     // in another collective (operation or size) than the others at the same sequence number
+  kNotStarted,    // its collective has not started on its GPU while the others' have (its GPU is behind)
 };
 
 // Which stack of the main thread a verdict group compares ranks by.
@@ -84,6 +85,7 @@ constexpr const char* Name(SuspectKind k) {
     case SuspectKind::kNotInSetup: return "not_in_setup";
     case SuspectKind::kStackDiffers: return "stack_differs";
     case SuspectKind::kOtherCall: return "other_call";
+    case SuspectKind::kNotStarted: return "not_started";
   }
   return "missing";
 }

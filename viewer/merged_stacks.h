@@ -27,6 +27,14 @@ struct CommOp {
   int64_t bytes = -1;  // -1 when the stack file does not say
 };
 
+// GPU work in flight that is not a communication op: a kernel (or a stalled stream, CUPTI mode,
+// named at the launch it waits at) with how long it has run or made no progress.
+struct GpuWork {
+  std::string name;
+  std::string stream;
+  double in_flight_s = 0;
+};
+
 struct RankSummary {
   int32_t rank = -1;
   std::string source;  // the file (or upload) it came from, for messages
@@ -38,6 +46,8 @@ struct RankSummary {
   std::vector<uint32_t> main_python;  // the main thread's frames, root first
   std::vector<uint32_t> main_native;
   std::vector<CommOp> comm_ops;
+  std::vector<GpuWork> kernels;  // running kernels, at most kMaxKernels, longest first
+  static constexpr size_t kMaxKernels = 8;
 };
 
 struct SkippedInput {

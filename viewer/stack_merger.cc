@@ -75,9 +75,13 @@ bool StackMerger::BeginRank(const StackFile& file, std::string_view source, std:
     // Kinds this version does not know are not compared.
     OpKind kind;
     if (!ParseOpKind(op.kind, &kind)) continue;
+    if (kind == OpKind::kKernel && op.state == "running") s.kernels.push_back({op.name, op.stream, op.in_flight_s});
     if (kind != OpKind::kCommInit && (op.comm.empty() || !IsCommunication(kind))) continue;
     s.comm_ops.push_back({op.name, kind, op.comm, op.state, op.seq, op.comm_size, op.peer, op.in_flight_s, op.bytes});
   }
+  std::stable_sort(s.kernels.begin(), s.kernels.end(),
+                   [](const GpuWork& a, const GpuWork& b) { return a.in_flight_s > b.in_flight_s; });
+  if (s.kernels.size() > RankSummary::kMaxKernels) s.kernels.resize(RankSummary::kMaxKernels);
   open_pid_ = file.pid;
   marked_.set = pid_thread_.set = first_thread_.set = false;
   return true;

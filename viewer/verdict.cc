@@ -79,6 +79,7 @@ std::vector<CommVerdict> CompareComms(const MergedStacks& m) {
     int64_t seq;
     std::string op;
     int64_t bytes;
+    std::string state;
   };
   std::map<std::string, std::map<int32_t, Pos>> pos;  // comm -> rank -> oldest collective in flight
   std::map<std::string, int64_t> size;
@@ -86,8 +87,8 @@ std::vector<CommVerdict> CompareComms(const MergedStacks& m) {
     for (const CommOp& op : r.comm_ops) {
       // p2p sequence numbers count different calls on each side: only collectives compare.
       if (op.kind != OpKind::kCollective || op.seq < 0) continue;
-      auto [it, fresh] = pos[op.comm].try_emplace(r.rank, Pos{op.seq, op.name, op.bytes});
-      if (!fresh && op.seq < it->second.seq) it->second = {op.seq, op.name, op.bytes};
+      auto [it, fresh] = pos[op.comm].try_emplace(r.rank, Pos{op.seq, op.name, op.bytes, op.state});
+      if (!fresh && op.seq < it->second.seq) it->second = {op.seq, op.name, op.bytes, op.state};
       size[op.comm] = std::max(size[op.comm], op.comm_size);
     }
   }
@@ -106,6 +107,16 @@ std::vector<CommVerdict> CompareComms(const MergedStacks& m) {
       else c.behind[rank] = p.seq;
     }
     c.waiting = RankSet(std::move(waiting));
+    // Some ranks' collective #seq runs on their GPU, others' has not started: those are behind on
+    // their GPU (work before it on their streams never finishes), however far their host got.
+    std::vector<int32_t> not_started;
+    bool one_runs = false;
+    for (auto& [rank, p] : ranks) {
+      if (p.seq != c.seq) continue;
+      if (p.state == "running") one_runs = true;
+      else if (p.state == "pending") not_started.push_back(rank);
+    }
+    if (one_runs) c.not_started = RankSet(std::move(not_started));
     // Ranks at one sequence number in different calls: the oldest such sequence number.
     std::map<int64_t, std::map<std::string, std::vector<int32_t>>> calls;  // seq -> call -> ranks
     for (auto& [rank, p] : ranks) calls[p.seq][CallName(p.op, p.bytes)].push_back(rank);
@@ -132,6 +143,23 @@ std::vector<CommVerdict> CompareComms(const MergedStacks& m) {
     return a.waiting.size() > b.waiting.size();
   });
   return out;
+}
+
+// "; its GPU waits at <kernel> (stream 0x..., no progress for 12.3 s)": the rank's longest-running
+// kernel that is not NCCL's (an NCCL kernel that has not started waits for the others), or "" when
+// its stack file lists none.
+std::string GpuWaitsAt(const MergedStacks& m, int32_t rank) {
+  auto it = std::lower_bound(m.ranks.begin(), m.ranks.end(), rank,
+                             [](const RankSummary& s, int32_t v) { return s.rank < v; });
+  if (it == m.ranks.end() || it->rank != rank) return "";
+  auto k_it = std::find_if(it->kernels.begin(), it->kernels.end(),
+                           [](const GpuWork& k) { return k.name.rfind("nccl", 0) != 0; });
+  if (k_it == it->kernels.end()) return "";
+  const GpuWork& k = *k_it;
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.1f", k.in_flight_s);
+  return "; its GPU waits at " + PrintableName(k.name, 160) + " (stream " + PrintableName(k.stream, 24) +
+         ", no progress for " + secs + " s)";
 }
 
 // "load_batch (train.py:88) <- train_step (train.py:140)" for a set of ranks, per distinct stack.
@@ -245,6 +273,13 @@ Verdict JudgeStacks(const MergedStacks& m) {
                     PrintableName(c.comm, 64) + " while " + Ranks(c.differ[0].second) + " " +
                     IsAre(c.differ[0].second) + " in " + PrintableName(c.differ[0].first, 80) + " #" +
                     std::to_string(c.differ_seq));
+    if (!c.not_started.empty()) {
+      const RankSet running = c.waiting.Minus(c.not_started);
+      for (int32_t r : c.not_started.ranks())
+        suspect(r, SuspectKind::kNotStarted,
+                "its " + in + " has not started on its GPU while " + Ranks(running) + " " + IsAre(running) + " in it" +
+                    GpuWaitsAt(m, r));
+    }
     for (auto& [r, seq] : c.behind)
       suspect(r, SuspectKind::kBehind,
               "in #" + std::to_string(seq) + " on comm " + PrintableName(c.comm, 64) + " while " + Ranks(c.waiting) +
@@ -305,6 +340,8 @@ std::vector<std::string> SummaryLines(const Verdict& v, const MergedStacks& m) {
       line += "; " + Ranks(behind) + " " + IsAre(behind) + " behind (in #" + std::to_string(lo) +
               (hi != lo ? "-#" + std::to_string(hi) : "") + "): " + WhereAre(m, behind);
     }
+    if (!c.not_started.empty())
+      line += "; " + Ranks(c.not_started) + " " + IsAre(c.not_started) + " in it but not started on the GPU";
     if (!c.differ.empty()) {
       line += "; in different collectives at #" + std::to_string(c.differ_seq) + ":";
       for (size_t i = 0; i < c.differ.size() && i < 4; ++i)
@@ -393,6 +430,7 @@ std::string VerdictToJson(const Verdict& v) {
                                   {"absent", c.absent.ranks()},
                                   {"absent_unnamed", c.absent_unnamed},
                                   {"different_calls", DifferentCalls(c)},
+                                  {"not_started", c.not_started.ranks()},
                                   {"in_step", c.InStep()}});
   }
   j["suspects"] = J::array();

@@ -39,7 +39,12 @@ struct CommVerdict {
   // largest group first (on a tie, the one with the lowest rank).
   int64_t differ_seq = -1;
   std::vector<std::pair<std::string, RankSet>> differ;
-  bool InStep() const { return behind.empty() && absent.empty() && absent_unnamed == 0 && differ.empty(); }
+  // Ranks in op #seq whose collective has not started on their GPU while others' runs: their GPU
+  // has not reached it (work queued before it on their streams does not finish).
+  RankSet not_started;
+  bool InStep() const {
+    return behind.empty() && absent.empty() && absent_unnamed == 0 && differ.empty() && not_started.empty();
+  }
 };
 
 struct Suspect {

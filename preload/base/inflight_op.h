@@ -27,10 +27,12 @@ struct InflightOp {
   bool start_derived = false;
   int blocked_by = -1;     // index in the list of the op it waits behind, or -1
   double in_flight_s = 0;  // since start (running) or since issue (pending)
-  // CUPTI mode, a stream with unfinished work (stream_watch.h): `name` is the last op launched
-  // on it, in_flight_s the time since the stream last made progress, since_launch_s since that
-  // launch (both as CUPTI's flushes see them, every 0.1 s).
+  // CUPTI mode, a stream with unfinished work (stream_watch.h): `name` is the oldest launch on
+  // it that has not finished (`head_of_stream`) or, when that is no longer known, the last one
+  // launched; in_flight_s the time since the stream last made progress, since_launch_s since the
+  // last launch (both as CUPTI's flushes see them, every 0.1 s).
   bool last_on_stream = false;
+  bool head_of_stream = false;
   double since_launch_s = 0;
 };
 

@@ -46,6 +46,7 @@ void WriteOp(JsonWriter& w, const InflightOp& op) {
   if (!op.running && op.blocked_by >= 0) w.Field("blocked_by", op.blocked_by);
   w.Field("in_flight_s", op.in_flight_s);
   if (op.last_on_stream) w.Field("last_on_stream", true).Field("since_launch_s", op.since_launch_s);
+  if (op.head_of_stream) w.Field("head_of_stream", true);
   w.EndObject();
 }
 

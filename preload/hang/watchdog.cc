@@ -85,13 +85,20 @@ std::string Watchdog::FindHang() {
     for (const InflightOp& op : ops)
       if (op.running && (oldest == nullptr || op.in_flight_s > oldest->in_flight_s)) oldest = &op;
     // The op named hung: the longest-running one past the timeout, one seen to start (its start
-    // event) before a one-event kernel, which may be waiting for another stream's op instead.
+    // event) before a one-event kernel, which may be waiting for another stream's op instead. A
+    // stalled stream (CUPTI mode) whose collective has not even started waits for another stream
+    // (NCCL's stream waits on an event of the compute stream): that other stream comes first.
+    auto waits_elsewhere = [&](const InflightOp& op) {
+      return op.last_on_stream && std::any_of(ops.begin(), ops.end(), [&](const InflightOp& o) {
+               return !o.running && o.stream == op.stream && (o.kind == OpKind::kCollective || o.kind == OpKind::kP2p);
+             });
+    };
     const InflightOp* hung = nullptr;
     for (const InflightOp& op : ops) {
       if (!op.running || op.in_flight_s < timeout) continue;
-      if (hung == nullptr || (hung->start_derived && !op.start_derived) ||
-          (hung->start_derived == op.start_derived && op.in_flight_s > hung->in_flight_s))
-        hung = &op;
+      const int rank_op = (op.start_derived ? 1 : 0) + (waits_elsewhere(op) ? 2 : 0);
+      const int rank_hung = hung == nullptr ? 4 : (hung->start_derived ? 1 : 0) + (waits_elsewhere(*hung) ? 2 : 0);
+      if (rank_op < rank_hung || (rank_op == rank_hung && op.in_flight_s > hung->in_flight_s)) hung = &op;
     }
     if (hung != nullptr) {
       int index = static_cast<int>(hung - ops.data());
@@ -100,11 +107,17 @@ std::string Watchdog::FindHang() {
       if (hung->last_on_stream) {
         // CUPTI mode: the stream is known to be stuck, not which of its ops runs, nor how many
         // plain kernels are queued on it (only ops with event pairs are counted behind it).
-        int n = std::snprintf(
-            buf, sizeof buf,
-            "stream 0x%llx has made no progress for %.1f s (timeout %g s); last launched on it %.1f s ago: %s",
-            static_cast<unsigned long long>(hung->stream), hung->in_flight_s, timeout, hung->since_launch_s,
-            Describe(*hung).c_str());
+        int n = hung->head_of_stream
+                    ? std::snprintf(buf, sizeof buf,
+                                    "stream 0x%llx has made no progress for %.1f s (timeout %g s); waiting at: %s",
+                                    static_cast<unsigned long long>(hung->stream), hung->in_flight_s, timeout,
+                                    Describe(*hung).c_str())
+                    : std::snprintf(
+                          buf, sizeof buf,
+                          "stream 0x%llx has made no progress for %.1f s (timeout %g s); last launched on it %.1f s "
+                          "ago: %s",
+                          static_cast<unsigned long long>(hung->stream), hung->in_flight_s, timeout,
+                          hung->since_launch_s, Describe(*hung).c_str());
         if (behind > 0 && n > 0 && static_cast<size_t>(n) < sizeof buf)
           std::snprintf(buf + n, sizeof buf - n, "; %d op(s) waiting behind it", behind);
       } else {
@@ -131,9 +144,9 @@ std::string Watchdog::FindHang() {
                         b.what, setup ? " (communicator set-up: waiting for the other ranks)" : "", s, timeout);
       if (oldest != nullptr && n > 0 && static_cast<size_t>(n) < sizeof buf) {
         if (oldest->last_on_stream)
-          std::snprintf(buf + n, sizeof buf - n, "; stream 0x%llx has made no progress for %.1f s (last launched: %s)",
+          std::snprintf(buf + n, sizeof buf - n, "; stream 0x%llx has made no progress for %.1f s (%s: %s)",
                         static_cast<unsigned long long>(oldest->stream), oldest->in_flight_s,
-                        Describe(*oldest).c_str());
+                        oldest->head_of_stream ? "waiting at" : "last launched", Describe(*oldest).c_str());
         else
           std::snprintf(buf + n, sizeof buf - n, "; the GPU is running %s (for %.1f s)", Describe(*oldest).c_str(),
                         oldest->in_flight_s);

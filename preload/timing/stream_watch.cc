@@ -66,8 +66,10 @@ uint32_t StreamWatch::OnLaunchEntry(const StreamLaunch& l) {
     return 0;
   }
   const auto token = static_cast<uint32_t>(s - slots_ + 1);
-  ring_[l.correlation & (kRing - 1)].store((static_cast<uint64_t>(l.correlation) << 32) | token,
-                                           std::memory_order_relaxed);
+  const uint32_t at = l.correlation & (kRing - 1);
+  ring_func_[at].store(l.func, std::memory_order_relaxed);
+  ring_kind_[at].store(static_cast<uint8_t>(l.kind), std::memory_order_relaxed);
+  ring_[at].store((static_cast<uint64_t>(l.correlation) << 32) | token, std::memory_order_release);
   s->stream.store(l.stream, std::memory_order_relaxed);
   s->context.store(l.context, std::memory_order_relaxed);
   s->per_thread.store(l.per_thread, std::memory_order_relaxed);
@@ -171,11 +173,29 @@ void StreamWatch::AppendInflight(InflightOps* out) {
     if (s.key.load(std::memory_order_acquire) == 0) continue;
     uint32_t launched = 0;
     if (!Pending(s, &launched) || s.progress_ns == 0) continue;
-    const auto kind = static_cast<LaunchKind>(s.kind.load(std::memory_order_relaxed));
+    auto kind = static_cast<LaunchKind>(s.kind.load(std::memory_order_relaxed));
     const void* func = s.func.load(std::memory_order_relaxed);
-    if (kind == LaunchKind::kGraph) {
+    // The head: the first id after the last completed one that the ring says was launched here
+    // (ids are global across streams, so others' launches are skipped; at most the ring's size).
+    const auto token = static_cast<uint32_t>(&s - slots_ + 1);
+    bool head = false;
+    if (s.done != 0) {
+      for (uint32_t id = s.done + 1, n = 0; n < kRing && !After(id, launched); ++id, ++n) {
+        const uint32_t at = id & (kRing - 1);
+        const uint64_t e = ring_[at].load(std::memory_order_acquire);
+        if ((e >> 32) != id || static_cast<uint32_t>(e) != token) continue;
+        func = ring_func_[at].load(std::memory_order_relaxed);
+        kind = static_cast<LaunchKind>(ring_kind_[at].load(std::memory_order_relaxed));
+        head = true;
+        break;
+      }
+    }
+    if (kind == LaunchKind::kGraph && !head) {
       const char* api = s.api.load(std::memory_order_relaxed);
       s.name = api != nullptr ? api : "cudaGraphLaunch";
+      s.named_func = nullptr;
+    } else if (kind == LaunchKind::kGraph) {
+      s.name = "cudaGraphLaunch";
       s.named_func = nullptr;
     } else if (s.name.empty() || s.named_func != func) {
       s.name = probe_.kernel_name(func, NameHow(kind));
@@ -187,6 +207,7 @@ void StreamWatch::AppendInflight(InflightOps* out) {
     op.stream = reinterpret_cast<uintptr_t>(s.stream.load(std::memory_order_relaxed));
     op.running = true;
     op.last_on_stream = true;
+    op.head_of_stream = head;
     op.in_flight_s = last_flush_ns_ > s.progress_ns ? (last_flush_ns_ - s.progress_ns) / 1e9 : 0;
     op.since_launch_s = now > s.seen_ns ? (now - s.seen_ns) / 1e9 : 0;
     out->push_back(std::move(op));

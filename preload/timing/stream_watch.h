@@ -80,8 +80,10 @@ class StreamWatch {
   // After a flush at `flush_ns` and the drain of its records: decides what is caught up, and asks
   // streams that look stalled for `confirm_after_s` or more whether they are really busy.
   void AfterFlush(uint64_t flush_ns, double confirm_after_s);
-  // One op per stream with unfinished work and no progress since: named after the last op
-  // launched on it, in_flight_s = seconds without progress as of the latest flush.
+  // One op per stream with unfinished work and no progress since, in_flight_s = seconds without
+  // progress as of the latest flush. Named after the oldest launch on it that has not finished
+  // (the one the stream waits at: a kernel that never ends, or one waiting for another stream)
+  // while the ring still holds it, else after the last launch (`head` false).
   void AppendInflight(InflightOps* out);
 
   // The handle of the stream CUPTI names (context id, stream id), as the hooks see it (0 for
@@ -120,6 +122,9 @@ class StreamWatch {
   const Probe probe_;
   Slot slots_[kSlots];
   std::atomic<uint64_t> ring_[kRing] = {};  // (correlation << 32) | slot index + 1
+  // What each ring entry launched (written with it; read only at a dump, to name a stream's head).
+  std::atomic<const void*> ring_func_[kRing] = {};
+  std::atomic<uint8_t> ring_kind_[kRing] = {};
   std::atomic<uint64_t> untracked_{0};
   // Poller only.
   std::unordered_map<uint64_t, uint32_t> by_stream_id_;  // (context id << 32 | stream id) -> slot

@@ -45,10 +45,10 @@ TEST(Kinds, VerdictWordsAreDistinct) {
   EXPECT_STREQ(Name(VerdictPhase::kUnknown), "unknown");
   std::set<std::string> kinds;
   for (SuspectKind k : {SuspectKind::kMissing, SuspectKind::kAbsent, SuspectKind::kBehind, SuspectKind::kNotInSetup,
-                        SuspectKind::kStackDiffers, SuspectKind::kOtherCall})
+                        SuspectKind::kStackDiffers, SuspectKind::kOtherCall, SuspectKind::kNotStarted})
     kinds.insert(Name(k));
-  EXPECT_EQ(kinds,
-            (std::set<std::string>{"missing", "absent", "behind", "not_in_setup", "stack_differs", "other_call"}));
+  EXPECT_EQ(kinds, (std::set<std::string>{"missing", "absent", "behind", "not_in_setup", "stack_differs", "other_call",
+                                          "not_started"}));
   EXPECT_STREQ(Name(StackSource::kPython), "python");
   EXPECT_STREQ(Name(StackSource::kNative), "native");
   EXPECT_STREQ(Name(StackSource::kNone), "none");

@@ -84,6 +84,29 @@ TEST_F(Watch, AStreamWhoseLastLaunchHasNoRecordIsStalledSinceItsLaunch) {
   EXPECT_EQ(g_queries, 0) << "not asked before it looks stalled for confirm_after_s";
 }
 
+// A kernel that never ends: the host goes on launching behind it, and the stream is named at
+// the oldest launch that has not finished (the one it waits at), not at the last one.
+TEST_F(Watch, AStalledStreamIsNamedAtItsOldestUnfinishedLaunch) {
+  const uint64_t t0 = MonotonicNs();
+  Launch(kStreamA, 10, 41);
+  Launch(kStreamA, 11, 42);  // the one that never ends
+  Launch(kStreamB, 12, 50);
+  Launch(kStreamA, 13, 43);
+  watch_->OnRecord(1, 7, 10, t0);
+  watch_->OnRecord(1, 8, 12, t0);
+  watch_->AfterFlush(t0 + 3 * kSecond, 100);
+  InflightOps ops = Inflight();
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].name, "kernel42/1");
+  EXPECT_TRUE(ops[0].head_of_stream);
+  // Once it ends, the next unfinished one is the head.
+  watch_->OnRecord(1, 7, 11, t0 + 4 * kSecond);
+  watch_->AfterFlush(t0 + 5 * kSecond, 100);
+  ops = Inflight();
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].name, "kernel43/1");
+}
+
 TEST_F(Watch, TheRecordOfTheLastLaunchCatchesTheStreamUp) {
   const uint64_t t0 = MonotonicNs();
   Launch(kStreamA, 10);

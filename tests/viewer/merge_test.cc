@@ -381,6 +381,41 @@ TEST(Verdict, NamesRanksInAnotherCollectiveAtTheSameSequenceNumber) {
   EXPECT_NE(json.find("\"different_calls\""), std::string::npos);
 }
 
+// A kernel that never ends on rank 1: its host went on and queued the all-reduce, so every rank
+// is "in" #1234, but rank 1's has not started on its GPU while the others' runs.
+TEST(Verdict, NamesARankWhoseCollectiveHasNotStartedOnItsGpu) {
+  std::vector<StackFile> files = AllIn(4, 1234);
+  files[1].inflight_ops[0].state = "pending";
+  InflightOp stuck;
+  stuck.name = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>";
+  stuck.kind = "kernel";
+  stuck.stream = "0x0";
+  stuck.state = "running";
+  stuck.in_flight_s = 12.5;
+  InflightOp nccl = stuck;
+  nccl.name = "ncclDevKernel_AllReduce_RING_LL";
+  nccl.stream = "0x5581a0c0";
+  nccl.in_flight_s = 13;
+  files[1].inflight_ops.push_back(nccl);
+  files[1].inflight_ops.push_back(stuck);
+  Verdict v = ComputeVerdict(Merge(files));
+  ASSERT_EQ(v.suspects.size(), 1u) << ::testing::PrintToString(v.summary);
+  EXPECT_EQ(v.suspects[0].rank, 1);
+  EXPECT_EQ(v.suspects[0].kinds, std::vector{SuspectKind::kNotStarted});
+  EXPECT_EQ(v.suspects[0].reason,
+            "its ncclAllReduce #1234 on comm 3a9f0c12 has not started on its GPU while ranks 0/2-3 are in it; its GPU "
+            "waits at void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>> (stream 0x0, "
+            "no progress for 12.5 s)");
+  ASSERT_FALSE(v.comms.empty());
+  EXPECT_FALSE(v.comms[0].InStep());
+  EXPECT_EQ(v.comms[0].not_started.Fold(), "1");
+  const std::string json = VerdictToJson(v);
+  EXPECT_NE(json.find("\"not_started\": [1]"), std::string::npos) << json;
+  // Every rank's not started (all queued behind their own work): nobody is singled out by this.
+  for (StackFile& f : files) f.inflight_ops[0].state = "pending";
+  EXPECT_TRUE(ComputeVerdict(Merge(files)).comms[0].not_started.empty());
+}
+
 TEST(Verdict, NamesAMissingRank) {
   std::vector<StackFile> files = AllIn(4, 10);
   files.erase(files.begin() + 1);
