@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""What xtimer costs a real-torch DDP step on the host: the same job (gpt_train.py, 2 ranks,
+`torchrun --standalone` on the simulated GPUs) with and without `xtimer_launch`, alternated over
+rounds in one run, as a ratio of median step times with its spread over the rounds.
+
+    tests/realtorch/bench_overhead.py --peers .peers --bin build/bin --simgpu build/lib/simgpu
+        [--rounds 5] [--steps 300] [--tflops 100]
+
+The simulated GPU is fast (SIMGPU_TFLOPS 100 by default), so the step is bound by the host, the
+worst case for a preloaded library: every microsecond the hooks add on the launch path shows.
+The median of each job's steps after the first 50 (warm-up) is its step time.
+"""
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
+sys.path.insert(0, os.path.join(HERE, "..", "peers"))
+from checks import free_port  # noqa: E402
+from node_ranks import agent_env  # noqa: E402
+from peers import peers_or_skip  # noqa: E402
+
+WARMUP = 50
+
+
+def step_time(args, with_xtimer):
+    out = tempfile.mkdtemp(prefix="xtimer-overhead-")
+    log = os.path.join(out, "steps.jsonl")
+    launcher = [args.peers.torchrun]
+    env = dict(
+        XTIMER_SIMGPU_DIR=args.simgpu,
+        SIMGPU_DEVICES="2",
+        SIMGPU_TFLOPS=str(args.tflops),
+        OMP_NUM_THREADS="1",
+    )
+    if with_xtimer:
+        launcher = [os.path.join(args.bin, "xtimer_launch")] + launcher
+        env.update(XTIMER_TIMELINE_PATH=os.path.join(out, "timeline"), XTIMER_METRICS_PORT=str(free_port()))
+    cmd = [
+        os.path.join(ROOT, "scripts", "simgpu.sh"),
+        *launcher,
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        os.path.join(HERE, "gpt_train.py"),
+        "--steps",
+        str(args.steps),
+        "--step-log",
+        log,
+    ]
+    p = subprocess.Popen(
+        cmd,
+        env=agent_env(drop=("PYTHONPATH",), **env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        rc = p.wait(timeout=900)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        rc = p.wait()
+    if rc != 0:
+        sys.exit(f"bench_overhead: the job {'with' if with_xtimer else 'without'} xtimer exited {rc}; files in {out}")
+    with open(log) as f:
+        t = [r["t"] for r in map(json.loads, f) if r.get("rank") == 0 and "step" in r]
+    gaps = [b - a for a, b in zip(t[WARMUP:], t[WARMUP + 1 :])]
+    subprocess.run(["rm", "-rf", out])
+    return statistics.median(gaps)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--peers", default=os.path.join(ROOT, ".peers"))
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
+    ap.add_argument("--simgpu", default=os.path.join(ROOT, "build", "lib", "simgpu"))
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--tflops", type=float, default=100)
+    args = ap.parse_args()
+    args.peers = peers_or_skip(args.peers)
+    ratios = []
+    for r in range(args.rounds):
+        # Alternate which goes first, so that a drift of the machine does not favour one.
+        order = (False, True) if r % 2 == 0 else (True, False)
+        times = {w: step_time(args, w) for w in order}
+        ratios.append(times[True] / times[False])
+        print(
+            f"round {r + 1}: step {times[False] * 1e3:.2f} ms without, {times[True] * 1e3:.2f} ms with xtimer: "
+            f"ratio {ratios[-1]:.4f}",
+            flush=True,
+        )
+    med = statistics.median(ratios)
+    print(
+        f"ratio with/without xtimer, median of {args.rounds} rounds: {med:.4f} "
+        f"(min {min(ratios):.4f}, max {max(ratios):.4f}); goal < 1.01"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,401 @@
+#!/usr/bin/env python3
+"""Every diagnosis on real PyTorch: the peers' torch (the CUDA 13 build from PyPI, unmodified)
+trains a small GPT (gpt_train.py) on simulated GPUs with backend nccl, under
+`xtimer_launch torchrun` (scripts/simgpu.sh), and the checks read what xtimer names.
+
+  check_realtorch.py CASE --peers .peers --bin build/bin --simgpu build/lib/simgpu [--pypath ...]
+
+CASE:
+  timings        DDP, 2 ranks: each rank's summary names torch's own kernels (demangled), the
+                 matmuls with m x n x k and TFLOPS, DDP's bucket all-reduces with their sizes;
+                 the step records count the steps the loop ran
+  fsdp-timings   FSDP2 (fully_shard), 2 ranks: its all-gathers and reduce-scatters
+  hang           rank 1 sleeps in load_shard_slowly before backward(): the agent's verdict
+                 names rank 1 and that function
+  stuck-kernel   rank 1's 200th vectorized elementwise kernel never completes: its watchdog
+                 reports the kernel by name, and the verdict names rank 1
+  slowdown       rank 1's GPU becomes 2x slower mid-run: the judge names rank 1, gpu_compute
+  ckpt           DDP on cuda under xtimer_run with xtimer's flash checkpoint: rank 1 is SIGKILLed
+                 at step 12, the workers restart and resume, and every byte of the parameters
+                 and AdamW state they load (read back with device-to-host copies) is what was
+                 saved
+Nothing here bounds a time: latencies are printed ("figure:" lines) for the benchmarks.
+Exit 77 (skip) when the peer environment is missing.
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
+sys.path.insert(0, os.path.join(HERE, "..", "peers"))
+from checks import check, failures, free_port, load_json, wait_for  # noqa: E402
+from node_ranks import agent_env  # noqa: E402
+from peers import peers_or_skip  # noqa: E402
+
+WORLD = 2
+# Slow enough a simulated GPU that the step is GPU-bound on a loaded 2-core host, as a real
+# training step is: a slow GPU then costs time and can be named.
+TFLOPS = "0.02"
+
+
+class Job:
+    """`scripts/simgpu.sh xtimer_launch torchrun --nproc-per-node 2 gpt_train.py ARGS` in a
+    session of its own, its timeline and logs in `out`."""
+
+    def __init__(self, args, out, train_args, env=None, launcher=None):
+        self.out = out
+        self.timeline = os.path.join(out, "timeline")
+        self.control = os.path.join(out, "control")
+        self.steps_log = os.path.join(out, "steps.jsonl")
+        open(self.control, "w").close()
+        cmd = [
+            os.path.join(ROOT, "scripts", "simgpu.sh"),
+            *(launcher or [os.path.join(args.bin, "xtimer_launch"), args.peers.torchrun]),
+            "--standalone",
+            "--nproc-per-node",
+            str(WORLD),
+            os.path.join(HERE, "gpt_train.py"),
+            "--step-log",
+            self.steps_log,
+            *train_args,
+        ]
+        values = dict(
+            XTIMER_SIMGPU_DIR=args.simgpu,
+            XTIMER_TIMELINE_PATH=self.timeline,
+            XTIMER_METRICS_PORT=str(free_port()),
+            SIMGPU_DEVICES=str(WORLD),
+            SIMGPU_TFLOPS=TFLOPS,
+            SIMGPU_CONTROL=self.control,
+            OMP_NUM_THREADS="1",
+            PYTHONUNBUFFERED="1",
+        )
+        values.update(env or {})
+        self.log_path = os.path.join(out, "job.log")
+        self.log = open(self.log_path, "w")
+        self.started = time.time()
+        self.proc = subprocess.Popen(
+            cmd,
+            env=agent_env(drop=("PYTHONPATH",), **values),
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def steps(self, rank=None):
+        try:
+            with open(self.steps_log) as f:
+                rows = [json.loads(line) for line in f if line.strip()]
+        except (OSError, ValueError):
+            return []
+        return [r for r in rows if "step" in r and (rank is None or r["rank"] == rank)]
+
+    def rows(self, key):
+        """The step log's rows that carry `key` (saved, loaded)."""
+        try:
+            with open(self.steps_log) as f:
+                return [r for r in (json.loads(line) for line in f if line.strip()) if key in r]
+        except (OSError, ValueError):
+            return []
+
+    def summary(self, rank):
+        return load_json(os.path.join(self.timeline, f"{rank:05d}-{WORLD:05d}.summary.json")) or {}
+
+    def set_control(self, line):
+        with open(self.control + ".tmp", "w") as f:
+            f.write(line + "\n")
+        os.replace(self.control + ".tmp", self.control)
+
+    def wait(self, timeout):
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        self.log.close()
+
+    def tail(self, n=30):
+        with open(self.log_path, errors="replace") as f:
+            return "".join(f.readlines()[-n:])
+
+
+def ops(summary, kind=None):
+    return [o for o in summary.get("ops", []) if kind is None or o.get("kind") == kind]
+
+
+def finished(job, steps, timeout):
+    rc = job.wait(timeout)
+    ok = check(rc == 0, f"the job ran its {steps} steps and exited 0 (rc {rc})")
+    if not ok:
+        print(job.tail())
+    return ok
+
+
+def case_timings(args, out):
+    steps = 40
+    job = Job(args, out, ["--steps", str(steps), "--bucket-mb", "0.25"])
+    try:
+        if not finished(job, steps, 400):
+            return
+        for rank in range(WORLD):
+            s = job.summary(rank)
+            check(s.get("final") is True, f"rank {rank}: a final summary ({s.get('timing_mode')} timing)")
+            kernels = [o["name"] for o in ops(s, "kernel")]
+            check(
+                any(n.startswith("void at::native::") for n in kernels),
+                f"rank {rank}: torch's own kernels by their demangled names ({len(kernels)} kernels, "
+                f"e.g. {[n[:90] for n in kernels[:2]]})",
+            )
+            check(
+                any("elementwise_kernel" in n for n in kernels)
+                and any("layer_norm" in n.lower() or "LayerNorm" in n for n in kernels),
+                f"rank {rank}: elementwise and layer-norm kernels are there",
+            )
+            mm = ops(s, "matmul")
+            shapes = sorted({(o.get("m"), o.get("n"), o.get("k")) for o in mm})
+            check(
+                bool(mm) and all(o.get("m", 0) > 0 and o.get("k", 0) > 0 and o.get("tflops", 0) > 0 for o in mm),
+                f"rank {rank}: {len(mm)} matmul classes with m x n x k and TFLOPS ({shapes[:4]} ...)",
+            )
+            # The LM head: tokens (8 x 64) x vocab 512 x dim 128, in some orientation.
+            check(
+                any(sorted((o["m"], o["n"], o["k"])) == [128, 512, 512] for o in mm),
+                f"rank {rank}: the LM head's matmul (512 x 512 x 128) is named with its shape",
+            )
+            ar = [o for o in ops(s, "collective") if o["name"] == "ncclAllReduce"]
+            sizes = sorted({o.get("bytes") for o in ar})
+            launches = sum(o.get("launches", 0) for o in ar)
+            check(
+                len(sizes) >= 2 and launches >= 2 * steps,
+                f"rank {rank}: DDP's bucket all-reduces, {len(sizes)} sizes ({sizes}), {launches} launches",
+            )
+            records = []
+            path = os.path.join(job.timeline, f"{rank:05d}-{WORLD:05d}.steps.jsonl")
+            if os.path.exists(path):
+                with open(path) as f:
+                    records = [line for line in f if line.strip()]
+            print(f"figure: rank {rank}: {len(records)} step records for {steps} steps")
+            # The detector needs a few steps to find the period (docs/formats.md, step records).
+            check(
+                len(records) >= steps - 6,
+                f"rank {rank}: the step detector found the loop's steps ({len(records)} records of {steps})",
+            )
+    finally:
+        job.kill()
+
+
+def case_fsdp_timings(args, out):
+    steps = 20
+    job = Job(args, out, ["--steps", str(steps), "--wrap", "fsdp"])
+    try:
+        if not finished(job, steps, 400):
+            return
+        for rank in range(WORLD):
+            s = job.summary(rank)
+            for api in ("ncclAllGather", "ncclReduceScatter"):
+                classes = [o for o in ops(s, "collective") if o["name"] == api]
+                launches = sum(o.get("launches", 0) for o in classes)
+                sizes = sorted({o.get("bytes") for o in classes})
+                # One per FSDP unit (the two blocks and the root) a step, at least; sizes differ.
+                check(
+                    launches >= 3 * steps and len(sizes) >= 2 and all(b > 0 for b in sizes),
+                    f"rank {rank}: FSDP2's {api}: {launches} launches in {len(sizes)} sizes ({sizes})",
+                )
+    finally:
+        job.kill()
+
+
+def hang_verdict(job, timeout):
+    return wait_for(lambda: glob.glob(os.path.join(job.timeline, "*", "verdict.json")), timeout, step=0.2)
+
+
+def suspects_in(verdict, rank, text):
+    return any(
+        s.get("rank") == rank and any(text in str(f) for f in s.get("frames", [])) for s in verdict.get("suspects", [])
+    )
+
+
+def case_hang(args, out):
+    hang_timeout = 10
+    job = Job(
+        args,
+        out,
+        ["--steps", "400", "--stall-rank", "1", "--stall-step", "15"],
+        env={"XTIMER_HANG_TIMEOUT": str(hang_timeout), "XTIMER_DUMP_WAIT": "20"},
+    )
+    try:
+        stalled = wait_for(lambda: [r for r in job.steps(0) if r["step"] >= 14], 300, step=0.2)
+        check(bool(stalled), "rank 0 reached step 14 (the stall is at step 15)")
+        t0 = stalled[0]["t"] if stalled else time.time()
+        verdicts = hang_verdict(job, hang_timeout + 90)
+        check(bool(verdicts), "the agent merged a hang round and wrote verdict.json")
+        if verdicts:
+            took = os.path.getmtime(verdicts[0]) - t0
+            print(f"figure: hang verdict {took:.1f} s after the stall (XTIMER_HANG_TIMEOUT {hang_timeout} s)")
+            v = load_json(verdicts[0]) or {}
+            check(v.get("kind", "hang") == "hang", f"the verdict is a hang ({v.get('kind')})")
+            check(
+                suspects_in(v, 1, "load_shard_slowly"),
+                f"the verdict names rank 1 in load_shard_slowly: {json.dumps(v.get('suspects'))[:400]}",
+            )
+            check(not any(s.get("rank") == 0 for s in v.get("suspects", [])), "rank 0 is not a suspect")
+            rdir = os.path.dirname(verdicts[0])
+            check(len(glob.glob(os.path.join(rdir, "*.stacktrace"))) == WORLD, "both ranks' stacks are in the round")
+    finally:
+        job.kill()
+
+
+def case_stuck_kernel(args, out):
+    hang_timeout = 10
+    job = Job(args, out, ["--steps", "400"], env={"XTIMER_HANG_TIMEOUT": str(hang_timeout), "XTIMER_DUMP_WAIT": "20"})
+    try:
+        wait_for(lambda: len(job.steps(1)) >= 10, 300, step=0.2)
+        job.set_control("rank=1 stuck_kernel=vectorized_elementwise_kernel stuck_launch=200")
+        t0 = time.time()
+        verdicts = hang_verdict(job, 150)
+        check(bool(verdicts), "the agent merged a hang round and wrote verdict.json")
+        stack = load_json(os.path.join(job.timeline, f"{1:05d}-{WORLD:05d}.stacktrace")) or {}
+        trigger = str(stack.get("trigger", ""))
+        inflight = [o.get("name", "") for o in stack.get("inflight_ops", [])]
+        check(
+            "vectorized_elementwise_kernel" in trigger or any("vectorized_elementwise_kernel" in n for n in inflight),
+            f"rank 1's watchdog names the stuck kernel (trigger {trigger[:160]!r}, in flight {inflight[:3]})",
+        )
+        if verdicts:
+            print(f"figure: stuck-kernel verdict {os.path.getmtime(verdicts[0]) - t0:.1f} s after the fault was set")
+            v = load_json(verdicts[0]) or {}
+            check(
+                any(
+                    s.get("rank") == 1
+                    and "not_started" in s.get("kinds", [])
+                    and "vectorized_elementwise_kernel" in s.get("reason", "")
+                    for s in v.get("suspects", [])
+                ),
+                f"the verdict names rank 1, its collective not started, its GPU at the stuck kernel: "
+                f"{json.dumps(v.get('suspects'))[:400]}",
+            )
+            check(
+                not any(s.get("rank") == 0 for s in v.get("suspects", [])), "rank 0 (waiting for it) is not a suspect"
+            )
+    finally:
+        job.kill()
+
+
+def case_slowdown(args, out):
+    job = Job(args, out, ["--steps", "100000"])
+    judged = os.path.join(job.timeline, "slowdown.json")
+    try:
+        healthy_s = 60
+        wait_for(lambda: len(job.steps(0)) >= 5, 300, step=0.5)
+        healthy = []
+        end = time.time() + healthy_s
+        while time.time() < end:
+            healthy.extend((load_json(judged) or {}).get("slow", []))
+            time.sleep(0.5)
+        check(not healthy, f"a healthy minute names nothing ({[(f.get('rank'), f.get('cause')) for f in healthy]})")
+        before = len(job.steps(0))
+        job.set_control("rank=1 gpu_factor=2")
+        t0 = time.time()
+
+        seen = []  # every finding read while waiting
+
+        def named():
+            found = (load_json(judged) or {}).get("slow", [])
+            seen.extend(found)
+            return [f for f in found if f.get("rank") == 1 and f.get("cause") == "gpu_compute"]
+
+        found = wait_for(named, 120, step=0.5)
+        check(bool(found), f"the judge names rank 1, gpu_compute ({(load_json(judged) or {}).get('slow')})")
+        if found:
+            print(
+                f"figure: slow GPU named {time.time() - t0:.1f} s after the onset ({len(job.steps(0)) - before} steps)"
+            )
+        wrong = [
+            f"{f.get('rank')}/{f.get('cause')}" for f in seen if (f.get("rank"), f.get("cause")) != (1, "gpu_compute")
+        ]
+        check(not wrong, f"nothing else was named, before or with it ({wrong})")
+    finally:
+        job.kill()
+
+
+def case_ckpt(args, out):
+    steps, crash = 20, 12
+    ckpt = os.path.join(out, "ckpt")
+    shm = os.path.join(out, "shm")
+    os.makedirs(shm)
+    job = Job(
+        args,
+        out,
+        ["--steps", str(steps), "--ckpt", ckpt, "--crash-rank", "1", "--crash-step", str(crash)],
+        env={
+            "XTIMER_PYTHON": args.peers.python,
+            "XTIMER_CKPT_SHM_DIR": shm,
+            "PYTHONPATH": args.pypath,
+        },
+        launcher=[os.path.join(args.bin, "xtimer_run"), "--max-restarts", "1"],
+    )
+    try:
+        if not finished(job, steps, 500):
+            return
+        saved = {(r["rank"], r["saved"]): r["digest"] for r in job.rows("saved") if r["restart"] == 0}
+        loads = [r for r in job.rows("loaded") if r["restart"] == 1]
+        check(len(loads) == WORLD, f"both workers of the second round loaded a checkpoint ({loads})")
+        for r in loads:
+            want = saved.get((r["rank"], r["loaded"]))
+            check(
+                r["loaded"] >= crash - 2 and want == r["digest"],
+                f"rank {r['rank']}: resumed after step {r['loaded']} (crash at {crash}) with every byte of "
+                f"parameters and AdamW state as saved ({r['digest']} vs {want})",
+            )
+        last = {r["rank"]: r["step"] for r in job.steps()}
+        check(all(last.get(k) == steps - 1 for k in range(WORLD)), f"both ranks trained to the end ({last})")
+        check(bool(glob.glob(os.path.join(ckpt, "*"))), "the disk saves are in the checkpoint folder")
+    finally:
+        job.kill()
+
+
+CASES = {
+    "ckpt": case_ckpt,
+    "timings": case_timings,
+    "fsdp-timings": case_fsdp_timings,
+    "hang": case_hang,
+    "stuck-kernel": case_stuck_kernel,
+    "slowdown": case_slowdown,
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("--peers", required=True)
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--simgpu", required=True)
+    ap.add_argument("--pypath", default="")
+    args = ap.parse_args()
+    args.peers = peers_or_skip(args.peers)
+    out = tempfile.mkdtemp(prefix=f"xtimer-realtorch-{args.case}-")
+    started = time.time()
+    CASES[args.case](args, out)
+    print(f"{args.case}: {time.time() - started:.0f} s")
+    if failures:
+        print(f"{len(failures)} check(s) failed; files kept in {out}")
+        sys.exit(1)
+    shutil.rmtree(out, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

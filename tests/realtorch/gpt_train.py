@@ -1,0 +1,204 @@
+"""A small GPT-like model trained with real PyTorch on `cuda` and `nccl`: the program the realtorch
+tier runs on the simulated GPU runtime (scripts/simgpu.sh), under xtimer_launch torchrun and
+xtimer_run. Token and position embeddings, TransformerEncoderLayers with a causal mask, a tied
+LM head, AdamW; wrapped in DDP (bucketed all-reduces overlapping backward) or FSDP2
+(fully_shard: all-gathers and reduce-scatters).
+
+The process group is `cpu:gloo,cuda:nccl`, as many real jobs use: kernels are not computed on
+the simulation, so torch's object collectives (which size their buffers with device kernels)
+run on gloo, while every tensor the model trains with goes through NCCL.
+
+Faults, per rank, from arguments (for the tests) or from the SIMGPU_CONTROL file's words
+(`host_ms=N`: the rank spends N ms per step in `prepare_batch`, a host straggler):
+  --stall-rank R --stall-step S   rank R sleeps in `load_shard_slowly` before backward() at step S
+  --crash-rank R --crash-step S   rank R SIGKILLs itself at step S, once (a marker beside --ckpt)
+  --skip-rank R --skip-step S     with --log-loss, rank R skips its loss all-reduce at step S: the
+                                  ranks are out of step (desynchronised) from there on
+--log-loss all-reduces the loss every step after backward(), as a job that logs the mean loss.
+--pg-timeout sets the process group's timeout (seconds), as a job with Flight Recorder does.
+Each rank appends one JSON line per step to --step-log: {"rank", "step", "t", "restart"}.
+
+With --ckpt DIR (DDP only): xtimer's flash checkpoint (DLRover's DdpCheckpointer API) saves the
+model and optimizer state into memory every step and to DIR every 5th, and a restarted worker
+resumes from it. The bytes are what torch copies between the device and the host: each save
+logs a digest of the state as saved ({"saved": step, "digest"}), each load one of the state as
+loaded into the device tensors ({"loaded": step, "digest"}), read back with copies.
+"""
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import signal
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+
+class TinyGPT(nn.Module):
+    def __init__(self, vocab, dim, layers, heads, context):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, dim)
+        self.positions = nn.Embedding(context, dim)
+        self.blocks = nn.ModuleList(
+            nn.TransformerEncoderLayer(dim, heads, 4 * dim, dropout=0.0, batch_first=True, norm_first=True)
+            for _ in range(layers)
+        )
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+        self.head.weight = self.tokens.weight
+        self.register_buffer("mask", torch.triu(torch.full((context, context), float("-inf")), diagonal=1))
+
+    def forward(self, idx):
+        t = idx.shape[1]
+        x = self.tokens(idx) + self.positions(torch.arange(t, device=idx.device))
+        for block in self.blocks:
+            x = block(x, src_mask=self.mask[:t, :t], is_causal=True)
+        return self.head(self.norm(x))
+
+
+def control_words():
+    path = os.environ.get("SIMGPU_CONTROL")
+    words = {}
+    if not path or not os.path.exists(path):
+        return words
+    rank = os.environ.get("RANK", "")
+    with open(path) as f:
+        for line in f:
+            line = line.split("#")[0].split()
+            if line and ("all" in line or f"rank={rank}" in line):
+                words.update(w.split("=", 1) for w in line if "=" in w)
+    return words
+
+
+def prepare_batch(args, generator, device):
+    """The host side of a step: a batch of random tokens (and a host straggler's extra work)."""
+    extra_ms = float(control_words().get("host_ms", 0))
+    if extra_ms > 0:
+        end = time.monotonic() + extra_ms / 1000
+        while time.monotonic() < end:
+            pass
+    idx = torch.randint(0, args.vocab, (args.batch, args.context + 1), generator=generator)
+    idx = idx.to(device, non_blocking=True)
+    return idx[:, :-1], idx[:, 1:]
+
+
+def load_shard_slowly(seconds):
+    """A rank that stalls here before its backward() leaves its peers waiting in DDP's all-reduce."""
+    time.sleep(seconds)
+
+
+def digest(model, opt):
+    """sha256 of every parameter and optimizer state tensor, copied to the host."""
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().cpu().numpy().tobytes())
+        for k, v in sorted(opt.state.get(p, {}).items()):
+            if torch.is_tensor(v):
+                h.update(k.encode())
+                h.update(v.detach().cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--wrap", choices=("ddp", "fsdp"), default="ddp")
+    p.add_argument("--vocab", type=int, default=512)
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--context", type=int, default=64)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--bucket-mb", type=float, default=0.25, help="DDP bucket size: several buckets per step")
+    p.add_argument("--stall-rank", type=int, default=-1)
+    p.add_argument("--stall-step", type=int, default=-1)
+    p.add_argument("--stall-seconds", type=float, default=3600)
+    p.add_argument("--skip-rank", type=int, default=-1)
+    p.add_argument("--skip-step", type=int, default=-1)
+    p.add_argument("--log-loss", action="store_true")
+    p.add_argument("--pg-timeout", type=float, default=0)
+    p.add_argument("--crash-rank", type=int, default=-1)
+    p.add_argument("--crash-step", type=int, default=-1)
+    p.add_argument("--ckpt", default="")
+    p.add_argument("--step-log", default="")
+    args = p.parse_args()
+
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local_rank)
+    device = torch.device("cuda", local_rank)
+    timeout = datetime.timedelta(seconds=args.pg_timeout) if args.pg_timeout > 0 else None
+    dist.init_process_group("cpu:gloo,cuda:nccl", device_id=device, timeout=timeout)
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+
+    model = TinyGPT(args.vocab, args.dim, args.layers, args.heads, args.context).to(device)
+    if args.wrap == "ddp":
+        model = nn.parallel.DistributedDataParallel(model, device_ids=[local_rank], bucket_cap_mb=args.bucket_mb)
+    else:
+        from torch.distributed.fsdp import fully_shard
+
+        for block in model.blocks:
+            fully_shard(block)
+        fully_shard(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+    generator = torch.Generator().manual_seed(rank)
+    loss_fn = nn.CrossEntropyLoss()
+
+    log = open(args.step_log, "a", buffering=1) if args.step_log else None
+    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+
+    def note(**row):
+        if log:
+            log.write(json.dumps({"rank": rank, "restart": restart, **row}) + "\n")
+
+    start, checkpointer = 0, None
+    if args.ckpt:
+        from xtimer.ckpt import DdpCheckpointer, StorageType
+
+        checkpointer = DdpCheckpointer(args.ckpt)
+        state = checkpointer.load_checkpoint()
+        if "model" in state:
+            model.module.load_state_dict(state["model"])
+            opt.load_state_dict(state["optimizer"])
+            start = state["step"] + 1
+            note(loaded=state["step"], digest=digest(model, opt))
+    for step in range(start, args.steps):
+        marker = os.path.join(args.ckpt or ".", "crashed")
+        if rank == args.crash_rank and step == args.crash_step and not os.path.exists(marker):
+            open(marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+        x, y = prepare_batch(args, generator, device)
+        logits = model(x)
+        loss = loss_fn(logits.reshape(-1, args.vocab), y.reshape(-1))
+        if rank == args.stall_rank and step == args.stall_step:
+            load_shard_slowly(args.stall_seconds)
+        loss.backward()
+        if args.log_loss and not (rank == args.skip_rank and step == args.skip_step):
+            dist.all_reduce(loss.detach())
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if checkpointer:
+            # Kernels compute nothing here: stamp the step into a parameter with a host-to-device
+            # copy, so that every step's state differs in bytes that a resume must bring back.
+            with torch.no_grad():
+                model.module.positions.weight[0].copy_(torch.full((args.dim,), float(step)))
+            state = {"model": model.module.state_dict(), "optimizer": opt.state_dict(), "step": step}
+            kind = StorageType.DISK if step % 5 == 4 else StorageType.MEMORY
+            path = os.path.join(args.ckpt, f"checkpoint-{step}.pt")
+            checkpointer.save_checkpoint(step, state, path, storage_type=kind)
+            note(saved=step, digest=digest(model, opt))
+        torch.cuda.synchronize()
+        note(step=step, t=time.time())
+    if checkpointer and rank == 0:
+        checkpointer.wait_latest_checkpoint(timeout=120)
+    dist.barrier()
+    dist.destroy_process_group()
+    if log:
+        log.close()
+
+
+if __name__ == "__main__":
+    main()
