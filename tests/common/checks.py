@@ -1,7 +1,7 @@
 """What the Python test scripts share: a check that prints and remembers what failed, reading a
 JSON file that may not be (completely) written yet, waiting for a condition, a free loopback port,
 an HTTP GET that may fail, promtool's judgement of a /metrics text, and an xtimer_collector on
-loopback.
+loopback, and the killing of every process of a test's job.
 
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
     from checks import check, failures, load_json, wait_for
@@ -9,6 +9,7 @@ loopback.
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -90,3 +91,25 @@ def start_collector(bin_dir, out, port, http, extra=(), log_mode="w", wait_s=20)
     )
     wait_for(lambda: http_get(f"http://127.0.0.1:{http}/metrics") is not None, wait_s, step=0.1)
     return proc
+
+
+def kill_mentioning(text):
+    """SIGKILLs every process whose command line contains `text` (a test's own temporary folder):
+    the workers that torchrun starts in sessions of their own outlive a SIGKILL of the launcher's
+    process group. Returns how many it killed."""
+    killed = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+    return killed

@@ -2,7 +2,7 @@
 """xtimer beside PyTorch's Flight Recorder on the same hang, real torch on the simulated GPUs.
 
     tests/realtorch/bench_flight_recorder.py --peers .peers --bin build/bin --simgpu build/lib/simgpu
-        [--timeout 20] [--cases hang,desync] [--tools fr,xtimer,both]
+        [--timeout 20] [--cases hang,desync] [--tools fr,xtimer,both,detail]
 
 Cases (gpt_train.py, DDP, 2 ranks, `torchrun --standalone`):
   hang    rank 1 sleeps in load_shard_slowly before its backward() at step 15: rank 0 waits in a
@@ -17,6 +17,8 @@ Tools:
           .fr_trace) on the dumps
   xtimer  xtimer_launch with XTIMER_HANG_TIMEOUT = --timeout; its verdict.json
   both    the two at once
+  detail  TORCH_DISTRIBUTED_DEBUG=DETAIL alone (torch checks every collective's kind and shapes
+          across the ranks with an extra gloo collective first); its error, from the job's log
 For each run: seconds from the stall (rank 0's last step before it) to each rank's dump, and to
 a verdict, and what the verdict names (the rank, its Python frame). Prints a Markdown table.
 """
@@ -35,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 sys.path.insert(0, os.path.join(HERE, "..", "peers"))
-from checks import free_port, load_json, wait_for  # noqa: E402
+from checks import free_port, kill_mentioning, load_json, wait_for  # noqa: E402
 from node_ranks import agent_env  # noqa: E402
 from peers import peers_or_skip  # noqa: E402
 
@@ -74,6 +76,8 @@ def run(args, case, tool):
             TORCH_NCCL_DEBUG_INFO_TEMP_FILE=os.path.join(fr_dir, "nccl_trace_rank_"),
         )
         train += ["--pg-timeout", str(args.timeout)]
+    if tool == "detail":
+        env.update(TORCH_DISTRIBUTED_DEBUG="DETAIL")
     if tool in ("xtimer", "both"):
         env.update(
             XTIMER_HANG_TIMEOUT=str(args.timeout),
@@ -96,6 +100,21 @@ def run(args, case, tool):
         )
         t0 = before[0]["t"] if before else time.time()
         deadline = args.timeout + 120
+        steps0 = sorted(
+            r["t"] for r in step_rows(steps_log) if r.get("rank") == 0 and 5 <= r.get("step", -1) < STALL_STEP
+        )
+        if len(steps0) > 2:
+            row["step_ms"] = round(1e3 * sorted(b - a for a, b in zip(steps0, steps0[1:]))[(len(steps0) - 1) // 2], 1)
+        if tool == "detail":
+            log_path = os.path.join(out, "job.log")
+
+            def said():
+                with open(log_path, errors="replace") as f:
+                    return [line.strip() for line in f if "mismatch" in line.lower() or "Detected" in line]
+
+            lines = wait_for(said, deadline, 0.2)
+            row["detail_s"] = round(os.path.getmtime(log_path) - t0, 1) if lines else None
+            row["detail_says"] = " | ".join(dict.fromkeys(lines))[:700] if lines else f"nothing within {deadline} s"
         if tool in ("fr", "both"):
             dumps = wait_for(lambda: len(glob.glob(os.path.join(fr_dir, "nccl_trace_rank_*"))) >= 2, deadline, 0.2)
             files = sorted(glob.glob(os.path.join(fr_dir, "nccl_trace_rank_*")))
@@ -134,6 +153,7 @@ def run(args, case, tool):
         except ProcessLookupError:
             pass
         proc.wait()
+        kill_mentioning(out)  # torchrun's workers, in sessions of their own
         log.close()
     row["exit"] = proc.returncode
     if args.keep:
@@ -168,6 +188,11 @@ def main():
             print(
                 f"| {r['case']} | {r['tool']}: Flight Recorder | {r.get('fr_dumps_s')} | {r.get('fr_verdict_s')} "
                 f"| {r.get('fr_says', r.get('fr_note', ''))} |"
+            )
+        if r["tool"] == "detail":
+            print(
+                f"| {r['case']} | TORCH_DISTRIBUTED_DEBUG=DETAIL (step {r.get('step_ms')} ms) | - | "
+                f"{r.get('detail_s')} | {r.get('detail_says')} |"
             )
         if r["tool"] in ("xtimer", "both"):
             print(

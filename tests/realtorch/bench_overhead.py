@@ -4,11 +4,13 @@
 rounds in one run, as a ratio of median step times with its spread over the rounds.
 
     tests/realtorch/bench_overhead.py --peers .peers --bin build/bin --simgpu build/lib/simgpu
-        [--rounds 5] [--steps 300] [--tflops 100]
+        [--rounds 5] [--steps 300] [--tflops 100] [--nproc 2]
 
 The simulated GPU is fast (SIMGPU_TFLOPS 100 by default), so the step is bound by the host, the
 worst case for a preloaded library: every microsecond the hooks add on the launch path shows.
-The median of each job's steps after the first 50 (warm-up) is its step time.
+The median of each job's steps after the first 50 (warm-up) is its step time. With --nproc 2 on a
+2-core machine the ranks take both cores and xtimer's threads (the poller, the agent) compete
+with them; --nproc 1 leaves them a core, as a GPU node's spare cores would.
 """
 import argparse
 import json
@@ -23,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 sys.path.insert(0, os.path.join(HERE, "..", "peers"))
-from checks import free_port  # noqa: E402
+from checks import free_port, kill_mentioning  # noqa: E402
 from node_ranks import agent_env  # noqa: E402
 from peers import peers_or_skip  # noqa: E402
 
@@ -36,7 +38,7 @@ def step_time(args, with_xtimer):
     launcher = [args.peers.torchrun]
     env = dict(
         XTIMER_SIMGPU_DIR=args.simgpu,
-        SIMGPU_DEVICES="2",
+        SIMGPU_DEVICES=str(args.nproc),
         SIMGPU_TFLOPS=str(args.tflops),
         OMP_NUM_THREADS="1",
     )
@@ -48,7 +50,7 @@ def step_time(args, with_xtimer):
         *launcher,
         "--standalone",
         "--nproc-per-node",
-        "2",
+        str(args.nproc),
         os.path.join(HERE, "gpt_train.py"),
         "--steps",
         str(args.steps),
@@ -67,6 +69,7 @@ def step_time(args, with_xtimer):
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
         rc = p.wait()
+    kill_mentioning(out)
     if rc != 0:
         sys.exit(f"bench_overhead: the job {'with' if with_xtimer else 'without'} xtimer exited {rc}; files in {out}")
     with open(log) as f:
@@ -84,6 +87,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--tflops", type=float, default=100)
+    ap.add_argument("--nproc", type=int, default=2)
     args = ap.parse_args()
     args.peers = peers_or_skip(args.peers)
     ratios = []

@@ -37,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 sys.path.insert(0, os.path.join(HERE, "..", "peers"))
-from checks import check, failures, free_port, load_json, wait_for  # noqa: E402
+from checks import check, failures, free_port, kill_mentioning, load_json, wait_for  # noqa: E402
 from node_ranks import agent_env  # noqa: E402
 from peers import peers_or_skip  # noqa: E402
 
@@ -126,6 +126,7 @@ class Job:
         except ProcessLookupError:
             pass
         self.proc.wait()
+        kill_mentioning(self.out)  # torchrun's workers, in sessions of their own
         self.log.close()
 
     def tail(self, n=30):
