@@ -15,6 +15,8 @@ CASE:
   stuck-kernel   rank 1's 200th vectorized elementwise kernel never completes: its watchdog
                  reports the kernel by name, and the verdict names rank 1
   slowdown       rank 1's GPU becomes 2x slower mid-run: the judge names rank 1, gpu_compute
+  kill-in-collective  under xtimer_run, rank 0 is SIGKILLed while it waits in DDP's all-reduce
+                 for rank 1: the workers restart and train to the end
   ckpt           DDP on cuda under xtimer_run with xtimer's flash checkpoint: rank 1 is SIGKILLed
                  at step 12, the workers restart and resume, and every byte of the parameters
                  and AdamW state they load (read back with device-to-host copies) is what was
@@ -369,7 +371,37 @@ def case_ckpt(args, out):
         job.kill()
 
 
+def case_kill_in_collective(args, out):
+    steps = 30
+    job = Job(
+        args,
+        out,
+        ["--steps", str(steps), "--stall-rank", "1", "--stall-step", "15", "--stall-seconds", "20"],
+        env={"XTIMER_PYTHON": args.peers.python, "PYTHONPATH": args.pypath},
+        launcher=[os.path.join(args.bin, "xtimer_run"), "--max-restarts", "1"],
+    )
+    try:
+        # Rank 0 is in the all-reduce of step 15's backward, waiting for rank 1.
+        row = wait_for(lambda: [r for r in job.steps(0) if r["step"] == 14 and r["restart"] == 0], 300, step=0.2)
+        check(bool(row), "rank 0 reached step 14 (rank 1 stalls in step 15)")
+        if not row:
+            return
+        time.sleep(3)
+        os.kill(row[0]["pid"], signal.SIGKILL)
+        t0 = time.time()
+        again = wait_for(lambda: [r for r in job.steps(0) if r["restart"] == 1], 200, step=0.2)
+        check(bool(again), "xtimer_run restarted the workers after rank 0 died inside the all-reduce")
+        if again:
+            print(f"figure: training again {again[0]['t'] - t0:.1f} s after the kill")
+        finished(job, steps, 300)
+        last = {r["rank"]: r["step"] for r in job.steps() if r["restart"] == 1}
+        check(all(last.get(k) == steps - 1 for k in range(WORLD)), f"the second round trained to the end ({last})")
+    finally:
+        job.kill()
+
+
 CASES = {
+    "kill-in-collective": case_kill_in_collective,
     "ckpt": case_ckpt,
     "timings": case_timings,
     "fsdp-timings": case_fsdp_timings,

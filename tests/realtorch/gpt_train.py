@@ -11,6 +11,7 @@ run on gloo, while every tensor the model trains with goes through NCCL.
 Faults, per rank, from arguments (for the tests) or from the SIMGPU_CONTROL file's words
 (`host_ms=N`: the rank spends N ms per step in `prepare_batch`, a host straggler):
   --stall-rank R --stall-step S   rank R sleeps in `load_shard_slowly` before backward() at step S
+                                  (in the first round only)
   --crash-rank R --crash-step S   rank R SIGKILLs itself at step S, once (a marker beside --ckpt)
   --skip-rank R --skip-step S     with --log-loss, rank R skips its loss all-reduce at step S: the
                                   ranks are out of step (desynchronised) from there on
@@ -152,7 +153,7 @@ def main():
 
     def note(**row):
         if log:
-            log.write(json.dumps({"rank": rank, "restart": restart, **row}) + "\n")
+            log.write(json.dumps({"rank": rank, "restart": restart, "pid": os.getpid(), **row}) + "\n")
 
     start, checkpointer = 0, None
     if args.ckpt:
@@ -173,7 +174,7 @@ def main():
         x, y = prepare_batch(args, generator, device)
         logits = model(x)
         loss = loss_fn(logits.reshape(-1, args.vocab), y.reshape(-1))
-        if rank == args.stall_rank and step == args.stall_step:
+        if rank == args.stall_rank and step == args.stall_step and restart == 0:
             load_shard_slowly(args.stall_seconds)
         loss.backward()
         if args.log_loss and not (rank == args.skip_rank and step == args.skip_step):
