@@ -640,6 +640,25 @@ TEST(Faults, SlowGpuStretchesItsOwnKernels) {
   EXPECT_EQ(codes, all_zero(2));
 }
 
+// The rank's last operation must stay stuck (asleep, not failed) for half a second; once every
+// rank has seen its own, rank 0 aborts the communicator and the others' operations end with it.
+int StuckUntilAbort(int rank, RankSetup& s, HangState* st) {
+  usleep(500 * 1000);
+  const int pending = cudaStreamQuery(s.stream) == cudaErrorNotReady;
+  ncclResult_t async = ncclInternalError;
+  NCCL_OK(ncclCommGetAsyncError(s.comm, &async));
+  if (st->blocked.fetch_add(1) + 1 == kRanks) st->abort_now.store(1);
+  while (st->abort_now.load() == 0) usleep(10000);
+  MP_CHECK(pending);
+  MP_EQ(int(async), int(ncclSuccess));  // stuck, not failed
+  if (rank == 0) NCCL_OK(ncclCommAbort(s.comm));
+  if (rank != 0) {
+    CUDA_OK(cudaStreamSynchronize(s.stream));
+    NCCL_OK(ncclCommDestroy(s.comm));
+  }
+  return 0;
+}
+
 // nccl_blackhole=1: the chosen rank's collectives never exchange; every member waits (asleep,
 // nothing fails) until the communicator is aborted, as behind a dead link.
 TEST(Faults, BlackholedRankLeavesEveryMemberWaiting) {
@@ -661,20 +680,7 @@ TEST(Faults, BlackholedRankLeavesEveryMemberWaiting) {
     for (int i = 0; i < 1000 && std::ifstream(path).peek() == EOF; ++i) usleep(10000);
     usleep(60000);  // each process looks at the file again after 50 ms
     NCCL_OK(ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, s.comm, s.stream));
-    usleep(500 * 1000);
-    const int pending = cudaStreamQuery(s.stream) == cudaErrorNotReady;
-    ncclResult_t async = ncclInternalError;
-    NCCL_OK(ncclCommGetAsyncError(s.comm, &async));
-    if (st->blocked.fetch_add(1) + 1 == kRanks) st->abort_now.store(1);
-    while (st->abort_now.load() == 0) usleep(10000);
-    MP_CHECK(pending);
-    MP_EQ(int(async), int(ncclSuccess));  // stuck, not failed
-    if (rank == 0) NCCL_OK(ncclCommAbort(s.comm));
-    if (rank != 0) {
-      CUDA_OK(cudaStreamSynchronize(s.stream));
-      NCCL_OK(ncclCommDestroy(s.comm));
-    }
-    return 0;
+    return StuckUntilAbort(rank, s, st);
   });
   unlink(path);
   EXPECT_EQ(codes, all_zero(kRanks));
@@ -749,20 +755,7 @@ TEST(Nccl, MismatchedSizeOrOperationHangsUntilAbort) {
         const size_t count = rank == 1 ? 2048 : 1024;
         NCCL_OK(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, s.comm, s.stream));
       }
-      usleep(500 * 1000);
-      const int pending = cudaStreamQuery(s.stream) == cudaErrorNotReady;
-      ncclResult_t async = ncclInternalError;
-      NCCL_OK(ncclCommGetAsyncError(s.comm, &async));
-      if (st->blocked.fetch_add(1) + 1 == kRanks) st->abort_now.store(1);
-      while (st->abort_now.load() == 0) usleep(10000);
-      MP_CHECK(pending);
-      MP_EQ(int(async), int(ncclSuccess));  // stuck, not failed
-      if (rank == 0) NCCL_OK(ncclCommAbort(s.comm));
-      if (rank != 0) {
-        CUDA_OK(cudaStreamSynchronize(s.stream));
-        NCCL_OK(ncclCommDestroy(s.comm));
-      }
-      return 0;
+      return StuckUntilAbort(rank, s, st);
     });
     EXPECT_EQ(codes, all_zero(kRanks)) << (other_op ? "all-gather against all-reduce" : "another size");
     EXPECT_TRUE(shm_segments_of(getpid()).empty());
