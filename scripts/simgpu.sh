@@ -19,10 +19,10 @@
 # - LD_LIBRARY_PATH += the simulated libcuda.so.1 (no wheel ships one) and stubs/ (cuDNN,
 #   cuSPARSE, ... for a torch installed without its nvidia wheels; with them, the real ones load).
 #
-# The simulated libraries come from XTIMER_SIMGPU_DIR, else the checkout's build/lib/simgpu.
+# The simulated libraries come from SIMGPU_DIR, else the checkout's build/lib/simgpu.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-dir=${XTIMER_SIMGPU_DIR:-$root/build/lib/simgpu}
+dir=${SIMGPU_DIR:-$root/build/lib/simgpu}
 
 if [ $# -eq 0 ]; then
   echo "usage: scripts/simgpu.sh <command...>   (runs it on the simulated GPU runtime)" >&2
@@ -31,7 +31,7 @@ fi
 libs=(libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcupti.so.13 libsimgpu_gaps.so)
 for lib in libcuda.so.1 "${libs[@]}"; do
   if [ ! -f "$dir/$lib" ]; then
-    echo "simgpu.sh: $dir/$lib is missing; build the simulated runtime first (cmake --build build --target simgpu) or set XTIMER_SIMGPU_DIR" >&2
+    echo "simgpu.sh: $dir/$lib is missing; build the simulated runtime first (cmake --build build --target simgpu) or set SIMGPU_DIR" >&2
     exit 2
   fi
 done

@@ -62,7 +62,7 @@ def run(args, case, tool):
     else:
         train += ["--log-loss", "--skip-rank", "1", "--skip-step", str(STALL_STEP)]
     env = dict(
-        XTIMER_SIMGPU_DIR=args.simgpu,
+        SIMGPU_DIR=args.simgpu,
         SIMGPU_DEVICES="2",
         SIMGPU_TFLOPS="0.02",
         OMP_NUM_THREADS="1",

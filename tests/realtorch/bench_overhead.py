@@ -37,7 +37,7 @@ def step_time(args, with_xtimer):
     log = os.path.join(out, "steps.jsonl")
     launcher = [args.peers.torchrun]
     env = dict(
-        XTIMER_SIMGPU_DIR=args.simgpu,
+        SIMGPU_DIR=args.simgpu,
         SIMGPU_DEVICES=str(args.nproc),
         SIMGPU_TFLOPS=str(args.tflops),
         OMP_NUM_THREADS="1",

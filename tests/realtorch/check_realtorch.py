@@ -71,7 +71,7 @@ class Job:
             *train_args,
         ]
         values = dict(
-            XTIMER_SIMGPU_DIR=args.simgpu,
+            SIMGPU_DIR=args.simgpu,
             XTIMER_TIMELINE_PATH=self.timeline,
             XTIMER_METRICS_PORT=str(free_port()),
             SIMGPU_DEVICES=str(WORLD),
