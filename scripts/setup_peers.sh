@@ -5,6 +5,9 @@
 #
 #   scripts/setup_peers.sh           build it if missing, link .peers to it, print its path
 #   scripts/setup_peers.sh --check   exit 0 if .peers is ready, 1 if not (installs nothing)
+#   scripts/setup_peers.sh --for realtorch [--check]
+#                                    the same for .realtorch, from scripts/realtorch-requirements.txt:
+#                                    torch 2.15 (CUDA 13) for the realtorch tests on the simulated GPUs
 #
 # The environment lives outside the checkout, in
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/xtimer/peers-<first 16 hex of the requirements' sha256>
@@ -17,13 +20,22 @@
 # peer tests then skip (exit 77) with one line saying how to install.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-req=$root/scripts/peers-requirements.txt
+name=peers
+if [ "${1:-}" = "--for" ]; then
+  name=${2:?"setup_peers: --for needs a name (realtorch)"}
+  shift 2
+fi
+req=$root/scripts/$name-requirements.txt
+if [ ! -f "$req" ]; then
+  echo "setup_peers: $req is missing; --for takes peers or realtorch" >&2
+  exit 2
+fi
 python=/usr/bin/python3.11  # Debian's: the interpreter the build's xtimer._ckpt module is built for
 
 hash=$(sha256sum "$req" | cut -c1-16)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/xtimer
 venv=$cache/peers-$hash
-link=$root/.peers
+link=$root/.$name
 
 ready() { [ -f "$venv/.complete" ] && [ -x "$venv/bin/python" ]; }
 

@@ -23,6 +23,11 @@ esac
 if [ "$build" = build ] && ! "$root/scripts/setup_peers.sh" >/dev/null; then
   echo "test: the peer environment is not installed; the peer tests will skip (retry: scripts/setup_peers.sh)" >&2
 fi
+# Real PyTorch 2.15 (CUDA 13) for tests/realtorch, in an environment of its own (the peers' dlrover
+# cannot run with it: scripts/realtorch-requirements.txt). Optional in the same way.
+if [ "$build" = build ] && ! "$root/scripts/setup_peers.sh" --for realtorch >/dev/null; then
+  echo "test: the real-torch environment is not installed; the realtorch tests will skip (retry: scripts/setup_peers.sh --for realtorch)" >&2
+fi
 
 # ccache (setup.sh installs it) keeps compiled objects across clones on this machine: CI builds a
 # fresh clone each time, and most of its objects are then found in the cache.

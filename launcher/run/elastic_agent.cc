@@ -185,15 +185,9 @@ std::vector<std::string> WorkerEnvironment(const RunOptions& o, const Round& rou
       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
   };
   std::string nccl_async = "1";  // torchrun passes it on when set, else sets it to 1
-  // torchrun 2.9+ sets the signals it forwards (--signals-to-handle) in its own environment,
-  // which its workers inherit: passed on when set, else torchrun's default.
-  std::string signals = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
-  for (const std::string& kv : base) {
+  for (const std::string& kv : base)
     if (kv.rfind("TORCH_NCCL_ASYNC_ERROR_HANDLING=", 0) == 0) nccl_async = kv.substr(kv.find('=') + 1);
-    if (kv.rfind("TORCHELASTIC_SIGNALS_TO_HANDLE=", 0) == 0) signals = kv.substr(kv.find('=') + 1);
-  }
   set.emplace_back("TORCH_NCCL_ASYNC_ERROR_HANDLING", nccl_async);
-  set.emplace_back("TORCHELASTIC_SIGNALS_TO_HANDLE", signals);
   std::vector<std::string> env;
   bool has_omp = false;
   for (const std::string& kv : base) {

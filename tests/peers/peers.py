@@ -31,9 +31,9 @@ class Peers:
         self.dlrover_run = os.path.join(path, "bin", "dlrover-run")
         self.py_spy = os.path.join(path, "bin", "py-spy")
 
-    def missing(self):
-        """What is missing, or None."""
-        for exe in (self.python, self.torchrun, self.dlrover_run):
+    def missing(self, dlrover=True):
+        """What is missing, or None (without dlrover-run: the real-torch environment)."""
+        for exe in (self.python, self.torchrun) + ((self.dlrover_run,) if dlrover else ()):
             if not os.access(exe, os.X_OK):
                 return exe
         return None
@@ -46,6 +46,19 @@ def rows(path):
             return [json.loads(line) for line in f if line.strip()]
     except OSError:
         return []
+
+
+def realtorch_or_skip(path):
+    """The real-torch environment at `path` (torch 2.15, .realtorch), or exit 77 with one line."""
+    env = Peers(path)
+    gone = env.missing(dlrover=False)
+    if gone:
+        print(
+            f"SKIP: real PyTorch for the simulated GPUs is not installed ({gone} missing): run "
+            f"scripts/setup_peers.sh --for realtorch (torch 2.15 from PyPI)"
+        )
+        sys.exit(SKIP)
+    return env
 
 
 def peers_or_skip(path):

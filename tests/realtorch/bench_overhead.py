@@ -3,7 +3,7 @@
 `torchrun --standalone` on the simulated GPUs) with and without `xtimer_launch`, alternated over
 rounds in one run, as a ratio of median step times with its spread over the rounds.
 
-    tests/realtorch/bench_overhead.py --peers .peers --bin build/bin --simgpu build/lib/simgpu
+    tests/realtorch/bench_overhead.py --peers .realtorch --bin build/bin --simgpu build/lib/simgpu
         [--rounds 5] [--steps 300] [--tflops 100] [--nproc 2]
 
 The simulated GPU is fast (SIMGPU_TFLOPS 100 by default), so the step is bound by the host, the
@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "common"))
 sys.path.insert(0, os.path.join(HERE, "..", "peers"))
 from checks import free_port, kill_mentioning  # noqa: E402
 from node_ranks import agent_env  # noqa: E402
-from peers import peers_or_skip  # noqa: E402
+from peers import realtorch_or_skip  # noqa: E402
 
 WARMUP = 50
 
@@ -81,7 +81,7 @@ def step_time(args, with_xtimer):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--peers", default=os.path.join(ROOT, ".peers"))
+    ap.add_argument("--peers", default=os.path.join(ROOT, ".realtorch"))
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--simgpu", default=os.path.join(ROOT, "build", "lib", "simgpu"))
     ap.add_argument("--rounds", type=int, default=5)
@@ -89,7 +89,7 @@ def main():
     ap.add_argument("--tflops", type=float, default=100)
     ap.add_argument("--nproc", type=int, default=2)
     args = ap.parse_args()
-    args.peers = peers_or_skip(args.peers)
+    args.peers = realtorch_or_skip(args.peers)
     ratios = []
     for r in range(args.rounds):
         # Alternate which goes first, so that a drift of the machine does not favour one.
