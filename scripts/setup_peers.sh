@@ -133,11 +133,10 @@ pip_install() {
     exit 1
   }
 }
-grep -viE "$builds_on_torch" "$req" >"$tmp.req"
-pip_install -r "$tmp.req"
-DS_BUILD_OPS=0 pip_install --no-build-isolation -r "$req"
-# A seed may hold packages that these pins dropped: remove them, so the environment is exactly
-# the file (names compared as pip normalises them).
+# A seed may hold packages that these pins dropped: remove them first, so the environment is
+# exactly the file (names compared as pip normalises them). First, not last: two packages may
+# share files (nvidia-cusparselt-cu13 and -cu12 both write nvidia/cusparselt/lib), and removing
+# the dropped one after installing its successor would delete the successor's files.
 norm() { tr 'A-Z_.' 'a-z--' | sort -u; }
 extra=$(comm -23 <("$tmp/bin/pip" freeze --disable-pip-version-check | cut -d= -f1 | norm) \
   <(grep -E '^[A-Za-z0-9]' "$req" | cut -d= -f1 | norm))
@@ -148,6 +147,9 @@ if [ -n "$extra" ]; then
     exit 1
   }
 fi
+grep -viE "$builds_on_torch" "$req" >"$tmp.req"
+pip_install -r "$tmp.req"
+DS_BUILD_OPS=0 pip_install --no-build-isolation -r "$req"
 rm -f "$tmp.log" "$tmp.req"
 # `.peers/bin/python` finds xtimer.ckpt in the checkout's build, as the tests' PYTHONPATH does:
 # through the symlink, sys.prefix is CHECKOUT/.peers, so CHECKOUT/build/lib/python is appended

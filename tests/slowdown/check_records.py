@@ -439,9 +439,14 @@ def main():
         f"transfer of the 4 MiB all-reduce: healthy {base_xfer * 1e3:.1f} ms, node 1 slow {net_xfer * 1e3:.1f} ms; "
         f"node all-gathers: node 0 {base_node0 * 1e3:.1f} -> {node0 * 1e3:.1f} ms, node 1 {node1 * 1e3:.1f} ms"
     )
+    # At 0.1 GB/s the all-reduce's bus bytes take 63 ms (modelled: a floor, exact); the healthy
+    # transfer at 2 GB/s is 3 ms modelled but its real copies through shared memory take 14-19 ms
+    # on a 2-core VM (4 ranks), so the growth is checked against the model and by a margin of 2x.
+    slow_floor = 2 * (WORLD - 1) / WORLD * (4 << 20) / 0.1e9
     check(
-        net_xfer > 5 * base_xfer,
-        "slow network: the job's all-reduce transfers (last arrival to end) grow on every rank",
+        net_xfer >= 0.95 * slow_floor and net_xfer > 2 * base_xfer,
+        f"slow network: the job's all-reduce transfers (last arrival to end) grow on every rank, to the slow "
+        f"network's {slow_floor * 1e3:.0f} ms",
     )
     check(node1 > 5 * node0, "slow network: node 1's own all-gather slows, node 0's does not")
 
