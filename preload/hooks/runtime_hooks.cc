@@ -13,8 +13,6 @@ using LaunchFn = decltype(&::cudaLaunchKernel);
 using LaunchExFn = decltype(&::cudaLaunchKernelExC);
 using GraphLaunchFn = decltype(&::cudaGraphLaunch);
 using MemcpyAsyncFn = decltype(&::cudaMemcpyAsync);
-// nvcc 13's <<<...>>> stubs launch through __cudaLaunchKernel with a cudaKernel_t (a CUkernel).
-using LibraryLaunchFn = cudaError_t (*)(cudaKernel_t, dim3, dim3, void**, size_t, cudaStream_t);
 
 RealFunction<LaunchFn> real_launch("cudaLaunchKernel", Lib::kCudart);
 RealFunction<LaunchFn> real_launch_ptsz("cudaLaunchKernel_ptsz", Lib::kCudart);
@@ -24,21 +22,17 @@ RealFunction<LaunchFn> real_coop("cudaLaunchCooperativeKernel", Lib::kCudart);
 RealFunction<LaunchFn> real_coop_ptsz("cudaLaunchCooperativeKernel_ptsz", Lib::kCudart);
 RealFunction<GraphLaunchFn> real_graph("cudaGraphLaunch", Lib::kCudart);
 RealFunction<GraphLaunchFn> real_graph_ptsz("cudaGraphLaunch_ptsz", Lib::kCudart);
-RealFunction<LibraryLaunchFn> real_library_launch("__cudaLaunchKernel", Lib::kCudart);
-RealFunction<LibraryLaunchFn> real_library_launch_ptsz("__cudaLaunchKernel_ptsz", Lib::kCudart);
 RealFunction<MemcpyAsyncFn> real_memcpy_async("cudaMemcpyAsync", Lib::kCudart);
 RealFunction<MemcpyAsyncFn> real_memcpy_async_ptsz("cudaMemcpyAsync_ptsz", Lib::kCudart);
 
 // A runtime launch of `func` (a kernel's host stub, or an executable graph when `api` names it).
-// `how` says how to name it (op_class.h): 0 a host stub, 3 a cudaKernel_t.
 template <typename Fn, typename Call>
 cudaError_t RuntimeLaunch(RealFunction<Fn>& real, const void* func, const char* api, cudaStream_t stream,
-                          bool per_thread, bool always_time, Call&& call, int how = 0) {
+                          bool per_thread, bool always_time, Call&& call) {
   OpKey key;
   key.kind = OpKind::kKernel;
   key.api = api;  // nullptr for kernels: named by their symbol
   key.func = func;
-  key.a = how;
   OpPlace where{stream, gpu::Path::kRuntime, per_thread, -1};
   return KernelLaunch(real, cudaErrorInitializationError, key, where, always_time, call);
 }
@@ -105,20 +99,6 @@ XTIMER_EXPORT cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim
                                                            size_t shmem, cudaStream_t stream) {
   return RuntimeLaunch(real_coop_ptsz, func, nullptr, stream, true, false,
                        [&](LaunchFn f) { return f(func, grid, block, args, shmem, stream); });
-}
-
-XTIMER_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shmem,
-                                             cudaStream_t stream) {
-  return RuntimeLaunch(
-      real_library_launch, kernel, nullptr, stream, false, false,
-      [&](LibraryLaunchFn f) { return f(kernel, grid, block, args, shmem, stream); }, 3);
-}
-
-XTIMER_EXPORT cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shmem,
-                                                  cudaStream_t stream) {
-  return RuntimeLaunch(
-      real_library_launch_ptsz, kernel, nullptr, stream, true, false,
-      [&](LibraryLaunchFn f) { return f(kernel, grid, block, args, shmem, stream); }, 3);
 }
 
 // A graph replays many kernels; it is timed as one op per executable graph, always.

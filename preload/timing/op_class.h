@@ -17,7 +17,7 @@ namespace xtimer {
 // Identifies a class. `api` is a string literal (compared by address). The meaning of a..d:
 //   kernel     : func = kernel function / CUfunction / graph; a = 1 for a driver CUfunction,
 //                a = 2 for a kernel seen in a CUPTI record (func = the poller's copy of its name),
-//                a = 3 for a cudaKernel_t / CUkernel (nvcc 13's __cudaLaunchKernel)
+//                a = 3 for a cudaKernel_t / CUkernel (nvcc 13's __cudaLaunchKernel, seen by CUPTI)
 //   matmul     : a..d = m, n, k, batch; e = cuBLAS data type
 //   collective : a = bytes (nccl-tests "size"), b = NCCL data type, c = comm slot, d = group size
 //   p2p        : a = bytes, b = data type, c = comm slot, d = group size

@@ -82,10 +82,8 @@ cudaError_t launch_library_kernel(cudaKernel_t k, dim3 grid, dim3 block, void** 
       pt ? CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000 : CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
       pt ? "__cudaLaunchKernel_ptsz" : "__cudaLaunchKernel", &p, k);
   if (!k) return api.done(record(cudaErrorInvalidDeviceFunction));
-  const CUresult r = drv(pt).cuLaunchKernel(reinterpret_cast<CUfunction>(k), grid.x, grid.y, grid.z, block.x, block.y,
-                                            block.z, unsigned(shmem), S(s), args, nullptr);
-  if (r == CUDA_ERROR_INVALID_VALUE) return api.done(record(cudaErrorInvalidConfiguration));
-  return api.done(from(r));
+  return api.done(launch_error(drv(pt).cuLaunchKernel(reinterpret_cast<CUfunction>(k), grid.x, grid.y, grid.z, block.x,
+                                                      block.y, block.z, unsigned(shmem), S(s), args, nullptr)));
 }
 
 cudaError_t get_kernel(cudaKernel_t* out, const void* stub) {

@@ -18,13 +18,6 @@ CUstream S(cudaStream_t s) { return reinterpret_cast<CUstream>(s); }
 // A registered host stub launches its named kernel; any other pointer is a host-function kernel.
 CUfunction F(const void* f) { return launch_target(f); }
 
-cudaError_t launch_error(CUresult r) {
-  // A bad configuration is reported like the runtime does, not with the driver's code.
-  if (r == CUDA_ERROR_INVALID_VALUE) return record(cudaErrorInvalidConfiguration);
-  if (r == CUDA_ERROR_INVALID_HANDLE) return record(cudaErrorInvalidResourceHandle);
-  return from(r);
-}
-
 cudaError_t cudaLaunchKernel_impl(const void* f, dim3 grid, dim3 block, void** args, size_t shmem, cudaStream_t s,
                                   bool pt) {
   RT_ENTER();

@@ -23,6 +23,12 @@ cudaError_t enter();
 cudaError_t record(cudaError_t e);
 // Driver result -> runtime error (the numbering is shared), recorded.
 inline cudaError_t from(CUresult r) { return record(static_cast<cudaError_t>(r)); }
+// A launch's driver result as the runtime reports it (a bad configuration, a bad handle), recorded.
+inline cudaError_t launch_error(CUresult r) {
+  if (r == CUDA_ERROR_INVALID_VALUE) return record(cudaErrorInvalidConfiguration);
+  if (r == CUDA_ERROR_INVALID_HANDLE) return record(cudaErrorInvalidResourceHandle);
+  return from(r);
+}
 // Device ordinal the calling thread works on.
 int current_device();
 
