@@ -169,19 +169,17 @@ void DesyncWatch::AddSites(int64_t now_ms, int64_t wait_ms) {
       ++p;
       continue;
     }
-    // Each side's site: its ranks' own when they agree, else the first rank's.
-    for (desync::Side& s : p->m.sides)
+    // A side whose calls carried no site (a collective issued from C++, or no Python hooks)
+    // gets its first rank's, from its stack: where that rank is now.
+    for (desync::Side& s : p->m.sides) {
+      if (!s.call.site.empty()) continue;
       for (int32_t r : s.ranks)
         if (auto it = p->sites.find(r); it != p->sites.end() && !it->second.empty()) {
           s.call.site = it->second;
           break;
         }
-    nlohmann::ordered_json v = nlohmann::ordered_json::parse(VerdictJson(p->m, p->unix_ms));
-    for (auto& s : v["suspects"]) {
-      auto it = p->sites.find(s["rank"].get<int32_t>());
-      s["frames"] = it != p->sites.end() && !it->second.empty() ? nlohmann::ordered_json::array({it->second})
-                                                                : nlohmann::ordered_json::array();
     }
+    nlohmann::ordered_json v = nlohmann::ordered_json::parse(VerdictJson(p->m, p->unix_ms));
     nlohmann::ordered_json where = nlohmann::ordered_json::object();
     for (auto& [r, site] : p->sites) where[std::to_string(r)] = site;
     v["where"] = where;

@@ -40,10 +40,11 @@ class DesyncWatch {
   // logged. Empty most of the time.
   std::vector<desync::Mismatch> Tick(int64_t now_ms, int64_t unix_ms, std::vector<std::string>* dirs) XT_EXCLUDES(mu_);
 
-  // Every tick after a verdict: each rank of a verdict gets its Python call site from the stack
-  // file it wrote since (the innermost frame of its main thread outside torch and xtimer: where
-  // a hung rank made the call); once all are read, or `wait_ms` after the verdict, the sides and
-  // suspects in verdict.json get them and a second log line says where each side is.
+  // Every tick after a verdict: each rank of a verdict gets its Python frame from the stack file
+  // it wrote since (the innermost frame of its main thread outside torch and xtimer: where the
+  // rank is now); once all are read, or `wait_ms` after the verdict, verdict.json gets them under
+  // "where", a side whose fingerprints carried no call site gets its first rank's (and so do its
+  // suspects' frames), and a second log line says where each side is.
   void AddSites(int64_t now_ms, int64_t wait_ms) XT_EXCLUDES(mu_);
 
   // The innermost frame of `python` (root first) outside torch and xtimer, "func (file:line)".

@@ -14,6 +14,7 @@
 #include "preload/base/real_function.h"
 #include "preload/hang/blocked_threads.h"
 #include "preload/hooks/timed_call.h"
+#include "preload/timing/call_sites.h"
 #include "preload/timing/op_names.h"
 
 namespace xtimer {
@@ -120,7 +121,7 @@ void Number(Tracker* t, const NcclOp& op, OpRecord* rec) {
   Comm& c = t->comms().at(rec->comm);
   if (op.kind == OpKind::kCollective) {
     rec->seq = c.collective_seq.fetch_add(1, std::memory_order_relaxed) + 1;
-    t->comms().RecordPrint(rec->comm, rec->seq, op.api, op.count, op.dtype, op.redop, op.root);
+    t->comms().RecordPrint(rec->comm, rec->seq, op.api, op.count, op.dtype, op.redop, op.root, sites::Current());
   } else if (op.peer >= 0 && op.peer < c.size && c.p2p_seq) {
     rec->seq = c.p2p_seq[op.peer].fetch_add(1, std::memory_order_relaxed) + 1;
   }

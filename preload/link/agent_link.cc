@@ -20,6 +20,7 @@
 #include "preload/base/internal_thread.h"
 #include "preload/capture/dumper.h"
 #include "preload/link/agent_hello.h"
+#include "preload/timing/call_sites.h"
 #include "preload/timing/comm_table.h"
 #include "preload/timing/poller.h"
 
@@ -308,7 +309,8 @@ void AgentLink::SendPrints() {
       std::string_view op = c.api != nullptr ? c.api : "?";
       if (op.substr(0, 4) == "nccl") op.remove_prefix(4);
       w.BeginArray().String(comm.id).Int(comm.size).Uint(c.seq).String(op).Uint(c.count);
-      w.Int(c.dtype).Int(c.redop).Int(c.root).String("").EndArray();
+      const char* site = sites::Text(c.site);
+      w.Int(c.dtype).Int(c.redop).Int(c.root).String(site != nullptr ? site : "").EndArray();
     }
     w.EndArray();
     Send(w.EndObject().Take());  // a full socket loses this batch: the agent compares what it has

@@ -4,6 +4,7 @@
 
 #include "common/env.h"
 #include "preload/base/mpmc_queue.h"
+#include "preload/timing/call_sites.h"
 
 #define XTIMER_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -38,9 +39,9 @@ uint64_t Dropped() { return g_dropped.load(std::memory_order_relaxed); }
 XTIMER_EXPORT int xtimer_python_hello(int abi, unsigned long main_thread) {
   using namespace xtimer;
   if (abi != python::kAbi) return 0;
-  if (env::Bool("XTIMER_DISABLE") || !env::Bool("XTIMER_STEPS") || !env::Bool("XTIMER_PYTHON_HOOKS")) return 0;
+  if (env::Bool("XTIMER_DISABLE") || !env::Bool("XTIMER_PYTHON_HOOKS")) return 0;
   python::g_main_thread.store(main_thread, std::memory_order_relaxed);
-  return 1;
+  return (env::Bool("XTIMER_STEPS") ? python::kWantSpans : 0) | (env::Bool("XTIMER_DESYNC") ? python::kWantSites : 0);
 }
 
 XTIMER_EXPORT void xtimer_python_span(int kind, uint64_t begin_ns, uint64_t end_ns) {
@@ -50,4 +51,10 @@ XTIMER_EXPORT void xtimer_python_span(int kind, uint64_t begin_ns, uint64_t end_
   MpmcQueue<Span>* q = g_queue.load(std::memory_order_acquire);
   if (q == nullptr || !q->Push(Span{static_cast<uint8_t>(kind), begin_ns, end_ns}))
     g_dropped.fetch_add(1, std::memory_order_relaxed);
+}
+
+XTIMER_EXPORT unsigned xtimer_python_site_id(const char* text) { return xtimer::sites::Register(text); }
+
+XTIMER_EXPORT unsigned xtimer_python_site(int which, unsigned id) {
+  return which == 1 ? xtimer::sites::SwapBackwardSite(id) : xtimer::sites::SwapThreadSite(id);
 }

@@ -46,7 +46,8 @@ int CommTable::Register(const void* handle, const void* key, size_t key_len, int
   }
 }
 
-void CommTable::RecordPrint(int slot, uint64_t seq, const char* api, uint64_t count, int dtype, int redop, int root) {
+void CommTable::RecordPrint(int slot, uint64_t seq, const char* api, uint64_t count, int dtype, int redop, int root,
+                            uint32_t site) {
   if (slot < 0 || slot >= kMaxComms) return;
   Comm& c = comms_[slot];
   if (!c.prints || seq == 0) return;
@@ -58,6 +59,7 @@ void CommTable::RecordPrint(int slot, uint64_t seq, const char* api, uint64_t co
   p.dtype.store(dtype, std::memory_order_relaxed);
   p.redop.store(redop, std::memory_order_relaxed);
   p.root.store(root, std::memory_order_relaxed);
+  p.site.store(site, std::memory_order_relaxed);
   p.seq.store(seq, std::memory_order_release);
 }
 
@@ -72,6 +74,7 @@ bool CommTable::ReadPrint(Comm& c, uint64_t seq, CallPrintCopy* out) const {
   out->dtype = p.dtype.load(std::memory_order_relaxed);
   out->redop = p.redop.load(std::memory_order_relaxed);
   out->root = p.root.load(std::memory_order_relaxed);
+  out->site = p.site.load(std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_acquire);
   const uint64_t after = p.seq.load(std::memory_order_relaxed);
   out->seq = before == seq && after == seq ? seq : 0;

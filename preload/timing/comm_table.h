@@ -19,6 +19,7 @@ struct CallPrint {
   std::atomic<uint64_t> count{0};
   std::atomic<const char*> api{nullptr};  // "ncclAllReduce" (a string literal)
   std::atomic<int32_t> dtype{-1}, redop{-1}, root{-1};
+  std::atomic<uint32_t> site{0};  // call_sites.h id; 0: unknown
 };
 
 // A fingerprint as the reader takes it out of the ring.
@@ -28,6 +29,7 @@ struct CallPrintCopy {
   uint64_t count = 0;
   const char* api = nullptr;
   int32_t dtype = -1, redop = -1, root = -1;
+  uint32_t site = 0;
 };
 
 struct Comm {
@@ -56,8 +58,10 @@ class CommTable {
   // Before any Register: whether collectives leave fingerprints (XTIMER_DESYNC).
   void EnablePrints(bool on) { prints_on_ = on; }
   bool prints_on() const { return prints_on_; }
-  // Launch path: the fingerprint of collective `seq` of the communicator in `slot`.
-  void RecordPrint(int slot, uint64_t seq, const char* api, uint64_t count, int dtype, int redop, int root);
+  // Launch path: the fingerprint of collective `seq` of the communicator in `slot`; `site` is its
+  // Python call site (call_sites.h), 0 if unknown.
+  void RecordPrint(int slot, uint64_t seq, const char* api, uint64_t count, int dtype, int redop, int root,
+                   uint32_t site);
   // One reader thread (the agent link): every fingerprint recorded since its last call, in
   // order per communicator; *lost counts those overwritten before they were read.
   template <typename Fn>

@@ -38,7 +38,7 @@ void BM_NumberAndRecordPrint(benchmark::State& state) {
   Comm& c = t.comms->at(t.slot);
   for (auto _ : state) {
     uint64_t seq = c.collective_seq.fetch_add(1, std::memory_order_relaxed) + 1;
-    t.comms->RecordPrint(t.slot, seq, "ncclAllReduce", 1 << 20, 7, 0, -1);
+    t.comms->RecordPrint(t.slot, seq, "ncclAllReduce", 1 << 20, 7, 0, -1, 0);
   }
 }
 
@@ -51,7 +51,7 @@ void BM_TakePrintsPerCall(benchmark::State& state) {
     state.PauseTiming();
     for (int i = 0; i < 128; ++i) {
       uint64_t seq = c.collective_seq.fetch_add(1, std::memory_order_relaxed) + 1;
-      t.comms->RecordPrint(t.slot, seq, "ncclAllReduce", 1 << 20, 7, 0, -1);
+      t.comms->RecordPrint(t.slot, seq, "ncclAllReduce", 1 << 20, 7, 0, -1, 0);
     }
     state.ResumeTiming();
     t.comms->TakePrints([&](const CallPrintCopy&) { ++taken; }, &lost);

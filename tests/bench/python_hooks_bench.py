@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""What xtimer's Python hooks (preload/python/xtimer_pyhooks.py) cost a training process: per
+"""What xtimer's Python hooks (preload/steps/python/xtimer_pyhooks.py) cost a training process: per
 garbage collection (the gc.callbacks pair and one ctypes call into libxtimer_preload.so), per
-DataLoader batch (the wrapped __next__), at start-up (the sitecustomize), and so per step of a
+DataLoader batch (the wrapped __next__), per collective (its call site: the wrapper around
+torch.distributed's functions, here around a no-op), at start-up (the sitecustomize), and so per step of a
 small torch training loop (its batch and the collections counted in it). Each figure is measured
 against the same thing without the hook in the same process (or, for start-up, the same
 interpreter without the hook folder), in interleaved rounds; medians are printed. Figures only,
@@ -56,6 +57,18 @@ def per_span(n):
         span(1, t0, t0)
     return (time.perf_counter_ns() - t) / n
 
+import torch.distributed  # its collectives are wrapped with their call sites (XTIMER_DESYNC=1)
+assert hooks._set_site is not None, "the call-site hooks are not installed"
+def collective(x):
+    return x
+with_site = hooks._wrap_with_site(collective, hooks._THREAD_SITE)
+
+def per_call(fn, n):
+    t = time.perf_counter_ns()
+    for _ in range(n):
+        fn(1)
+    return (time.perf_counter_ns() - t) / n
+
 def train_step(model, opt, x):
     loss = model(x).square().mean()
     opt.zero_grad()
@@ -72,7 +85,7 @@ def per_step(n):
         train_step(model, opt, next(it))
     return (time.perf_counter_ns() - t) / n
 
-out = {"gc_on": [], "gc_off": [], "next_on": [], "next_off": [], "span": [], "step": []}
+out = {"gc_on": [], "gc_off": [], "next_on": [], "next_off": [], "span": [], "step": [], "site_on": [], "site_off": []}
 collections = [0]
 counter = lambda phase, info: collections.__setitem__(0, collections[0] + (phase == "stop"))
 gc.callbacks.append(counter)
@@ -90,6 +103,8 @@ for _ in range(rounds):
     out["next_off"].append(per_next(20000))
     out["span"].append(per_span(100000))
     out["step"].append(per_step(300))
+    out["site_on"].append(per_call(with_site, 100000))
+    out["site_off"].append(per_call(collective, 100000))
 out["gcs_per_step"] = gcs_per_step
 print(json.dumps(out))
 """
@@ -140,6 +155,10 @@ def main():
         f"with: {next_cost:.0f} ns per batch"
     )
     print(f"  one xtimer_python_span ctypes call: {med['span']:.0f} ns")
+    print(
+        f"  a collective's call site (frame walk, two ctypes calls): {med['site_off']:.0f} ns a plain call, "
+        f"{med['site_on']:.0f} ns wrapped: {med['site_on'] - med['site_off']:.0f} ns per collective"
+    )
     # A whole step's difference drowns in a shared machine's noise (a step is ~1 ms); its cost is
     # its spans': one DataLoader batch and the collections that happened in it.
     per_step_ns = gc_cost * r["gcs_per_step"] + next_cost

@@ -6,10 +6,12 @@
 #include <cmath>
 #include <random>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "preload/base/mpmc_queue.h"
+#include "preload/timing/call_sites.h"
 #include "preload/timing/comm_table.h"
 #include "preload/timing/histogram.h"
 #include "preload/timing/one_event.h"
@@ -201,7 +203,7 @@ TEST(CommTable, FingerprintsAreTakenInOrderAndNeverTorn) {
   auto issue = [&](uint64_t n) {
     for (uint64_t i = 0; i < n; ++i) {
       uint64_t seq = c.collective_seq.fetch_add(1) + 1;
-      comms->RecordPrint(slot, seq, "ncclAllReduce", seq * 3, int(seq % 7), int(seq % 5), -1);
+      comms->RecordPrint(slot, seq, "ncclAllReduce", seq * 3, int(seq % 7), int(seq % 5), -1, uint32_t(seq % 3));
     }
   };
   std::vector<CallPrintCopy> got;
@@ -241,16 +243,43 @@ TEST(CommTable, FingerprintsAreTakenInOrderAndNeverTorn) {
     ASSERT_EQ(p.count, p.seq * 3);
     ASSERT_EQ(p.dtype, int(p.seq % 7));
     ASSERT_EQ(p.redop, int(p.seq % 5));
+    ASSERT_EQ(p.site, uint32_t(p.seq % 3));
   }
   EXPECT_EQ(got.size() + lost, 200000u);
   // Switched off: nothing recorded or taken.
   auto off = std::make_unique<CommTable>();
   int s2 = off->Register(reinterpret_cast<void*>(0x10), uid, sizeof uid, 0, 4, 0);
-  off->RecordPrint(s2, 1, "ncclAllReduce", 1, 0, 0, -1);
+  off->RecordPrint(s2, 1, "ncclAllReduce", 1, 0, 0, -1, 0);
   off->at(s2).collective_seq = 1;
   size_t n = 0;
   off->TakePrints([&](const CallPrintCopy&) { ++n; }, &lost);
   EXPECT_EQ(n, 0u);
+}
+
+// Call sites (call_sites.h): registered once, named by id; a thread's own site wins over the
+// backward site, which every thread without one sees; each swap hands back what it replaced.
+TEST(CallSites, ThreadSiteWinsOverTheBackwardSite) {
+  const uint32_t a = sites::Register("clip_grads (train.py:88)");
+  const uint32_t b = sites::Register("main (train.py:120)");
+  ASSERT_NE(a, 0u);
+  ASSERT_NE(b, a);
+  EXPECT_STREQ(sites::Text(a), "clip_grads (train.py:88)");
+  EXPECT_EQ(sites::Text(0), nullptr);
+  EXPECT_EQ(sites::Text(sites::kMaxSites + 1), nullptr);
+  EXPECT_EQ(sites::Register(""), 0u);
+  EXPECT_EQ(sites::Current(), 0u);
+  EXPECT_EQ(sites::SwapBackwardSite(b), 0u);
+  EXPECT_EQ(sites::Current(), b);
+  EXPECT_EQ(sites::SwapThreadSite(a), 0u);
+  EXPECT_EQ(sites::Current(), a);
+  uint32_t seen_elsewhere = 0;
+  std::thread([&] { seen_elsewhere = sites::Current(); }).join();
+  EXPECT_EQ(seen_elsewhere, b);  // the reducer's thread: the backward site
+  EXPECT_EQ(sites::SwapThreadSite(0), a);
+  EXPECT_EQ(sites::SwapBackwardSite(0), b);
+  EXPECT_EQ(sites::Current(), 0u);
+  std::string longer(400, 'x');
+  EXPECT_EQ(std::string(sites::Text(sites::Register(longer.c_str()))).size(), sites::kMaxText - 1);
 }
 
 // A kernel timed by its end event alone (preload/one_event.h): queued behind a running op it

@@ -15,6 +15,12 @@ CASE:
   stuck-kernel   rank 1's 200th vectorized elementwise kernel never completes: its watchdog
                  reports the kernel by name, and the verdict names rank 1
   slowdown       rank 1's GPU becomes 2x slower mid-run: the judge names rank 1, gpu_compute
+  desync         every step all-reduces the loss after backward(); rank 1 skips it at step 8, so
+                 its next collective is DDP's broadcast of its buffers in the next forward where
+                 rank 0 all-reduces the loss: the agent's desync verdict names rank 1 alone,
+                 what each side called and each side's Python call site (rank 0: the loss
+                 all-reduce's line; rank 1: the model(x) line). DDP's bucket all-reduces, issued
+                 from autograd's thread, carry the backward() line on both ranks up to there.
   kill-in-collective  under xtimer_run, rank 0 is SIGKILLed while it waits in DDP's all-reduce
                  for rank 1: the workers restart and train to the end
   ckpt           DDP on cuda under xtimer_run with xtimer's flash checkpoint: rank 1 is SIGKILLed
@@ -262,6 +268,44 @@ def case_hang(args, out):
         job.kill()
 
 
+def line_of(path, text):
+    with open(path) as f:
+        return next(n for n, line in enumerate(f, 1) if text in line)
+
+
+def case_desync(args, out):
+    train = os.path.join(HERE, "gpt_train.py")
+    loss_line = line_of(train, "dist.all_reduce(loss.detach())")
+    forward_line = line_of(train, "logits = model(x)")
+    job = Job(
+        args,
+        out,
+        ["--steps", "40", "--log-loss", "--skip-rank", "1", "--skip-step", "8"],
+        env={"XTIMER_HANG_TIMEOUT": "30", "XTIMER_DESYNC_ACTION": "report"},
+    )
+    try:
+        verdicts = wait_for(lambda: glob.glob(os.path.join(job.timeline, "desync-*", "verdict.json")), 300, step=0.2)
+        check(bool(verdicts), "the agent wrote a desync verdict")
+        if not verdicts:
+            print(job.tail())
+            return
+        skipped = [r for r in job.steps(1) if r["step"] == 7]
+        if skipped:
+            print(f"figure: desync verdict {os.path.getmtime(verdicts[0]) - skipped[0]['t']:.1f} s after step 7's end")
+        v = load_json(verdicts[0]) or {}
+        print(json.dumps(v.get("sides")))
+        check(v.get("kind") == "desync", f"the verdict is a desync ({v.get('kind')})")
+        check([s.get("rank") for s in v.get("suspects", [])] == [1], f"rank 1 alone is named: {v.get('suspects')}")
+        sides = {tuple(s.get("ranks", [])): s for s in v.get("sides", [])}
+        zero, one = sides.get((0,), {}), sides.get((1,), {})
+        check(zero.get("op") == "AllReduce" and zero.get("count") == 1, f"rank 0 all-reduced the loss: {zero}")
+        check(one.get("op") == "Broadcast" and one.get("count", 0) > 1, f"rank 1 broadcast DDP's buffers: {one}")
+        check(zero.get("site") == f"main (gpt_train.py:{loss_line})", "rank 0's call site is the loss all-reduce")
+        check(one.get("site") == f"main (gpt_train.py:{forward_line})", "rank 1's call site is model(x)")
+    finally:
+        job.kill()
+
+
 def case_stuck_kernel(args, out):
     hang_timeout = 10
     job = Job(args, out, ["--steps", "400"], env={"XTIMER_HANG_TIMEOUT": str(hang_timeout), "XTIMER_DUMP_WAIT": "20"})
@@ -401,6 +445,7 @@ def case_kill_in_collective(args, out):
 
 
 CASES = {
+    "desync": case_desync,
     "kill-in-collective": case_kill_in_collective,
     "ckpt": case_ckpt,
     "timings": case_timings,

@@ -10,7 +10,18 @@ Installed at start-up by xtimer's sitecustomize. When the process runs under lib
 Times are time.monotonic_ns() (CLOCK_MONOTONIC, the library's clock). A span costs one ctypes
 call (docs/benchmarks.md gives the figures). In a forked child (a DataLoader worker) the hooks
 turn themselves off: the library does not run there.
+
+With XTIMER_DESYNC on it also gives each collective its Python call site, for the fingerprints
+the node agent compares (preload/timing/call_sites.h): the torch.distributed collectives are
+wrapped when torch.distributed.distributed_c10d is first imported (and DDP's
+torch.distributed._broadcast_coalesced when torch.distributed is), and torch.autograd.backward
+when torch.autograd is. A wrapper finds the innermost frame outside torch and xtimer, "func
+(file:line)", registers it once (`xtimer_python_site_id`) and sets it for the call's duration
+(`xtimer_python_site`): on its own thread for a collective, process-wide for a backward pass,
+whose all-reduces DDP issues from autograd's threads. Two ctypes calls and a short frame walk per
+collective.
 """
+import functools
 import gc
 import os
 import sys
@@ -18,9 +29,43 @@ import time
 from _thread import get_ident
 
 _GC, _DATA = 1, 2
+_ABI, _WANT_SPANS, _WANT_SITES = 2, 1, 2  # preload/steps/python_hooks.h
+_THREAD_SITE, _BACKWARD_SITE = 0, 1
 _DATALOADER = "torch.utils.data.dataloader"
+_DISTRIBUTED = "torch.distributed"
+_C10D = "torch.distributed.distributed_c10d"
+_AUTOGRAD = "torch.autograd"
+# torch.distributed's collectives, as distributed_c10d defines them (a name it lacks is skipped).
+_COLLECTIVES = (
+    "all_reduce",
+    "all_reduce_coalesced",
+    "all_gather",
+    "all_gather_into_tensor",
+    "all_gather_coalesced",
+    "_all_gather_base",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "_reduce_scatter_base",
+    "broadcast",
+    "reduce",
+    "all_to_all",
+    "all_to_all_single",
+    "gather",
+    "scatter",
+    "barrier",
+    "all_gather_object",
+    "broadcast_object_list",
+    "gather_object",
+    "scatter_object_list",
+)
+_INTERNAL = ("torch", "xtimer", "xtimer_pyhooks")  # packages whose frames are never a call site
+_MAX_SITES = 4000  # distinct sites remembered (the library keeps 4096)
 
 _span = None  # the library's xtimer_python_span, or None when off
+_set_site = None  # the library's xtimer_python_site, or None when off
+_site_id = None  # the library's xtimer_python_site_id
+_internal_code = {}  # code object -> whether its module is torch's or xtimer's
+_site_ids = {}  # (code object, line) -> site id
 _main = get_ident()  # sitecustomize runs on the main thread
 _now = time.monotonic_ns
 _gc_start = 0
@@ -59,16 +104,87 @@ def _patch_dataloader(module):
     cls.__next__ = _wrap_next(cls.__next__)
 
 
-class _DataLoaderFinder:
-    """Waits for torch's dataloader module, patches it right after it runs, then steps aside."""
+def _site(frame):
+    """The id of the innermost frame from `frame` outwards outside torch and xtimer; 0: none."""
+    while frame is not None:
+        code = frame.f_code
+        internal = _internal_code.get(code)
+        if internal is None:
+            module = frame.f_globals.get("__name__") or ""
+            internal = module.partition(".")[0] in _INTERNAL or code.co_filename.startswith("<frozen")
+            _internal_code[code] = internal
+        if not internal:
+            key = (code, frame.f_lineno)
+            site = _site_ids.get(key)
+            if site is None:
+                if len(_site_ids) >= _MAX_SITES:
+                    return 0
+                name = code.co_filename.rpartition("/")[2]
+                site = _site_id(f"{code.co_name} ({name}:{frame.f_lineno})".encode(errors="replace"))
+                _site_ids[key] = site
+            return site
+        frame = frame.f_back
+    return 0
+
+
+def _wrap_with_site(fn, which):
+    """fn, with the call site of its caller set in the library while it runs."""
+
+    def with_site(*args, **kwargs):
+        set_site = _set_site
+        if set_site is None:
+            return fn(*args, **kwargs)
+        site = _site(sys._getframe(1))
+        if not site:
+            return fn(*args, **kwargs)
+        before = set_site(which, site)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            set_site(which, before)
+
+    functools.update_wrapper(with_site, fn)
+    with_site._xtimer_wrapped = fn
+    return with_site
+
+
+def _patch_c10d(module):
+    for name in _COLLECTIVES:
+        fn = getattr(module, name, None)
+        if callable(fn) and not hasattr(fn, "_xtimer_wrapped"):
+            setattr(module, name, _wrap_with_site(fn, _THREAD_SITE))
+
+
+def _patch_distributed(module):
+    # DDP's broadcast of its buffers before each forward (and of its parameters at start-up),
+    # a binding called through the package's attribute.
+    fn = getattr(module, "_broadcast_coalesced", None)
+    if callable(fn) and not hasattr(fn, "_xtimer_wrapped"):
+        module._broadcast_coalesced = _wrap_with_site(fn, _THREAD_SITE)
+
+
+def _patch_autograd(module):
+    fn = getattr(module, "backward", None)
+    if callable(fn) and not hasattr(fn, "_xtimer_wrapped"):
+        module.backward = _wrap_with_site(fn, _BACKWARD_SITE)
+
+
+class _ModuleFinder:
+    """Waits for the modules in `patches`, patches each right after it runs, and steps aside once
+    all have been seen (torch is never imported by us)."""
+
+    def __init__(self, patches):
+        self.patches = dict(patches)
 
     def find_spec(self, name, path=None, target=None):
-        if name != _DATALOADER:
-            return None
-        try:
-            sys.meta_path.remove(self)
-        except ValueError:
-            pass
+        patch = self.patches.pop(name, None)
+        if patch is None:
+            return None  # also for the find_spec below: `name` is no longer ours
+        if not self.patches:
+            try:
+                sys.meta_path.remove(self)
+            except ValueError:
+                pass
         import importlib.util
 
         spec = importlib.util.find_spec(name)
@@ -78,15 +194,15 @@ class _DataLoaderFinder:
 
         def exec_and_patch(module):
             exec_module(module)
-            _patch_dataloader(module)
+            patch(module)
 
         spec.loader.exec_module = exec_and_patch
         return spec
 
 
 def _off_in_child():
-    global _span
-    _span = None
+    global _span, _set_site
+    _span = _set_site = None
     try:
         gc.callbacks.remove(_on_gc)
     except ValueError:
@@ -94,24 +210,40 @@ def _off_in_child():
 
 
 def install():
-    """Installs the hooks if the library wants them; returns whether it did."""
-    global _span
+    """Installs the hooks the library wants; returns whether it installed any."""
+    global _span, _set_site, _site_id
     try:
         import ctypes
 
         lib = ctypes.CDLL(None)
         hello, span = lib.xtimer_python_hello, lib.xtimer_python_span
+        set_site, site_id = lib.xtimer_python_site, lib.xtimer_python_site_id
     except (OSError, AttributeError, ImportError):
         return False  # not under libxtimer_preload.so
     hello.argtypes, hello.restype = [ctypes.c_int, ctypes.c_ulong], ctypes.c_int
-    if hello(1, _main) != 1:
-        return False  # XTIMER_DISABLE, XTIMER_STEPS=0 or XTIMER_PYTHON_HOOKS=0
-    span.argtypes, span.restype = [ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64], None
-    _span = span
-    gc.callbacks.append(_on_gc)
-    if _DATALOADER in sys.modules:
-        _patch_dataloader(sys.modules[_DATALOADER])
-    else:
-        sys.meta_path.insert(0, _DataLoaderFinder())
+    wanted = hello(_ABI, _main)
+    if not wanted:
+        return False  # XTIMER_DISABLE, XTIMER_PYTHON_HOOKS=0, or XTIMER_STEPS=0 and XTIMER_DESYNC=0
+    patches = {}
+    if wanted & _WANT_SPANS:
+        span.argtypes, span.restype = [ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64], None
+        _span = span
+        gc.callbacks.append(_on_gc)
+        patches[_DATALOADER] = _patch_dataloader
+    if wanted & _WANT_SITES:
+        set_site.argtypes, set_site.restype = [ctypes.c_int, ctypes.c_uint], ctypes.c_uint
+        site_id.argtypes, site_id.restype = [ctypes.c_char_p], ctypes.c_uint
+        _set_site, _site_id = set_site, site_id
+        patches[_C10D] = _patch_c10d
+        patches[_DISTRIBUTED] = _patch_distributed
+        patches[_AUTOGRAD] = _patch_autograd
+    waiting = {}
+    for name, patch in patches.items():
+        if name in sys.modules:
+            patch(sys.modules[name])
+        else:
+            waiting[name] = patch
+    if waiting:
+        sys.meta_path.insert(0, _ModuleFinder(waiting))
     os.register_at_fork(after_in_child=_off_in_child)
     return True
