@@ -235,11 +235,26 @@ struct CollectorCore::Impl {
     return true;
   }
 
-  // Ranks out of step across nodes (collector_desync.h): each verdict asks every rank for its
-  // stacks as a hang does, unless a dump round is open already.
+  // Ranks out of step across nodes (collector_desync.h): each verdict goes to every agent
+  // (OUT_OF_STEP: one with XTIMER_DESYNC_ACTION=abort stops its workers) and asks every rank for
+  // its stacks as a hang does, unless a dump round is open already.
   void TickDesync() XT_EXCLUDES(mu) {
     std::vector<desync::Mismatch> found = desync.Tick(static_cast<int64_t>(Now() * 1000), opt.wall_ms());
     if (found.empty() || found.front().suspects.empty()) return;
+    std::vector<Outgoing> out;
+    {
+      MutexLock lock(mu);
+      for (const auto& [id, session] : sessions.all()) {
+        if (!session.send) continue;
+        v1::Command command;
+        command.set_kind(v1::Command::OUT_OF_STEP);
+        command.set_rank(found.front().suspects.front());
+        command.set_reason(found.front().Line());
+        command.set_comm(found.front().comm);
+        out.push_back(Outgoing{session.send, std::move(command)});
+      }
+    }
+    SendAll(out);
     MutexLock lock(mu);
     if (!active.empty()) return;
     v1::RankReport why;

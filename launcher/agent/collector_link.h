@@ -26,6 +26,7 @@ class CollectorLink {
   using OnDump = std::function<void(const std::string& dump_id)>;
   using OnSample = std::function<void(int32_t rank, double seconds, double hz)>;
   using OnVerdict = std::function<void(const slowdown::Verdict& verdict)>;
+  using OnOutOfStep = std::function<void(int32_t rank, const std::string& comm, const std::string& reason)>;
   virtual ~CollectorLink() = default;
   // Before Start: where the judge's sample requests (ask this local rank for Python samples of
   // its main thread) and its verdicts (each new evaluation: the job's slowdowns, this node's
@@ -34,6 +35,9 @@ class CollectorLink {
     on_sample_ = std::move(on_sample);
     on_verdict_ = std::move(on_verdict);
   }
+  // Before Start: where the collector's desync verdicts go (ranks out of step across nodes: the
+  // first suspect, the communicator, the verdict's line). Called from the link's thread; must not block.
+  void SetOutOfStepHandler(OnOutOfStep on_out_of_step) { on_out_of_step_ = std::move(on_out_of_step); }
   // `on_dump` is called (from the link's thread) when the collector wants every local rank's stacks.
   virtual void Start(OnDump on_dump) = 0;
   // The node's ranks now; `urgent` sends them at once (a hang: their state, the op statistics
@@ -62,6 +66,7 @@ class CollectorLink {
  protected:
   OnSample on_sample_;
   OnVerdict on_verdict_;
+  OnOutOfStep on_out_of_step_;
 };
 
 // XTIMER_COLLECTOR=host:port. `token_file` (may be empty) holds the bearer token; `ca_file`

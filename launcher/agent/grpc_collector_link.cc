@@ -280,6 +280,8 @@ class GrpcCollectorLink : public CollectorLink {
       cv_.NotifyAll();
     } else if (cmd.kind() == v1::Command::SAMPLE) {
       if (on_sample_) on_sample_(cmd.rank(), cmd.seconds(), cmd.hz());
+    } else if (cmd.kind() == v1::Command::OUT_OF_STEP) {
+      if (on_out_of_step_) on_out_of_step_(cmd.rank(), cmd.comm(), cmd.reason());
     }
   }
 

@@ -79,6 +79,9 @@ bool NodeAgent::Start(std::string* error) {
   if (link_) {
     link_->SetSlowdownHandlers([this](int32_t rank, double seconds, double hz) { OnSampleRequest(rank, seconds, hz); },
                                [this](const slowdown::Verdict& verdict) { OnVerdict(verdict); });
+    link_->SetOutOfStepHandler([this](int32_t rank, const std::string& comm, const std::string& reason) {
+      OnCollectorDesync(rank, comm, reason);
+    });
     link_->Start([this](const std::string& id) { OnDumpRequest(id); });
   }
 

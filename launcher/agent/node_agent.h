@@ -12,6 +12,7 @@
 #include <atomic>
 #include <deque>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -82,7 +83,12 @@ class NodeAgent {
   void OnPrints(const nlohmann::json& msg);
   void CheckDesync();
   bool FindDesyncAbort(int* rank, std::string* trigger) const;
+  // The collector found ranks out of step across nodes (from the link's thread): with
+  // XTIMER_DESYNC_ACTION=abort, handled as the agent's own desync, unless `comm` is a
+  // communicator of an earlier round (a verdict that arrived after the restart).
+  void OnCollectorDesync(int32_t rank, const std::string& comm, const std::string& reason) XT_EXCLUDES(desync_mu_);
   void ForgetDesync();  // a new round: the old round's desync is acted on
+  void AbortForDesync(int32_t rank, const std::string& line) XT_EXCLUDES(desync_mu_);
   void OnSampleRequest(int32_t rank, double seconds, double hz);
   void OnVerdict(const slowdown::Verdict& verdict) XT_EXCLUDES(slow_mu_);
   void StartMetrics();
@@ -122,6 +128,8 @@ class NodeAgent {
   int desync_abort_rank_ XT_GUARDED_BY(desync_mu_) = -1;  // XTIMER_DESYNC_ACTION=abort: a suspect
   std::string desync_abort_why_ XT_GUARDED_BY(desync_mu_);
   int64_t desync_abort_at_ms_ XT_GUARDED_BY(desync_mu_) = 0;  // monotonic: after the ranks' stacks
+  // Communicators this round's ranks sent fingerprints of, and those of earlier rounds.
+  std::set<std::string> round_comms_ XT_GUARDED_BY(desync_mu_), old_comms_ XT_GUARDED_BY(desync_mu_);
 
   Mutex slow_mu_;  // the verdict (written by the link's thread, read by /metrics)
   slowdown::Verdict verdict_ XT_GUARDED_BY(slow_mu_);

@@ -6,12 +6,20 @@
 #include "launcher/agent/node_agent.h"
 
 namespace xtimer {
+namespace {
+constexpr size_t kMaxCommsKept = 4096;  // communicator ids remembered per round and of old rounds
+}  // namespace
 
 void NodeAgent::OnPrints(const nlohmann::json& msg) {
   std::string why;
   std::vector<desync::Fingerprint> kept;
   size_t bad = desync_.OnPrints(msg, static_cast<int64_t>(MonotonicNs() / 1000000), &why, &kept);
   // A remote collector compares the ranks of every node (the embedded one ignores them).
+  if (!kept.empty()) {
+    MutexLock lock(desync_mu_);
+    for (const desync::Fingerprint& f : kept)
+      if (round_comms_.size() < kMaxCommsKept) round_comms_.insert(f.comm);
+  }
   if (link_ && !kept.empty()) link_->Prints(msg["rank"].get<int32_t>(), std::move(kept));
   if (bad == 0) return;
   const int64_t now = WallMs();
@@ -34,14 +42,33 @@ void NodeAgent::CheckDesync() {
   desync_.AddSites(now_ms, static_cast<int64_t>(config_.dump_wait_s * 1000));
   if (found.empty()) return;
   OnDumpRequest("");
+  if (found.front().suspects.empty()) return;
+  AbortForDesync(found.front().suspects.front(), found.front().Line());
+}
+
+void NodeAgent::OnCollectorDesync(int32_t rank, const std::string& comm, const std::string& reason) {
+  {
+    MutexLock lock(desync_mu_);
+    if (old_comms_.count(comm) && !round_comms_.count(comm)) {
+      Log(LogLevel::kInfo, "agent: the collector's desync verdict is of an earlier round (%s); ignored",
+          reason.c_str());
+      return;
+    }
+  }
+  Log(LogLevel::kWarn, "agent: the collector found ranks out of step: %s", reason.c_str());
+  AbortForDesync(rank, reason);
+}
+
+// The first desync of a round, with XTIMER_DESYNC_ACTION=abort: its first suspect is handed to
+// xtimer_run as hung once the ranks had a second to write their stacks (they answer the dump
+// request within about 0.1 s, their link's tick). Under xtimer_launch it only reports.
+void NodeAgent::AbortForDesync(int32_t rank, const std::string& line) {
   if (!desync_.settings().abort) return;
   MutexLock lock(desync_mu_);
-  if (desync_abort_rank_ >= 0 || found.front().suspects.empty()) return;
-  desync_abort_rank_ = found.front().suspects.front();
-  // The ranks answer the dump request within about 0.1 s (their link's tick): give them a second
-  // before xtimer_run stops them.
+  if (desync_abort_rank_ >= 0) return;
+  desync_abort_rank_ = rank;
   desync_abort_at_ms_ = static_cast<int64_t>(MonotonicNs() / 1000000) + 1000;
-  desync_abort_why_ = "out of step (XTIMER_DESYNC_ACTION=abort): " + found.front().Line();
+  desync_abort_why_ = "out of step (XTIMER_DESYNC_ACTION=abort): " + line;
 }
 
 bool NodeAgent::FindDesyncAbort(int* rank, std::string* trigger) const {
@@ -56,6 +83,9 @@ void NodeAgent::ForgetDesync() {
   MutexLock lock(desync_mu_);
   desync_abort_rank_ = -1;
   desync_abort_why_.clear();
+  if (old_comms_.size() + round_comms_.size() > kMaxCommsKept) old_comms_.clear();
+  old_comms_.merge(round_comms_);
+  round_comms_.clear();
 }
 
 }  // namespace xtimer

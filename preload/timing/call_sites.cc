@@ -11,10 +11,10 @@ struct Site {
   char text[kMaxText] = {};
 };
 
-Site g_sites[kMaxSites];                 // id i lives in g_sites[i - 1]
-std::atomic<uint32_t> g_used{0};         // slots claimed
-std::atomic<uint32_t> g_backward{0};     // the process' backward site
-thread_local uint32_t t_site = 0;        // this thread's site
+Site g_sites[kMaxSites];              // id i lives in g_sites[i - 1]
+std::atomic<uint32_t> g_used{0};      // slots claimed
+std::atomic<uint32_t> g_backward{0};  // the process' backward site
+thread_local uint32_t t_site = 0;     // this thread's site
 
 }  // namespace
 

@@ -13,7 +13,7 @@
 
 namespace xtimer::sites {
 
-inline constexpr uint32_t kMaxSites = 4096;  // distinct call sites of one process
+inline constexpr uint32_t kMaxSites = 1024;  // distinct call sites of one process
 inline constexpr uint32_t kMaxText = 160;    // bytes kept of a site's text, NUL included
 
 // The id of `text` (a fresh one each call: the caller keeps its own map), 0 if the table is full

@@ -6,6 +6,8 @@ checks wait, so only a desync verdict can pass them.
   check_desync.py CHECK --bin BUILD/bin --lib libpyccl.so --simgpu DIR
   CHECK: faults (skip, size, op, sub in turn) | healthy | abort (XTIMER_DESYNC_ACTION=abort under xtimer_run)
          | collector (two agents of two ranks each: the collector compares across nodes)
+         | collector-abort (two xtimer_run nodes and a collector, XTIMER_DESYNC_ACTION=abort: both
+           nodes restart on the collector's verdict)
 """
 import argparse
 import glob
@@ -218,37 +220,47 @@ def two_nodes(args, out, col_port, fault, steps=6):
 
 
 def check_collector(args):
-    """Ranks on two nodes: rank 3 (node 1) all-gathers where ranks 0-2 (nodes 0 and 1)
-    all-reduce. Only the collector sees the majority: its verdict names rank 3 and it takes
-    every rank's stacks; a healthy two-node run names nothing."""
+    """Ranks on two nodes (0-1, 2-3), each fault of EXPECTED in turn with a collector of its own:
+    the collector's verdict names the same suspects and calls as one agent's would (for "op",
+    rank 3 on node 1 all-gathers where ranks 0-2 on both nodes all-reduce: only the collector
+    sees the majority), its log names the rank, and it takes every rank's stacks; a healthy
+    two-node run names nothing."""
     out = tempfile.mkdtemp(prefix="xtimer-desync-collector-")
-    port, http = free_port(), free_port()
-    col = start_collector(args.bin, out, port, http)
-    collected = os.path.join(out, "collected")
-    try:
-        job = two_nodes(args, out, port, "op")
+    for fault, (suspects, odd_op, op, comm_size) in EXPECTED.items():
+        fault_out = os.path.join(out, fault)
+        os.makedirs(fault_out)
+        port, http = free_port(), free_port()
+        col = start_collector(args.bin, fault_out, port, http)
+        collected = os.path.join(fault_out, "collected")
         try:
-            found = wait_for(lambda: glob.glob(os.path.join(collected, "desync-*", "verdict.json")), 60)
-            check(bool(found), "the collector writes a desync verdict (hang timeout 600 s)")
-            if found:
+            job = two_nodes(args, fault_out, port, fault)
+            try:
+                found = wait_for(lambda: glob.glob(os.path.join(collected, "desync-*", "verdict.json")), 60)
+                check(bool(found), f"{fault}: the collector writes a desync verdict (hang timeout 600 s)")
+                if not found:
+                    continue
                 v = load_json(found[0])
-                check(v.get("kind") == "desync", f"collector verdict.json says kind desync ({v.get('kind')})")
+                check(v.get("kind") == "desync", f"{fault}: collector verdict.json says kind desync ({v.get('kind')})")
                 named = [x.get("rank") for x in v.get("suspects", [])]
-                check(named == [3], f"the collector names rank 3 ({named})")
+                check(named == suspects, f"{fault}: the collector names {suspects} ({named})")
                 sides = v.get("sides", [])
                 check(
                     len(sides) == 2
-                    and sides[0]["ranks"] == [0, 1, 2]
-                    and sides[0]["op"] == "AllReduce"
-                    and sides[1]["ranks"] == [3]
-                    and sides[1]["op"] == "AllGather",
-                    f"both sides across the nodes: {[(x.get('ranks'), x.get('op')) for x in sides]}",
+                    and sides[1]["ranks"] == suspects
+                    and sides[1]["op"] == odd_op
+                    and sides[0]["op"] == op,
+                    f"{fault}: both sides across the nodes: {[(x.get('ranks'), x.get('op')) for x in sides]}",
                 )
-                log = "\n".join(lines(os.path.join(out, "collector.log")))
                 check(
-                    f"ranks out of step on communicator {v.get('comm')}: rank 3 called" in log,
-                    "the collector's log line names rank 3",
+                    v.get("comm_size") == comm_size, f"{fault}: on a communicator of {comm_size} ({v.get('comm_size')})"
                 )
+                log = "\n".join(lines(os.path.join(fault_out, "collector.log")))
+                check(
+                    f"ranks out of step on communicator {v.get('comm')}: rank {suspects[0]} called" in log,
+                    f"{fault}: the collector's log line names rank {suspects[0]}",
+                )
+                if fault != "op":
+                    continue
                 # Every rank's stacks, as for a hang: a dump round of the collector.
                 stacks = wait_for(
                     lambda: [
@@ -259,12 +271,12 @@ def check_collector(args):
                     or None,
                     40,
                 )
-                check(bool(stacks), "the collector's dump round has every rank's stacks")
+                check(bool(stacks), "op: the collector's dump round has every rank's stacks")
+            finally:
+                job.kill()
         finally:
-            job.kill()
-    finally:
-        col.kill()
-        col.wait()
+            col.kill()
+            col.wait()
     # A healthy two-node job, with a collector of its own: nothing is named.
     healthy_out = os.path.join(out, "healthy")
     os.makedirs(healthy_out)
@@ -288,6 +300,62 @@ def check_collector(args):
         shutil.rmtree(out, ignore_errors=True)
 
 
+def check_collector_abort(args):
+    """Two static xtimer_run nodes of two ranks each, a collector, XTIMER_DESYNC_ACTION=abort:
+    rank 3 (node 1) all-gathers where ranks 0-2 all-reduce. Node 0's ranks agree with each other,
+    so only the collector's verdict can make node 0 restart; both nodes restart their workers,
+    and the second round (without the fault) finishes on both."""
+    out = tempfile.mkdtemp(prefix="xtimer-desync-collector-abort-")
+    port, http = free_port(), free_port()
+    col = start_collector(args.bin, out, port, http)
+    master = str(free_port())
+    nodes = []
+    try:
+        for node in range(2):
+            env = job_env(
+                args, out, XTIMER_COLLECTOR=f"127.0.0.1:{port}", XTIMER_DUMP_WAIT="10", XTIMER_DESYNC_ACTION="abort"
+            )
+            env["XTIMER_TIMELINE_PATH"] = os.path.join(out, f"node{node}")
+            cmd = [
+                os.path.join(args.bin, "xtimer_run"),
+                "--nnodes", "2", "--node-rank", str(node), "--master-addr", "127.0.0.1", "--master-port", master,
+                "--nproc-per-node", "2", "--max-restarts", "1", "--no-python",
+                sys.executable, os.path.join(HERE, "desync_rank.py"), args.lib, os.path.join(out, "nccl.id"),
+                "--fault", "op",
+            ]  # fmt: skip
+            log = open(os.path.join(out, f"node{node}.log"), "w")
+            nodes.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        codes = []
+        for p in nodes:
+            try:
+                codes.append(p.wait(timeout=150))
+            except subprocess.TimeoutExpired:
+                codes.append(None)
+    finally:
+        for p in nodes:
+            stop(p)
+        col.kill()
+        col.wait()
+    logs = ["\n".join(lines(os.path.join(out, f"node{n}.log"))) for n in range(2)]
+    check(codes == [0, 0], f"both nodes finish after the desync and one restart ({codes})")
+    check(
+        bool(glob.glob(os.path.join(out, "collected", "desync-*", "verdict.json"))),
+        "the collector wrote a desync verdict",
+    )
+    check(
+        "the collector found ranks out of step" in logs[0] and "out of step (XTIMER_DESYNC_ACTION=abort)" in logs[0],
+        "node 0, whose ranks agree, restarts its workers on the collector's verdict",
+    )
+    check("out of step (XTIMER_DESYNC_ACTION=abort)" in logs[1], "node 1 restarts its workers for the desync")
+    done = [x for text in logs for x in text.splitlines() if '"done"' in x]
+    check(len(done) >= 4, f"the four ranks finish in the second round ({len(done)})")
+    if failures:
+        for n, text in enumerate(logs):
+            print(f"--- node {n}\n" + "\n".join(text.splitlines()[-25:]))
+    else:
+        shutil.rmtree(out, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("check")
@@ -295,9 +363,13 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--simgpu", required=True)
     args = ap.parse_args()
-    {"faults": check_faults, "healthy": check_healthy, "abort": check_abort, "collector": check_collector}[args.check](
-        args
-    )
+    {
+        "faults": check_faults,
+        "healthy": check_healthy,
+        "abort": check_abort,
+        "collector": check_collector,
+        "collector-abort": check_collector_abort,
+    }[args.check](args)
     if failures:
         print(f"{len(failures)} check(s) failed")
         sys.exit(1)

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 
-CHILD = r'''
+CHILD = r"""
 import json, os, sys, inspect
 import xtimer_pyhooks as h
 import torch
@@ -80,7 +80,7 @@ print(json.dumps({
     "raised": [(w, text(s)) for w, s in raised],
 }))
 dist.destroy_process_group()
-'''
+"""
 
 
 def line_of(source, marker):

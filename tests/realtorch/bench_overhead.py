@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """What xtimer costs a real-torch DDP step on the host: the same job (gpt_train.py, 2 ranks,
 `torchrun --standalone` on the simulated GPUs) with and without `xtimer_launch`, alternated over
-rounds in one run, as a ratio of median step times with its spread over the rounds.
+rounds in one run, as a ratio of median step times with its spread over the rounds. With
+--tool detail the job with the tool is torch's own TORCH_DISTRIBUTED_DEBUG=DETAIL instead (its
+check of every collective across the ranks), so the two can be set side by side. --log-loss adds
+an all-reduce of the loss from Python to each step (a collective that goes through
+torch.distributed, whose call site xtimer records, besides DDP's bucket all-reduces).
 
     tests/realtorch/bench_overhead.py --peers .realtorch --bin build/bin --simgpu build/lib/simgpu
-        [--rounds 5] [--steps 300] [--tflops 100] [--nproc 2]
+        [--rounds 5] [--steps 300] [--tflops 100] [--nproc 2] [--tool xtimer|detail] [--log-loss]
 
 The simulated GPU is fast (SIMGPU_TFLOPS 100 by default), so the step is bound by the host, the
 worst case for a preloaded library: every microsecond the hooks add on the launch path shows.
@@ -42,9 +46,11 @@ def step_time(args, with_xtimer):
         SIMGPU_TFLOPS=str(args.tflops),
         OMP_NUM_THREADS="1",
     )
-    if with_xtimer:
+    if with_xtimer and args.tool == "xtimer":
         launcher = [os.path.join(args.bin, "xtimer_launch")] + launcher
         env.update(XTIMER_TIMELINE_PATH=os.path.join(out, "timeline"), XTIMER_METRICS_PORT=str(free_port()))
+    elif with_xtimer:
+        env.update(TORCH_DISTRIBUTED_DEBUG="DETAIL")
     cmd = [
         os.path.join(ROOT, "scripts", "simgpu.sh"),
         *launcher,
@@ -56,6 +62,7 @@ def step_time(args, with_xtimer):
         str(args.steps),
         "--step-log",
         log,
+        *(["--log-loss"] if args.log_loss else []),
     ]
     p = subprocess.Popen(
         cmd,
@@ -71,7 +78,9 @@ def step_time(args, with_xtimer):
         rc = p.wait()
     kill_mentioning(out)
     if rc != 0:
-        sys.exit(f"bench_overhead: the job {'with' if with_xtimer else 'without'} xtimer exited {rc}; files in {out}")
+        sys.exit(
+            f"bench_overhead: the job {'with' if with_xtimer else 'without'} {args.tool} exited {rc}; files in {out}"
+        )
     with open(log) as f:
         t = [r["t"] for r in map(json.loads, f) if r.get("rank") == 0 and "step" in r]
     gaps = [b - a for a, b in zip(t[WARMUP:], t[WARMUP + 1 :])]
@@ -88,6 +97,8 @@ def main():
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--tflops", type=float, default=100)
     ap.add_argument("--nproc", type=int, default=2)
+    ap.add_argument("--tool", choices=("xtimer", "detail"), default="xtimer")
+    ap.add_argument("--log-loss", action="store_true")
     args = ap.parse_args()
     args.peers = realtorch_or_skip(args.peers)
     ratios = []
@@ -97,14 +108,14 @@ def main():
         times = {w: step_time(args, w) for w in order}
         ratios.append(times[True] / times[False])
         print(
-            f"round {r + 1}: step {times[False] * 1e3:.2f} ms without, {times[True] * 1e3:.2f} ms with xtimer: "
+            f"round {r + 1}: step {times[False] * 1e3:.2f} ms without, {times[True] * 1e3:.2f} ms with {args.tool}: "
             f"ratio {ratios[-1]:.4f}",
             flush=True,
         )
     med = statistics.median(ratios)
     print(
-        f"ratio with/without xtimer, median of {args.rounds} rounds: {med:.4f} "
-        f"(min {min(ratios):.4f}, max {max(ratios):.4f}); goal < 1.01"
+        f"ratio with/without {args.tool}, median of {args.rounds} rounds: {med:.4f} "
+        f"(min {min(ratios):.4f}, max {max(ratios):.4f})" + ("; goal < 1.01" if args.tool == "xtimer" else "")
     )
 
 

@@ -59,7 +59,7 @@ _COLLECTIVES = (
     "scatter_object_list",
 )
 _INTERNAL = ("torch", "xtimer", "xtimer_pyhooks")  # packages whose frames are never a call site
-_MAX_SITES = 4000  # distinct sites remembered (the library keeps 4096)
+_MAX_SITES = 1000  # distinct sites remembered (the library keeps 1024)
 
 _span = None  # the library's xtimer_python_span, or None when off
 _set_site = None  # the library's xtimer_python_site, or None when off
