@@ -26,7 +26,6 @@ int CommTable::Register(const void* handle, const void* key, size_t key_len, int
   }
   {
     Comm& c = comms_[i];
-    c.handle.store(handle, std::memory_order_relaxed);
     CommIdOf(key, key_len, c.id);
     c.rank = rank;
     c.size = size;
@@ -41,6 +40,8 @@ int CommTable::Register(const void* handle, const void* key, size_t key_len, int
       c.prints.reset(new CallPrint[kPrintSlots]);
       c.prints_read = 0;
     }
+    // Publishes the fields above to the fingerprint reader (TakePrints); `ready` to Find.
+    c.handle.store(handle, std::memory_order_release);
     c.ready.store(true, std::memory_order_release);
     return i;
   }

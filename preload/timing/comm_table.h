@@ -93,7 +93,9 @@ void CommTable::TakePrints(Fn&& fn, uint64_t* lost) {
   if (used > kMaxComms) used = kMaxComms;
   for (int i = 0; i < used; ++i) {
     Comm& c = comms_[i];
-    if (!c.prints || c.handle.load(std::memory_order_acquire) == nullptr) continue;
+    // The handle's release store publishes the ring (and the id): read it first. A destroyed
+    // communicator keeps its handle, so its last calls are still taken.
+    if (c.handle.load(std::memory_order_acquire) == nullptr || !c.prints) continue;
     const uint64_t issued = c.collective_seq.load(std::memory_order_acquire);
     if (issued > c.prints_read + kPrintSlots) {  // the ring went round: the oldest are gone
       *lost += issued - kPrintSlots - c.prints_read;

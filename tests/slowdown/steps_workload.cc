@@ -196,7 +196,10 @@ int Verify(const std::string& dir, const Agent& agent) {
     // 80 steps of one all-reduce: found after 32, written up to the last ended one.
     std::fprintf(stderr, "rank %d: %zu step records, %zu lines, %zu bytes\n", rank, recs.size(), lines, bytes);
     CHECK(recs.size() >= 40 && recs.size() <= 48);
-    CHECK(lines <= recs.size() + 3);  // a header, the signatures, the collective: once each
+    // A header, the collective, the two kernel signatures: each string once, in at most three
+    // dictionary lines (two for the signatures when the first step closed before the first
+    // sw_kernel ended, as on a slow TSan run).
+    CHECK(lines <= recs.size() + 4);
     double gc_s = 0, len_s = 0;
     unsigned gemms = 0;
     for (size_t i = 0; i < recs.size(); ++i) {
