@@ -41,6 +41,11 @@ size_t round256(size_t n) { return (n + 255) & ~size_t(255); }
 
 }  // namespace
 
+static bool pageable(const void* p) {
+  std::lock_guard lk(g_mem_mu);
+  return find_containing(reinterpret_cast<uintptr_t>(p)) == nullptr;
+}
+
 uint8_t copy_kind(const void* dst, const void* src) {
   std::lock_guard lk(g_mem_mu);
   auto on_device = [](const void* p) {
@@ -130,6 +135,24 @@ CUresult copy_async(void* dst, const void* src, size_t n, CUstream h, bool ptds)
   op.b = const_cast<void*>(src);
   op.n = n;
   op.copy_kind = copy_kind(dst, src);
+  // Pageable host memory (neither allocated nor registered here), as CUDA treats it: a copy into
+  // it returns once it is done; a copy from it returns once its bytes are staged, so the caller
+  // may free or reuse the buffer at once (torch does: a DataLoader batch's `.to(device,
+  // non_blocking=True)`, then the batch is dropped).
+  if (pageable(dst)) {  // still an async copy to CUPTI (its record's flag), only waited for
+    {
+      std::lock_guard lk(s->m);
+      if (s->capture) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // it could not wait
+    }
+    s->wait_for(enqueue(s, std::move(op)));
+    return CUDA_SUCCESS;
+  }
+  if (pageable(src)) {
+    std::shared_ptr<char[]> staged(new char[n]);
+    std::memcpy(staged.get(), src, n);
+    op.b = staged.get();
+    op.ref = std::move(staged);
+  }
   enqueue(s, std::move(op));
   return CUDA_SUCCESS;
 }

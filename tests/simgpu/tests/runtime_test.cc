@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -570,6 +571,29 @@ TEST(Memory, AllocCopySetAndPointerQueries) {
   void* huge = nullptr;
   EXPECT_EQ(cudaMalloc(&huge, total + 1), cudaErrorMemoryAllocation);
   cudaGetLastError();
+  cudaStreamDestroy(s);
+}
+
+// Pageable host memory, as CUDA treats it: an async copy from it may be followed at once by a
+// reuse of the buffer (its bytes were staged), an async copy into it is done when the call returns.
+TEST(Memory, AsyncCopiesOfPageableMemoryBehaveAsInCuda) {
+  const size_t n = 1 << 16;
+  char* d = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), n), cudaSuccess);
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  auto src = std::make_unique<std::vector<char>>(n, char(5));
+  launch_sleep(20, s);  // the copy waits behind it
+  ASSERT_EQ(cudaMemcpyAsync(d, src->data(), n, cudaMemcpyHostToDevice, s), cudaSuccess);
+  std::fill(src->begin(), src->end(), char(9));  // reused at once, then freed
+  src.reset();
+  std::vector<char> dst(n, 0);
+  launch_sleep(20, s);
+  ASSERT_EQ(cudaMemcpyAsync(dst.data(), d, n, cudaMemcpyDeviceToHost, s), cudaSuccess);
+  EXPECT_EQ(dst[0], 5) << "the copy into pageable memory is done on return, with the staged bytes";
+  EXPECT_EQ(dst[n - 1], 5);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  ASSERT_EQ(cudaFree(d), cudaSuccess);
   cudaStreamDestroy(s);
 }
 
