@@ -15,6 +15,12 @@ CASE:
   stuck-kernel   rank 1's 200th vectorized elementwise kernel never completes: its watchdog
                  reports the kernel by name, and the verdict names rank 1
   slowdown       rank 1's GPU becomes 2x slower mid-run: the judge names rank 1, gpu_compute
+  slowdown-host  DDP with a DataLoader of 2 workers; after a healthy half minute, rank 1 spends
+                 300 ms a step in prepare_batch: named host with that function while it lasts,
+                 no longer named once it ended, nothing else named. (GC pauses and a slow
+                 DataLoader on real torch are named `host` today, not `python_gc` and
+                 `data_loading`: docs/real_torch_on_simgpu.md says why; gpt_train.py's
+                 gc_objects and data_ms words reproduce them.)
   desync         every step all-reduces the loss after backward(); rank 1 skips it at step 8, so
                  its next collective is DDP's broadcast of its buffers in the next forward where
                  rank 0 all-reduces the loss: the agent's desync verdict names rank 1 alone,
@@ -379,6 +385,57 @@ def case_slowdown(args, out):
         job.kill()
 
 
+def case_slowdown_host(args, out):
+    job = Job(args, out, ["--steps", "100000", "--loader"])
+    judged = os.path.join(job.timeline, "slowdown.json")
+    faults = [
+        ("host", "rank=1 host_ms=300", {"rank": 1, "cause": "host"}, "prepare_batch"),
+    ]
+    seen = []  # every finding read, with the phase it was read in
+
+    def findings(phase):
+        found = (load_json(judged) or {}).get("slow", [])
+        seen.extend((phase, f) for f in found)
+        return found
+
+    def matching(found, want):
+        return [f for f in found if all(f.get(k) == v for k, v in want.items())]
+
+    try:
+        wait_for(lambda: len(job.steps(0)) >= 5, 300, step=0.5)
+        end = time.time() + 30
+        while time.time() < end:
+            findings("healthy")
+            time.sleep(0.5)
+        for name, line, want, detail in faults:
+            job.set_control(line)
+            t0 = time.time()
+            named = wait_for(lambda: matching(findings(name), want), 90, step=0.5)
+            check(
+                bool(named),
+                f"{name}: the judge names {want} ({[(f.get('rank'), f.get('cause')) for _, f in seen[-4:]]})",
+            )
+            if named:
+                print(
+                    f"figure: {name} named {time.time() - t0:.1f} s after the onset: {named[0].get('detail', '')[:160]}"
+                )
+                if detail:
+                    check(detail in named[0].get("detail", ""), f"{name}: the detail names {detail}")
+            job.set_control("")
+            gone = wait_for(lambda: not matching(findings(name + "-after"), want), 60, step=0.5)
+            check(bool(gone), f"{name}: no longer named once it ended")
+        check(not [f for p, f in seen if p == "healthy"], "the healthy half minute names nothing")
+        causes = {name: want for name, _, want, _ in faults}
+        wrong = {
+            f"{p}: {f.get('rank')}/{f.get('cause')}"
+            for p, f in seen
+            if p in causes and f.get("rank") is not None and not matching([f], causes[p])
+        }
+        check(not wrong, f"no other rank or cause is named during a fault ({sorted(wrong)[:6]})")
+    finally:
+        job.kill()
+
+
 def case_ckpt(args, out):
     steps, crash = 20, 12
     ckpt = os.path.join(out, "ckpt")
@@ -445,6 +502,7 @@ def case_kill_in_collective(args, out):
 
 
 CASES = {
+    "slowdown-host": case_slowdown_host,
     "desync": case_desync,
     "kill-in-collective": case_kill_in_collective,
     "ckpt": case_ckpt,

@@ -8,14 +8,17 @@ The process group is `cpu:gloo,cuda:nccl`, as many real jobs use: kernels are no
 the simulation, so torch's object collectives (which size their buffers with device kernels)
 run on gloo, while every tensor the model trains with goes through NCCL.
 
-Faults, per rank, from arguments (for the tests) or from the SIMGPU_CONTROL file's words
-(`host_ms=N`: the rank spends N ms per step in `prepare_batch`, a host straggler):
+Faults, per rank, from arguments (for the tests) or from the SIMGPU_CONTROL file's words, read
+every step: `host_ms=N` (the rank spends N ms per step in `prepare_batch`, a host straggler),
+`gc_objects=N` (it keeps N objects alive and collects garbage every step: GC pauses),
+`data_ms=N` (with --loader, each sample takes N ms more to load in the DataLoader's workers):
   --stall-rank R --stall-step S   rank R sleeps in `load_shard_slowly` before backward() at step S
                                   (in the first round only)
   --crash-rank R --crash-step S   rank R SIGKILLs itself at step S, once (a marker beside --ckpt)
   --skip-rank R --skip-step S     with --log-loss, rank R skips its loss all-reduce at step S: the
                                   ranks are out of step (desynchronised) from there on
 --log-loss all-reduces the loss every step after backward(), as a job that logs the mean loss.
+--loader takes the batches from a torch DataLoader with 2 worker processes instead of the loop.
 --pg-timeout sets the process group's timeout (seconds), as a job with Flight Recorder does.
 Each rank appends one JSON line per step to --step-log: {"rank", "step", "t", "restart"}.
 
@@ -27,6 +30,7 @@ loaded into the device tensors ({"loaded": step, "digest"}), read back with copi
 """
 import argparse
 import datetime
+import gc
 import hashlib
 import json
 import os
@@ -35,6 +39,7 @@ import time
 
 import torch
 import torch.distributed as dist
+import torch.utils.data
 import torch.nn as nn
 
 
@@ -81,9 +86,48 @@ def prepare_batch(args, generator, device):
         end = time.monotonic() + extra_ms / 1000
         while time.monotonic() < end:
             pass
+    if generator is None:
+        return None
     idx = torch.randint(0, args.vocab, (args.batch, args.context + 1), generator=generator)
     idx = idx.to(device, non_blocking=True)
     return idx[:, :-1], idx[:, 1:]
+
+
+class Tokens(torch.utils.data.Dataset):
+    """Random token rows, each `data_ms` (control word) slower to load under the fault; read in
+    the DataLoader's worker processes."""
+
+    def __init__(self, args, rank):
+        self.args, self.rank = args, rank
+
+    def __len__(self):
+        return 1 << 30
+
+    def __getitem__(self, i):
+        delay_ms = float(control_words().get("data_ms", 0))
+        if delay_ms > 0:
+            time.sleep(delay_ms / 1000)
+        g = torch.Generator().manual_seed(self.rank * 1000003 + i)
+        return torch.randint(0, self.args.vocab, (self.args.context + 1,), generator=g)
+
+
+def loader_batches(args, rank, device):
+    """Batches from a DataLoader with 2 workers, as (input, target) on the device."""
+    loader = torch.utils.data.DataLoader(Tokens(args, rank), batch_size=args.batch, num_workers=2)
+    for idx in loader:
+        idx = idx.to(device, non_blocking=True)
+        yield idx[:, :-1], idx[:, 1:]
+
+
+def collect_garbage(heap):
+    """GC pauses on purpose (control word gc_objects=N): N objects kept alive, one collection."""
+    want = int(control_words().get("gc_objects", 0))
+    if want <= 0:
+        heap.clear()
+        return
+    if len(heap) < want:
+        heap.extend({"i": i, "next": None} for i in range(want - len(heap)))
+    gc.collect()
 
 
 def load_shard_slowly(seconds):
@@ -120,6 +164,7 @@ def main():
     p.add_argument("--skip-rank", type=int, default=-1)
     p.add_argument("--skip-step", type=int, default=-1)
     p.add_argument("--log-loss", action="store_true")
+    p.add_argument("--loader", action="store_true")
     p.add_argument("--pg-timeout", type=float, default=0)
     p.add_argument("--crash-rank", type=int, default=-1)
     p.add_argument("--crash-step", type=int, default=-1)
@@ -166,12 +211,19 @@ def main():
             opt.load_state_dict(state["optimizer"])
             start = state["step"] + 1
             note(loaded=state["step"], digest=digest(model, opt))
+    batches = loader_batches(args, rank, device) if args.loader else None
+    heap = []  # collect_garbage's objects
     for step in range(start, args.steps):
         marker = os.path.join(args.ckpt or ".", "crashed")
         if rank == args.crash_rank and step == args.crash_step and not os.path.exists(marker):
             open(marker, "w").close()
             os.kill(os.getpid(), signal.SIGKILL)
-        x, y = prepare_batch(args, generator, device)
+        if batches is not None:
+            prepare_batch(args, None, None)  # the host straggler's extra work alone
+            x, y = next(batches)
+        else:
+            x, y = prepare_batch(args, generator, device)
+        collect_garbage(heap)
         logits = model(x)
         loss = loss_fn(logits.reshape(-1, args.vocab), y.reshape(-1))
         if rank == args.stall_rank and step == args.stall_step and restart == 0:
