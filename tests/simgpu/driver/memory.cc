@@ -41,21 +41,24 @@ size_t round256(size_t n) { return (n + 255) & ~size_t(255); }
 
 }  // namespace
 
-static bool pageable(const void* p) {
-  std::lock_guard lk(g_mem_mu);
-  return find_containing(reinterpret_cast<uintptr_t>(p)) == nullptr;
-}
+// Where each end of a copy lives, from one look at the allocations.
+struct CopyEnds {
+  uint8_t kind = 9;                                 // CUpti_ActivityMemcpyKind: HTOD 1, DTOH 2, DTOD 8, HTOH 9
+  bool dst_pageable = false, src_pageable = false;  // host memory neither allocated nor registered here
+};
 
-uint8_t copy_kind(const void* dst, const void* src) {
+static CopyEnds copy_ends(const void* dst, const void* src) {
   std::lock_guard lk(g_mem_mu);
-  auto on_device = [](const void* p) {
-    auto* a = find_containing(reinterpret_cast<uintptr_t>(p));
+  auto* d = find_containing(reinterpret_cast<uintptr_t>(dst));
+  auto* s = find_containing(reinterpret_cast<uintptr_t>(src));
+  auto on_device = [](auto* a) {
     return a && (a->second.kind == MemKind::Device || a->second.kind == MemKind::Managed);
   };
-  const bool d = on_device(dst), s = on_device(src);
-  // CUpti_ActivityMemcpyKind: HTOD 1, DTOH 2, DTOD 8, HTOH 9.
-  return d ? (s ? 8 : 1) : (s ? 2 : 9);
+  const bool dd = on_device(d), sd = on_device(s);
+  return CopyEnds{uint8_t(dd ? (sd ? 8 : 1) : (sd ? 2 : 9)), d == nullptr, s == nullptr};
 }
+
+uint8_t copy_kind(const void* dst, const void* src) { return copy_ends(dst, src).kind; }
 
 namespace {
 
@@ -134,12 +137,13 @@ CUresult copy_async(void* dst, const void* src, size_t n, CUstream h, bool ptds)
   op.a = dst;
   op.b = const_cast<void*>(src);
   op.n = n;
-  op.copy_kind = copy_kind(dst, src);
+  const CopyEnds ends = copy_ends(dst, src);
+  op.copy_kind = ends.kind;
   // Pageable host memory (neither allocated nor registered here), as CUDA treats it: a copy into
   // it returns once it is done; a copy from it returns once its bytes are staged, so the caller
   // may free or reuse the buffer at once (torch does: a DataLoader batch's `.to(device,
   // non_blocking=True)`, then the batch is dropped).
-  if (pageable(dst)) {  // still an async copy to CUPTI (its record's flag), only waited for
+  if (ends.dst_pageable) {  // still an async copy to CUPTI (its record's flag), only waited for
     {
       std::lock_guard lk(s->m);
       if (s->capture) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // it could not wait
@@ -147,7 +151,7 @@ CUresult copy_async(void* dst, const void* src, size_t n, CUstream h, bool ptds)
     s->wait_for(enqueue(s, std::move(op)));
     return CUDA_SUCCESS;
   }
-  if (pageable(src)) {
+  if (ends.src_pageable) {
     std::shared_ptr<char[]> staged(new char[n]);
     std::memcpy(staged.get(), src, n);
     op.b = staged.get();
