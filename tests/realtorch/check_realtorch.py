@@ -353,14 +353,14 @@ def case_slowdown(args, out):
     job = Job(args, out, ["--steps", "100000"])
     judged = os.path.join(job.timeline, "slowdown.json")
     try:
-        healthy_s = 60
+        healthy_s = 30  # about 280 steps of 0.107 s; a minute before 2026-12-02 (the suite's 25 minutes)
         wait_for(lambda: len(job.steps(0)) >= 5, 300, step=0.5)
         healthy = []
         end = time.time() + healthy_s
         while time.time() < end:
             healthy.extend((load_json(judged) or {}).get("slow", []))
             time.sleep(0.5)
-        check(not healthy, f"a healthy minute names nothing ({[(f.get('rank'), f.get('cause')) for f in healthy]})")
+        check(not healthy, f"a healthy half minute names nothing ({[(f.get('rank'), f.get('cause')) for f in healthy]})")
         before = len(job.steps(0))
         job.set_control("rank=1 gpu_factor=2")
         t0 = time.time()
