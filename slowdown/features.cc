@@ -75,7 +75,12 @@ JobWindow Summarize(const std::vector<const RankSteps*>& ranks, const ClockOffse
     size_t late = 0;
     for (const StepEntry* e : steps) late += e->lateness >= kLateStep * rw.step_s;
     rw.late_share = static_cast<double>(late) / static_cast<double>(steps.size());
-    rw.self_s = Trimmed(steps, [](const StepEntry& e) { return e.step_s - e.wait; });
+    // A step's waits can sum past the step: with CUDA's asynchronous collectives a wait that began
+    // in the step before is summed into this one (real torch: DDP's buffer broadcast completes on
+    // its root without the peer, so two ranks' step windows sit half a step apart). No rank works
+    // less than nothing; unclamped, the waiting rank's self time went negative and doubled its
+    // peer's extra time, so a GC pause was named `host`.
+    rw.self_s = Trimmed(steps, [](const StepEntry& e) { return std::max(0.0, e.step_s - e.wait); });
     rw.lateness_s = Trimmed(steps, [](const StepEntry& e) { return e.lateness; });
     rw.wait_s = Trimmed(steps, [](const StepEntry& e) { return e.wait; });
     rw.transfer_s = Trimmed(steps, [](const StepEntry& e) { return e.transfer; });

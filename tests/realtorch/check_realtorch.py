@@ -16,12 +16,12 @@ CASE:
                  reports the kernel by name, and the verdict names rank 1
   slowdown       rank 1's GPU becomes 2x slower mid-run: the judge names rank 1, gpu_compute
   slowdown-host  after a healthy half minute, rank 1 spends 300 ms a step in prepare_batch:
-                 named host with that function while it lasts, no longer named once it ended,
-                 nothing else named. (GC pauses and a slow DataLoader on real torch are named
-                 `host` today, not `python_gc` and `data_loading`, and with a DataLoader of 2
-                 workers on 2 cores a healthy run is sometimes named `host` too:
-                 docs/real_torch_on_simgpu.md says why; gpt_train.py's --loader and its
-                 gc_objects and data_ms words reproduce them.)
+                 named host with that function while it lasts, no longer named once it ended;
+                 then GC pauses on rank 1 (gc_objects): named python_gc; nothing else named
+  slowdown-data  the same with a DataLoader of 2 workers (--loader); rank 1's samples take
+                 100 ms more to load (data_ms): named data_loading. (With 2 workers per rank
+                 on 2 shared cores a starved rank is sometimes named `host` as well:
+                 docs/real_torch_on_simgpu.md.)
   desync         every step all-reduces the loss after backward(); rank 1 skips it at step 8, so
                  its next collective is DDP's broadcast of its buffers in the next forward where
                  rank 0 all-reduces the loss: the agent's desync verdict names rank 1 alone,
@@ -387,11 +387,22 @@ def case_slowdown(args, out):
 
 
 def case_slowdown_host(args, out):
-    job = Job(args, out, ["--steps", "100000"])
-    judged = os.path.join(job.timeline, "slowdown.json")
     faults = [
         ("host", "rank=1 host_ms=300", {"rank": 1, "cause": "host"}, "prepare_batch"),
+        ("gc", "rank=1 gc_objects=1000000", {"rank": 1, "cause": "python_gc"}, "Python GC pauses"),
     ]
+    rank_causes(Job(args, out, ["--steps", "100000"]), faults)
+
+
+def case_slowdown_data(args, out):
+    faults = [("data", "rank=1 data_ms=100", {"rank": 1, "cause": "data_loading"}, "DataLoader")]
+    rank_causes(Job(args, out, ["--steps", "100000", "--loader"]), faults)
+
+
+def rank_causes(job, faults):
+    """A healthy half minute names nothing; then each (name, control line, finding wanted, words
+    of its detail) in turn: named while it lasts, no longer once it ended, nothing else named."""
+    judged = os.path.join(job.timeline, "slowdown.json")
     seen = []  # every finding read, with the phase it was read in
 
     def findings(phase):
@@ -504,6 +515,7 @@ def case_kill_in_collective(args, out):
 
 CASES = {
     "slowdown-host": case_slowdown_host,
+    "slowdown-data": case_slowdown_data,
     "desync": case_desync,
     "kill-in-collective": case_kill_in_collective,
     "ckpt": case_ckpt,

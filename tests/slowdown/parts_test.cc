@@ -6,6 +6,7 @@
 #include "slowdown/attribution.h"
 #include "slowdown/clock_offsets.h"
 #include "slowdown/collectives.h"
+#include "slowdown/features.h"
 #include "slowdown/robust_stats.h"
 
 namespace xtimer::slowdown {
@@ -126,6 +127,37 @@ TEST(Collectives, AMemberMissingIsJudgedAfterTheGrace) {
   EXPECT_TRUE(c->final);
   EXPECT_TRUE(c->timed);
   EXPECT_NEAR(c->transfer, 0.5, 1e-9);
+}
+
+// Real torch's step windows can sit half a step apart on two ranks (DDP's buffer broadcast
+// completes on its root without the peer), so one step's summed waits can exceed the step: its
+// self time is then zero, never negative (negative, it doubled the other rank's extra time and a
+// GC pause was named host).
+TEST(Summarize, SelfTimeIsNeverBelowZero) {
+  RankSteps waiting, slow;
+  waiting.rank = 0, slow.rank = 1;
+  for (int i = 0; i < 5; ++i) {
+    StepEntry e;
+    e.step = i;
+    e.t_begin = 10 + i;
+    e.t_end = 11 + i;
+    e.step_s = 1;
+    e.final = true;
+    StepEntry w = e, s = e;
+    w.wait = 1.35;  // waited for the peer's GC, plus a wait summed in from the step before
+    s.wait = 0.1;
+    s.gc_s = 0.41;
+    waiting.steps.push_back(w);
+    slow.steps.push_back(s);
+  }
+  WindowSpec spec;
+  spec.end = 16;
+  spec.length = 10;
+  JobWindow w = Summarize({&waiting, &slow}, ClockOffsets{}, spec);
+  ASSERT_EQ(w.ranks.size(), 2u);
+  EXPECT_DOUBLE_EQ(w.ranks[0].self_s, 0);
+  EXPECT_NEAR(w.ranks[1].self_s, 0.9, 1e-9);
+  EXPECT_NEAR(w.ranks[0].wait_s, 1.35, 1e-9) << "the wait itself is kept as measured";
 }
 
 TEST(ClockOffsets, LearnedFromCollectiveEndsAndFollowedOutward) {
