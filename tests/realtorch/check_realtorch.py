@@ -22,6 +22,8 @@ CASE:
                  100 ms more to load (data_ms): named data_loading. (With 2 workers per rank
                  on 2 shared cores a starved rank is sometimes named `host` as well:
                  docs/real_torch_on_simgpu.md.)
+  healthy        minutes of training under xtimer_run with a checkpoint every 25 steps and an eval
+                 pass every 100: nothing named (--seconds, 240)
   desync         every step all-reduces the loss after backward(); rank 1 skips it at step 8, so
                  its next collective is DDP's broadcast of its buffers in the next forward where
                  rank 0 all-reduces the loss: the agent's desync verdict names rank 1 alone,
@@ -448,6 +450,39 @@ def rank_causes(job, faults):
         job.kill()
 
 
+def case_healthy(args, out):
+    """A few healthy minutes of training under xtimer_run with the flash checkpoint every 25 steps
+    (every 125th to disk) and an eval pass every 100 steps: the judge names nothing at any time."""
+    ckpt, shm = os.path.join(out, "ckpt"), os.path.join(out, "shm")
+    os.makedirs(shm)
+    train = ["--steps", "100000", "--ckpt", ckpt, "--ckpt-every", "25", "--eval-every", "100"]
+    env = {"XTIMER_PYTHON": args.peers.python, "XTIMER_CKPT_SHM_DIR": shm, "PYTHONPATH": args.pypath}
+    job = Job(args, out, train, env=env, launcher=[os.path.join(args.bin, "xtimer_run")])
+    judged = os.path.join(job.timeline, "slowdown.json")
+    try:
+        wait_for(lambda: len(job.steps(0)) >= 5 or job.proc.poll() is not None, 300, step=0.5)
+        if not check(job.proc.poll() is None, f"the job runs (exit {job.proc.poll()}; {job.log_path})"):
+            return
+        first, seen, reads = len(job.steps(0)), [], 0
+        end = time.time() + args.seconds
+        while time.time() < end:
+            v = load_json(judged)
+            if v is not None:
+                reads += 1
+                seen.extend(v.get("slow", []))
+            time.sleep(0.5)
+        steps = len(job.steps(0)) - first
+        disk = [r for r in job.rows("saved") if (r["saved"] + 1) % 125 == 0]
+        evals = job.rows("evaluated")
+        print(f"figure: healthy {args.seconds:.0f} s: {steps} steps of rank 0, {len(job.rows('saved'))} saves "
+              f"({len(disk)} to disk), {len(evals)} eval passes, slowdown.json read {reads} times")
+        check(steps > 0 and reads > 0, f"the job trained and was judged ({steps} steps, {reads} verdicts read)")
+        check(bool(disk) and bool(evals), f"disk checkpoints and eval passes among them ({len(disk)}, {len(evals)})")
+        check(not seen, f"nothing named ({[(f.get('rank'), f.get('cause'), f.get('scope')) for f in seen][:6]})")
+    finally:
+        job.kill()
+
+
 def case_ckpt(args, out):
     steps, crash = 20, 12
     ckpt = os.path.join(out, "ckpt")
@@ -514,6 +549,7 @@ def case_kill_in_collective(args, out):
 
 
 CASES = {
+    "healthy": case_healthy,
     "slowdown-host": case_slowdown_host,
     "slowdown-data": case_slowdown_data,
     "desync": case_desync,
@@ -534,6 +570,7 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--simgpu", required=True)
     ap.add_argument("--pypath", default="")
+    ap.add_argument("--seconds", type=float, default=240, help="healthy: how long the judge is watched")
     args = ap.parse_args()
     args.peers = realtorch_or_skip(args.peers)
     out = tempfile.mkdtemp(prefix=f"xtimer-realtorch-{args.case}-")

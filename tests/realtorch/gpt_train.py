@@ -20,10 +20,13 @@ every step: `host_ms=N` (the rank spends N ms per step in `prepare_batch`, a hos
 --log-loss all-reduces the loss every step after backward(), as a job that logs the mean loss.
 --loader takes the batches from a torch DataLoader with 2 worker processes instead of the loop.
 --pg-timeout sets the process group's timeout (seconds), as a job with Flight Recorder does.
+--eval-every N: every N steps an eval pass (--eval-batches forward passes without gradients, the
+loss all-reduced; {"evaluated": step}), as a training job makes one.
 Each rank appends one JSON line per step to --step-log: {"rank", "step", "t", "restart"}.
 
 With --ckpt DIR (DDP only): xtimer's flash checkpoint (DLRover's DdpCheckpointer API) saves the
-model and optimizer state into memory every step and to DIR every 5th, and a restarted worker
+model and optimizer state into memory every --ckpt-every steps (1) and to DIR every 5th save
+({"saved": step}), and a restarted worker
 resumes from it. The bytes are what torch copies between the device and the host: each save
 logs a digest of the state as saved ({"saved": step, "digest"}), each load one of the state as
 loaded into the device tensors ({"loaded": step, "digest"}), read back with copies.
@@ -147,6 +150,19 @@ def digest(model, opt):
     return h.hexdigest()[:16]
 
 
+def evaluate(args, model, loss_fn, generator, device):
+    """An eval pass as a training job makes one: the model in eval mode, --eval-batches forward
+    passes without gradients, the mean loss all-reduced."""
+    model.eval()
+    with torch.no_grad():
+        total = torch.zeros((), device=device)
+        for _ in range(args.eval_batches):
+            x, y = prepare_batch(args, generator, device)
+            total += loss_fn(model(x).reshape(-1, args.vocab), y.reshape(-1))
+        dist.all_reduce(total)
+    model.train()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=40)
@@ -169,6 +185,9 @@ def main():
     p.add_argument("--crash-rank", type=int, default=-1)
     p.add_argument("--crash-step", type=int, default=-1)
     p.add_argument("--ckpt", default="")
+    p.add_argument("--ckpt-every", type=int, default=1)
+    p.add_argument("--eval-every", type=int, default=0)
+    p.add_argument("--eval-batches", type=int, default=8)
     p.add_argument("--step-log", default="")
     args = p.parse_args()
 
@@ -233,16 +252,19 @@ def main():
             dist.all_reduce(loss.detach())
         opt.step()
         opt.zero_grad(set_to_none=True)
-        if checkpointer:
+        if checkpointer and (step + 1) % args.ckpt_every == 0:
             # Kernels compute nothing here: stamp the step into a parameter with a host-to-device
             # copy, so that every step's state differs in bytes that a resume must bring back.
             with torch.no_grad():
                 model.module.positions.weight[0].copy_(torch.full((args.dim,), float(step)))
             state = {"model": model.module.state_dict(), "optimizer": opt.state_dict(), "step": step}
-            kind = StorageType.DISK if step % 5 == 4 else StorageType.MEMORY
+            kind = StorageType.DISK if (step + 1) % (5 * args.ckpt_every) == 0 else StorageType.MEMORY
             path = os.path.join(args.ckpt, f"checkpoint-{step}.pt")
             checkpointer.save_checkpoint(step, state, path, storage_type=kind)
             note(saved=step, digest=digest(model, opt))
+        if args.eval_every > 0 and (step + 1) % args.eval_every == 0:
+            evaluate(args, model, loss_fn, generator, device)
+            note(evaluated=step)
         torch.cuda.synchronize()
         note(step=step, t=time.time())
     if checkpointer and rank == 0:
