@@ -22,6 +22,8 @@ CASE:
                  100 ms more to load (data_ms): named data_loading. (With 2 workers per rank
                  on 2 shared cores a starved rank is sometimes named `host` as well:
                  docs/real_torch_on_simgpu.md.)
+  megatron       Megatron-Core's own dist_checkpointing: a weight split over 2 tensor-parallel
+                 ranks saved, loaded whole on 2 data-parallel ranks, every byte as saved
   healthy        minutes of training under xtimer_run with a checkpoint every 25 steps and an eval
                  pass every 100: nothing named (--seconds, 240)
   desync         every step all-reduces the loss after backward(); rank 1 skips it at step 8, so
@@ -483,6 +485,29 @@ def case_healthy(args, out):
         job.kill()
 
 
+def case_megatron(args, out):
+    """Megatron-Core's own dist_checkpointing on the simulated GPU: a weight split over 2
+    tensor-parallel ranks saved, then loaded whole on 2 data-parallel ranks (resharded)."""
+    ckpt = os.path.join(out, "ckpt")
+    os.makedirs(ckpt)
+    script = os.path.join(HERE, "megatron_ckpt.py")
+    for mode, tp in (("save", "2"), ("load", "1")):
+        env = agent_env(drop=("PYTHONPATH",), SIMGPU_DIR=args.simgpu, SIMGPU_DEVICES=str(WORLD), MODE=mode, TP=tp)
+        cmd = [os.path.join(ROOT, "scripts", "simgpu.sh"), args.peers.torchrun, "--standalone",
+               "--nproc-per-node", str(WORLD), script, ckpt]
+        with open(os.path.join(out, f"{mode}.log"), "w") as log:
+            rc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=400).returncode
+        if not check(rc == 0, f"{mode} with TP {tp}: both ranks exit 0 (exit {rc}; {out}/{mode}.log)"):
+            return
+        rows = load_json(os.path.join(ckpt, f"{mode}.json")) or []
+        print(f"figure: megatron {mode} (TP {tp}): {rows}")
+    files = sorted(os.listdir(ckpt))
+    check("metadata.json" in files and any(f.endswith(".distcp") for f in files),
+          f"megatron's torch_dist files ({files})")
+    check(len(rows) == WORLD and all(r.get("equal") for r in rows),
+          f"the whole weight loaded on both data-parallel ranks, every byte as saved by the 2 TP ranks ({rows})")
+
+
 def case_ckpt(args, out):
     steps, crash = 20, 12
     ckpt = os.path.join(out, "ckpt")
@@ -550,6 +575,7 @@ def case_kill_in_collective(args, out):
 
 CASES = {
     "healthy": case_healthy,
+    "megatron": case_megatron,
     "slowdown-host": case_slowdown_host,
     "slowdown-data": case_slowdown_data,
     "desync": case_desync,
