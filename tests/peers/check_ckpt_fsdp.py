@@ -94,7 +94,13 @@ def main():
         # 1. N -> N-1: a node is lost; memory of the others + disk
         t = time.time()
         ns = nodes(
-            args, peers, out, etcd, big, nnodes, "shrink",
+            args,
+            peers,
+            out,
+            etcd,
+            big,
+            nnodes,
+            "shrink",
             dict(base, TAG="shrink", SAVE_AT="6", STEPS="9", HOLD_WORLD=str(big)),
         )
         held = wait_for(lambda: len(glob.glob(os.path.join(out, "held-shrink-*"))) == big, 240, 0.2)

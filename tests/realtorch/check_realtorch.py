@@ -364,7 +364,9 @@ def case_slowdown(args, out):
         while time.time() < end:
             healthy.extend((load_json(judged) or {}).get("slow", []))
             time.sleep(0.5)
-        check(not healthy, f"a healthy half minute names nothing ({[(f.get('rank'), f.get('cause')) for f in healthy]})")
+        check(
+            not healthy, f"a healthy half minute names nothing ({[(f.get('rank'), f.get('cause')) for f in healthy]})"
+        )
         before = len(job.steps(0))
         job.set_control("rank=1 gpu_factor=2")
         t0 = time.time()
@@ -476,8 +478,10 @@ def case_healthy(args, out):
         steps = len(job.steps(0)) - first
         disk = [r for r in job.rows("saved") if (r["saved"] + 1) % 125 == 0]
         evals = job.rows("evaluated")
-        print(f"figure: healthy {args.seconds:.0f} s: {steps} steps of rank 0, {len(job.rows('saved'))} saves "
-              f"({len(disk)} to disk), {len(evals)} eval passes, slowdown.json read {reads} times")
+        print(
+            f"figure: healthy {args.seconds:.0f} s: {steps} steps of rank 0, {len(job.rows('saved'))} saves "
+            f"({len(disk)} to disk), {len(evals)} eval passes, slowdown.json read {reads} times"
+        )
         check(steps > 0 and reads > 0, f"the job trained and was judged ({steps} steps, {reads} verdicts read)")
         check(bool(disk) and bool(evals), f"disk checkpoints and eval passes among them ({len(disk)}, {len(evals)})")
         check(not seen, f"nothing named ({[(f.get('rank'), f.get('cause'), f.get('scope')) for f in seen][:6]})")
@@ -493,8 +497,15 @@ def case_megatron(args, out):
     script = os.path.join(HERE, "megatron_ckpt.py")
     for mode, tp in (("save", "2"), ("load", "1")):
         env = agent_env(drop=("PYTHONPATH",), SIMGPU_DIR=args.simgpu, SIMGPU_DEVICES=str(WORLD), MODE=mode, TP=tp)
-        cmd = [os.path.join(ROOT, "scripts", "simgpu.sh"), args.peers.torchrun, "--standalone",
-               "--nproc-per-node", str(WORLD), script, ckpt]
+        cmd = [
+            os.path.join(ROOT, "scripts", "simgpu.sh"),
+            args.peers.torchrun,
+            "--standalone",
+            "--nproc-per-node",
+            str(WORLD),
+            script,
+            ckpt,
+        ]
         with open(os.path.join(out, f"{mode}.log"), "w") as log:
             rc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=400).returncode
         if not check(rc == 0, f"{mode} with TP {tp}: both ranks exit 0 (exit {rc}; {out}/{mode}.log)"):
@@ -502,10 +513,13 @@ def case_megatron(args, out):
         rows = load_json(os.path.join(ckpt, f"{mode}.json")) or []
         print(f"figure: megatron {mode} (TP {tp}): {rows}")
     files = sorted(os.listdir(ckpt))
-    check("metadata.json" in files and any(f.endswith(".distcp") for f in files),
-          f"megatron's torch_dist files ({files})")
-    check(len(rows) == WORLD and all(r.get("equal") for r in rows),
-          f"the whole weight loaded on both data-parallel ranks, every byte as saved by the 2 TP ranks ({rows})")
+    check(
+        "metadata.json" in files and any(f.endswith(".distcp") for f in files), f"megatron's torch_dist files ({files})"
+    )
+    check(
+        len(rows) == WORLD and all(r.get("equal") for r in rows),
+        f"the whole weight loaded on both data-parallel ranks, every byte as saved by the 2 TP ranks ({rows})",
+    )
 
 
 def case_ckpt(args, out):
