@@ -11,9 +11,18 @@ using slowdown::Finding;
 using slowdown::Scope;
 using slowdown::Verdict;
 
+// What identifies a slowdown across evaluations: the judge's key ("node host-b network"); a
+// verdict that came over the gRPC link has none, so it is made from the same parts.
+std::string KeyOf(const Finding& f) {
+  if (!f.key.empty()) return f.key;
+  std::string who = f.scope == Scope::kRank ? std::to_string(f.rank) : f.node;
+  if (f.scope == Scope::kLink) who += "-" + f.peer;
+  return std::string(slowdown::ScopeName(f.scope)) + " " + who + " " + slowdown::CauseName(f.cause);
+}
+
 bool Names(const Verdict& v, const std::string& key) {
   for (const Finding& f : v.slow)
-    if (f.key == key) return true;
+    if (KeyOf(f) == key) return true;
   return false;
 }
 
@@ -28,7 +37,7 @@ size_t NamedNodes(const Verdict& v) {
 std::string Describe(const Finding& f) {
   char buf[96];
   std::snprintf(buf, sizeof buf, " (cost %.0f%% of the job's step)", f.cost * 100);
-  return f.key + ": " + f.detail + buf;
+  return KeyOf(f) + " on " + f.node + ": " + f.detail + buf;
 }
 
 }  // namespace
@@ -52,7 +61,7 @@ EvictionCall JudgeEviction(const std::deque<Verdict>& history, const std::string
     if (!EvictingFinding(f, node)) {
       if (call.reason.empty()) {
         call.reason = "is named slow for a cause that would follow the job to any node, so it stays: " + Describe(f);
-        call.say_once = "cause " + f.key;
+        call.say_once = "cause " + KeyOf(f);
       }
       continue;
     }
@@ -78,7 +87,7 @@ EvictionCall JudgeEviction(const std::deque<Verdict>& history, const std::string
   // Back through the judged verdicts while each names the same finding.
   double first = newest->updated;
   for (auto it = newest; it != history.rend(); ++it) {
-    if (!it->judged || !Names(*it, pick->key)) break;
+    if (!it->judged || !Names(*it, KeyOf(*pick))) break;
     first = it->updated;
   }
   call.finding = *pick;

@@ -37,7 +37,8 @@ bool EvictingFinding(const slowdown::Finding& f, const std::string& node);
 
 // The verdicts in order, oldest first (at most a few minutes of them). Evict when the newest
 // judged verdict has an evicting finding about `node` costing at least `min_cost`, the same
-// finding (its key) is in every judged verdict back to one at least `sustain_s` older, and the
+// finding (its key; made from its scope, rank or node and cause when the verdict came without
+// keys, over the gRPC link) is in every judged verdict back to one at least `sustain_s` older, and the
 // evicting findings of the newest verdict name at most half of the job's `job_nodes` nodes (the
 // round's; an agent's verdict lists its own node's ranks only).
 EvictionCall JudgeEviction(const std::deque<slowdown::Verdict>& history, const std::string& node, int job_nodes,

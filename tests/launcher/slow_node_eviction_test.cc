@@ -69,6 +69,23 @@ TEST(SlowNodeEviction, ASlowGpuNamedLongEnoughEvictsItsNode) {
   EXPECT_TRUE(other.reason.empty()) << other.reason;
 }
 
+// Over the gRPC link a verdict's findings come without their key: the same slowdown is still
+// told from another one.
+TEST(SlowNodeEviction, FindingsWithoutKeysAreToldApart) {
+  EvictionThresholds t;
+  Finding gpu = Slow("n2", Cause::kGpuCompute, Scope::kRank);
+  Finding net = Slow("n2", Cause::kNetwork, Scope::kNode);
+  gpu.key.clear();
+  net.key.clear();
+  EXPECT_TRUE(JudgeEviction(Series(1010, &gpu), "n2", 4, t).evict);
+  std::deque<Verdict> h = Series(1010, &net);  // 1000..1010 the network, then its GPU
+  h.push_back(At(1012, {gpu}));
+  EvictionCall call = JudgeEviction(h, "n2", 4, t);
+  EXPECT_FALSE(call.evict) << call.reason;
+  EXPECT_DOUBLE_EQ(call.named_for_s, 0);
+  EXPECT_NE(call.reason.find("rank 2 gpu_compute on n2"), std::string::npos) << call.reason;
+}
+
 TEST(SlowNodeEviction, NotBeforeTheDurationNorBelowTheCost) {
   EvictionThresholds t;
   Finding f = Slow("n2", Cause::kGpuCompute, Scope::kNode);
