@@ -91,6 +91,7 @@ EvictionCall JudgeEviction(const std::deque<Verdict>& history, const std::string
     first = it->updated;
   }
   call.finding = *pick;
+  call.key = KeyOf(*pick);
   call.named_for_s = newest->updated - first;
   char buf[128];
   if (call.named_for_s < t.sustain_s) {

@@ -25,6 +25,7 @@ struct EvictionThresholds {
 struct EvictionCall {
   bool evict = false;
   slowdown::Finding finding;  // the newest verdict's finding that evicts
+  std::string key;            // what identifies it across verdicts (its key, or one made alike)
   double named_for_s = 0;     // how long it has been named without a break
   std::string reason;         // one line: why (evict) or why not (when a finding names the node)
   // Not evict, for a reason that will not pass with time (the cause, the job slow as a whole):

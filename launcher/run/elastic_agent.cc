@@ -334,7 +334,7 @@ bool ElasticAgent::EvictIfSlow(std::string* why) {
   const RoundLimits limits{o_.min_nodes, o_.max_nodes, o_.node_unit};
   const int spares = rdzv_->SparesWaiting();
   if (!GoesOnWithout(round_.group_world_size, spares, limits)) {
-    if (eviction_said_.insert("stays " + call.finding.key).second)
+    if (eviction_said_.insert("stays " + call.key).second)
       Log(LogLevel::kWarn,
           "run: --evict-slow-nodes: this node (%s) is slow and stays: the job cannot go on without it (%d node(s), "
           "%d spare(s) waiting, --nnodes %d:%d): %s",
@@ -366,9 +366,8 @@ bool ElasticAgent::EvictIfSlow(std::string* why) {
           error.c_str());
     return false;
   }
-  Log(LogLevel::kWarn, "run: evicting this node: %s; verdict: %s %s %s since %.3f, cost %.2f, %s (%d spare(s) waiting)",
-      reason.c_str(), slowdown::ScopeName(f.scope), f.node.c_str(), slowdown::CauseName(f.cause), f.since, f.cost,
-      f.detail.c_str(), spares);
+  Log(LogLevel::kWarn, "run: evicting this node: %s; slow since %.3f (unix s), %d spare(s) waiting", reason.c_str(),
+      f.since, spares);
   *why = reason;
   return true;
 }

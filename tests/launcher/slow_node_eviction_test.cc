@@ -58,6 +58,7 @@ TEST(SlowNodeEviction, ASlowGpuNamedLongEnoughEvictsItsNode) {
   EXPECT_TRUE(call.evict) << call.reason;
   EXPECT_DOUBLE_EQ(call.named_for_s, 10);
   EXPECT_EQ(call.finding.key, f.key);
+  EXPECT_EQ(call.key, f.key);
   EXPECT_NE(call.reason.find("node n2 gpu_compute"), std::string::npos) << call.reason;
   EXPECT_NE(call.reason.find("cost 40%"), std::string::npos) << call.reason;
   // One rank's GPU of several on the node: the GPU stays with the node too.
@@ -77,7 +78,9 @@ TEST(SlowNodeEviction, FindingsWithoutKeysAreToldApart) {
   Finding net = Slow("n2", Cause::kNetwork, Scope::kNode);
   gpu.key.clear();
   net.key.clear();
-  EXPECT_TRUE(JudgeEviction(Series(1010, &gpu), "n2", 4, t).evict);
+  EvictionCall alone = JudgeEviction(Series(1010, &gpu), "n2", 4, t);
+  EXPECT_TRUE(alone.evict);
+  EXPECT_EQ(alone.key, "rank 2 gpu_compute");
   std::deque<Verdict> h = Series(1010, &net);  // 1000..1010 the network, then its GPU
   h.push_back(At(1012, {gpu}));
   EvictionCall call = JudgeEviction(h, "n2", 4, t);
