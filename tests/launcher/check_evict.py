@@ -13,6 +13,7 @@ through the simulated runtime's control file (`node=N gpu_factor=F`).
                  value, and node 2 cannot join the run again (what CI runs, about 60 s)
         smaller  4 nodes (--nnodes 3:4), no spare: node 2 is evicted, the job goes on with 3
         atmin    4 nodes (--nnodes 4:4), no spare: node 2 stays and says so
+        host     4 nodes + 1 spare, rank 2 a host-side straggler: named, never evicted
         healthy  4 nodes + 1 spare with the flag on and no fault: nobody is evicted
 
 Prints "figure:" lines: the seconds from the onset to the eviction and to the step time back
@@ -330,6 +331,24 @@ def c_atmin(args, out):
         job.stop()
 
 
+def c_host(args, out):
+    """A host-side straggler (a sleep in the rank's preprocessing) would follow the job to any
+    node: named, reported, never acted on."""
+    job = Job(args, out, 4, 1, "4:4", True, ["--evict-slow-after", "6"])
+    try:
+        check(wait_for(lambda: job.training(4), 120, 0.2), "four nodes train")
+        healthy_step(job, 12)
+        set_control(job.control, f"rank={SLOW_NODE} host_ms=60")
+        slow = job.nodes[SLOW_NODE]
+        said = wait_for(lambda: slow.first("would follow the job to any node")[0] is not None, 60, 0.2)
+        check(said, "node 2 is named slow for a host cause and says it stays")
+        time.sleep(10)
+        check(all(n.first(EVICTED)[0] is None for n in job.nodes), "nobody is evicted for a host cause")
+        check(slow.proc.poll() is None, "node 2 still runs")
+    finally:
+        job.stop()
+
+
 def c_healthy(args, out):
     job = Job(args, out, 4, 1, "4:4", True)
     try:
@@ -355,7 +374,7 @@ def etcd_get(etcd, key):
         return None
 
 
-MODES = {"spare": c_spare, "smaller": c_smaller, "atmin": c_atmin, "healthy": c_healthy}
+MODES = {"spare": c_spare, "smaller": c_smaller, "atmin": c_atmin, "host": c_host, "healthy": c_healthy}
 
 
 def main():
