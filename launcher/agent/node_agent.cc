@@ -175,6 +175,7 @@ void NodeAgent::OnVerdict(const slowdown::Verdict& v) {
     bool fresh = v.updated != verdict_.updated;
     verdict_ = v;
     if (!fresh) return;
+    if (watch_evictions_) KeepVerdict(&evict_history_, v, evict_thresholds_);
   }
   if (config_.timeline_path.empty()) return;
   std::string error;
@@ -291,9 +292,24 @@ std::string NodeAgent::MetricsText() {
     MutexLock lock(slow_mu_);
     slowdown::AppendSlowdownMetrics(verdict_, &text);
   }
+  text.Family("xtimer_slow_node_evictions_total", "counter",
+              "nodes xtimer_run --evict-slow-nodes left out of this run as slow (this one included)");
+  text.Add("xtimer_slow_node_evictions_total", {}, evictions_.load());
   text.Family("xtimer_agent_collector_connected", "gauge", "1 when the agent is registered with its collector");
   text.Add("xtimer_agent_collector_connected", {}, link_ && link_->connected() ? 1 : 0);
   return text.Text();
+}
+
+void NodeAgent::WatchEvictions(const EvictionThresholds& t) {
+  MutexLock lock(slow_mu_);
+  watch_evictions_ = true;
+  evict_thresholds_ = t;
+}
+
+EvictionCall NodeAgent::CheckEviction(int job_nodes) const {
+  MutexLock lock(slow_mu_);
+  if (!watch_evictions_) return {};
+  return JudgeEviction(evict_history_, config_.node_name, job_nodes, evict_thresholds_);
 }
 
 void NodeAgent::Tick() {

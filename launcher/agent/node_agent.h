@@ -23,6 +23,7 @@
 #include "launcher/agent/desync_watch.h"
 #include "launcher/agent/rank_channel.h"
 #include "launcher/agent/rank_registry.h"
+#include "launcher/agent/slow_node_eviction.h"
 
 namespace xtimer {
 
@@ -70,7 +71,18 @@ class NodeAgent {
   void BeginRound() {
     registry_.ForgetExited();
     ForgetDesync();
+    MutexLock lock(slow_mu_);
+    evict_history_.clear();  // a new round's slowdown must last the whole time again
   }
+  // --evict-slow-nodes (slow_node_eviction.h): from now on the verdicts are kept for the rule.
+  void WatchEvictions(const EvictionThresholds& t) XT_EXCLUDES(slow_mu_);
+  // The rule on the verdicts kept so far, for this node (AgentConfig::node_name) in a round of
+  // `job_nodes` nodes. Not evict while WatchEvictions was not called.
+  EvictionCall CheckEviction(int job_nodes) const XT_EXCLUDES(slow_mu_);
+  // The nodes evicted from this run so far (etcd's evicted/ keys, or this node itself):
+  // /metrics' xtimer_slow_node_evictions_total.
+  void SetEvictions(int total) { evictions_ = total; }
+  const std::string& node_name() const { return config_.node_name; }
   // Waits (at most `timeout_s`) until the checkpoint saver has written what it must: the
   // newest memory snapshots of workers that died. True if done (or no saver runs here).
   bool WaitCheckpointsPersisted(double timeout_s);
@@ -131,8 +143,12 @@ class NodeAgent {
   // Communicators this round's ranks sent fingerprints of, and those of earlier rounds.
   std::set<std::string> round_comms_ XT_GUARDED_BY(desync_mu_), old_comms_ XT_GUARDED_BY(desync_mu_);
 
-  Mutex slow_mu_;  // the verdict (written by the link's thread, read by /metrics)
+  mutable Mutex slow_mu_;  // the verdicts (written by the link's thread, read by /metrics and the main thread)
   slowdown::Verdict verdict_ XT_GUARDED_BY(slow_mu_);
+  bool watch_evictions_ XT_GUARDED_BY(slow_mu_) = false;
+  EvictionThresholds evict_thresholds_ XT_GUARDED_BY(slow_mu_);
+  std::deque<slowdown::Verdict> evict_history_ XT_GUARDED_BY(slow_mu_);
+  std::atomic<int> evictions_{0};
   bool slowdown_write_warned_ XT_GUARDED_BY(slow_mu_) = false;
 };
 

@@ -23,6 +23,8 @@
 #include "launcher/agent/node_agent.h"
 #include "launcher/run/comm_perf.h"
 #include "launcher/run/numa.h"
+#include "launcher/run/round_rules.h"
+#include "slowdown/slowdown_verdict_json.h"
 
 extern char** environ;
 
@@ -282,7 +284,7 @@ ElasticAgent::Outcome ElasticAgent::Monitor(WorkerGroup& group, std::string* why
   // Under xtimer_run a hang restarts the workers unless the user chose another hang action.
   bool restart_on_hang = settings_.hang_action == "restart";
   double dump_wait = settings_.dump_wait_s;
-  double next_tick = 0, hang_deadline = 0;
+  double next_tick = 0, hang_deadline = 0, next_evict_check = 0;
   int64_t hang_since_ms = 0;
   int hung_rank = -1;
   std::string hang_trigger;
@@ -313,8 +315,61 @@ ElasticAgent::Outcome ElasticAgent::Monitor(WorkerGroup& group, std::string* why
         return Outcome::kHung;
       }
     }
+    if (o_.evict_slow_nodes && agent_ != nullptr && now >= next_evict_check) {
+      next_evict_check = now + 1;
+      if (EvictIfSlow(why)) return Outcome::kEvicted;
+    }
     if (rdzv_->NewRoundNeeded(why)) return Outcome::kNewRound;
   }
+}
+
+bool ElasticAgent::EvictIfSlow(std::string* why) {
+  EvictionCall call = agent_->CheckEviction(round_.group_world_size);
+  if (!call.evict) {
+    if (!call.say_once.empty() && eviction_said_.insert(call.say_once).second)
+      Log(LogLevel::kInfo, "run: --evict-slow-nodes: this node (%s) %s", agent_->node_name().c_str(),
+          call.reason.c_str());
+    return false;
+  }
+  const RoundLimits limits{o_.min_nodes, o_.max_nodes, o_.node_unit};
+  const int spares = rdzv_->SparesWaiting();
+  if (!GoesOnWithout(round_.group_world_size, spares, limits)) {
+    if (eviction_said_.insert("stays " + call.key).second)
+      Log(LogLevel::kWarn,
+          "run: --evict-slow-nodes: this node (%s) is slow and stays: the job cannot go on without it (%d node(s), "
+          "%d spare(s) waiting, --nnodes %d:%d): %s",
+          agent_->node_name().c_str(), round_.group_world_size, spares, o_.min_nodes, o_.max_nodes,
+          call.reason.c_str());
+    return false;
+  }
+  const slowdown::Finding& f = call.finding;
+  nlohmann::json record = {{"node", round_.nodes.size() > static_cast<size_t>(round_.group_rank)
+                                        ? round_.nodes[static_cast<size_t>(round_.group_rank)]
+                                        : std::string()},
+                           {"name", agent_->node_name()},
+                           {"round", round_.number},
+                           {"group_rank", round_.group_rank},
+                           {"cause", slowdown::CauseName(f.cause)},
+                           {"scope", slowdown::ScopeName(f.scope)},
+                           {"cost", f.cost},
+                           {"since", f.since},
+                           {"named_for_s", call.named_for_s},
+                           {"detail", f.detail},
+                           {"spares", spares},
+                           {"time", WallMs() / 1000.0}};
+  const std::string reason = "node " + agent_->node_name() + " (group rank " + std::to_string(round_.group_rank) +
+                             ") evicted as slow (--evict-slow-nodes): " + call.reason;
+  std::string error;
+  if (!rdzv_->Evict(record.dump(), reason, &error)) {
+    if (eviction_said_.insert("refused " + error).second)
+      Log(LogLevel::kWarn, "run: --evict-slow-nodes: this node (%s) is slow and stays: %s", agent_->node_name().c_str(),
+          error.c_str());
+    return false;
+  }
+  Log(LogLevel::kWarn, "run: evicting this node: %s; slow since %.3f (unix s), %d spare(s) waiting", reason.c_str(),
+      f.since, spares);
+  *why = reason;
+  return true;
 }
 
 int ElasticAgent::CommPerfTest(const Round& round) {
@@ -453,7 +508,10 @@ int ElasticAgent::Run() {
         return 128 + sig;
       }
     }
-    if (agent_ != nullptr) agent_->BeginRound();
+    if (agent_ != nullptr) {
+      agent_->BeginRound();
+      if (o_.evict_slow_nodes) agent_->SetEvictions(rdzv_->Evictions());
+    }
     WorkerGroup group;
     if (!group.Start(Specs(round), &error)) {
       std::fprintf(stderr, "xtimer_run: %s\n", error.c_str());
@@ -476,6 +534,15 @@ int ElasticAgent::Run() {
         group.Stop(o_.stop_grace_s);
         rdzv_->Leave();
         return 128 + sig;
+      case Outcome::kEvicted: {
+        const int evictions = rdzv_->Evictions();  // this one included, unless etcd failed to say
+        agent_->SetEvictions(evictions > 0 ? evictions : 1);
+        group.Stop(o_.stop_grace_s);
+        PersistCheckpoints();
+        rdzv_->Leave();
+        std::fprintf(stderr, "xtimer_run: %s; it cannot join run '%s' again\n", why.c_str(), o_.rdzv_id.c_str());
+        return 1;
+      }
       case Outcome::kNewRound: {
         Log(LogLevel::kWarn, "run: %s; stopping the workers for a new round", why.c_str());
         // Stacks another node's hang asked for are handed on first (bounded).

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -67,8 +68,11 @@ class ElasticAgent {
   int Run();
 
  private:
-  enum class Outcome { kSucceeded, kFailed, kHung, kNewRound, kSignal };
+  enum class Outcome { kSucceeded, kFailed, kHung, kNewRound, kSignal, kEvicted };
   Outcome Monitor(WorkerGroup& group, std::string* why, int* signal);
+  // --evict-slow-nodes, once a second while workers run: true when this node leaves the run
+  // (the etcd record written, the others on their way to a new round); *why is the log line.
+  bool EvictIfSlow(std::string* why);
   // --comm-perf-test before the round's workers: 0 when it ended (well or not), else the stop
   // signal that came meanwhile.
   int CommPerfTest(const Round& round);
@@ -88,6 +92,7 @@ class ElasticAgent {
   WorkerExit first_failure_;
   std::vector<WorkerExit> other_failures_;
   bool have_failure_ = false;
+  std::set<std::string> eviction_said_;  // findings already said to stay (said once each)
 };
 
 }  // namespace xtimer::run

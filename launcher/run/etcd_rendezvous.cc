@@ -22,6 +22,12 @@
 //   P/netcheck/passed/<node>    the node passed a check: it is not probed again in this run.
 //   P/netcheck/excluded/<addr>  {"node", "round", "status", "reason"}: left out; a node with
 //                               this address (--local-addr or host name) cannot join the run again.
+// With --evict-slow-nodes (launcher/run/README.md, "Slow nodes"):
+//   P/rounds/R/eviction         the eviction of round R, created once (create-if-absent): one
+//                               node at most leaves a round as slow.
+//   P/evicted/<addr>            {"node", "name", "round", "cause", "scope", "cost", "since",
+//                               "named_for_s", "detail", "time"}: a node with this address cannot
+//                               join the run again.
 // A round whose nodes all passed before is not probed. When nodes are left out, the others move
 // P/state on with "expect": [the nodes that stay]; that round closes as soon as they are all in.
 //
@@ -131,6 +137,7 @@ class EtcdRendezvous : public Rendezvous {
 
   bool Start(std::string* error) {
     if (o_.network_check && Excluded(error)) return false;
+    if (Evicted(error)) return false;
     int64_t lease = 0;
     if (!etcd_.GrantLease(static_cast<int64_t>(o_.lease_ttl_s + 0.5), &lease, error)) return false;
     lease_ = lease;
@@ -229,6 +236,43 @@ class EtcdRendezvous : public Rendezvous {
     std::string error;
     if (!etcd_.Put(RoundPrefix(current_.number) + "done/" + node_id_, "1", 0, &error))
       Log(LogLevel::kWarn, "run: %s", error.c_str());
+  }
+
+  int SparesWaiting() override {
+    std::vector<KeyValue> waiting;
+    std::string error;
+    if (!etcd_.GetPrefix(prefix_ + "waiting/", &waiting, &error)) {
+      Log(LogLevel::kWarn, "run: %s", error.c_str());
+      return 0;
+    }
+    int outside = 0;
+    for (const std::string& id : Ids(waiting))
+      outside += std::find(current_.nodes.begin(), current_.nodes.end(), id) == current_.nodes.end();
+    return outside;
+  }
+
+  // The record first (so this address is refused from now on), then the lease goes (the others
+  // do not wait for this node in the next round), then the state moves on.
+  bool Evict(const std::string& record, const std::string& reason, std::string* error) override {
+    bool created = false;
+    if (!etcd_.CreateIfAbsent(RoundPrefix(current_.number) + "eviction", record, 0, &created, error)) return false;
+    if (!created)
+      return (*error = "another node leaves round " + std::to_string(current_.number) + " as slow; one a round"),
+             false;
+    if (!etcd_.Put(prefix_ + "evicted/" + addr_, record, 0, error)) return false;
+    const State st = state_;
+    Leave();
+    bool swapped = false;
+    std::string ignored;
+    etcd_.CompareAndSwap(prefix_ + "state", st.raw, StateValue(st.round + 1, st.restarts, reason), &swapped, &ignored);
+    return true;
+  }
+
+  int Evictions() override {
+    std::vector<KeyValue> evicted;
+    std::string error;
+    if (!etcd_.GetPrefix(prefix_ + "evicted/", &evicted, &error)) return 0;
+    return static_cast<int>(evicted.size());
   }
 
   void Leave() override {
@@ -476,6 +520,23 @@ class EtcdRendezvous : public Rendezvous {
     } catch (...) {
     }
     *error = "this node (" + addr_ + ") was left out of run '" + o_.rdzv_id + "' by the network check (" + why +
+             "); it cannot join this run again: repair it and start the job under a new --rdzv-id";
+    return true;
+  }
+
+  // True (with *error) when --evict-slow-nodes evicted this node's address from this run.
+  bool Evicted(std::string* error) {
+    std::string raw, ignored;
+    bool found = false;
+    if (!etcd_.Get(prefix_ + "evicted/" + addr_, &raw, &found, &ignored) || !found) return false;
+    std::string why = raw;
+    try {
+      nlohmann::json j = nlohmann::json::parse(raw);
+      why = "in round " + std::to_string(j.value("round", 0)) + ": " + j.value("cause", "") + ", " +
+            j.value("detail", "");
+    } catch (...) {
+    }
+    *error = "this node (" + addr_ + ") was evicted from run '" + o_.rdzv_id + "' as a slow node (" + why +
              "); it cannot join this run again: repair it and start the job under a new --rdzv-id";
     return true;
   }

@@ -43,6 +43,18 @@ class Rendezvous {
   virtual void Finished() = 0;
   // Leaves for good (revokes what this node holds in the store).
   virtual void Leave() = 0;
+  // --evict-slow-nodes (etcd only; the others answer 0 and false):
+  // Nodes that wait outside the running round: spares that would take an evicted node's place.
+  virtual int SparesWaiting() { return 0; }
+  // This node leaves the run as slow: `record` (a JSON object) is stored under evicted/<addr>,
+  // the node leaves, and the others go to a new round without it (no restart counted). False
+  // with *error when another node is evicted in this round already, or etcd failed: it stays.
+  virtual bool Evict(const std::string& record, const std::string& reason, std::string* error) {
+    (void)record, (void)reason;
+    return (*error = "the " + Name() + " rendezvous cannot leave a node out"), false;
+  }
+  // Nodes evicted from this run so far.
+  virtual int Evictions() { return 0; }
   // "standalone", "static" or "etcd", for messages.
   virtual std::string Name() const = 0;
 };

@@ -76,4 +76,8 @@ bool WaitingNodesFit(int running, int waiting, const RoundLimits& l) {
   return waiting > 0 && RoundSize(running + waiting, l) > running;
 }
 
+bool GoesOnWithout(int running, int waiting, const RoundLimits& l) {
+  return running >= 1 && RoundSize(running - 1 + waiting, l) > 0;
+}
+
 }  // namespace xtimer::run

@@ -61,4 +61,9 @@ CloseReason ShouldClose(const OpenRound& round, const RoundLimits& limits);
 // more nodes (scale-out is worth a restart).
 bool WaitingNodesFit(int running, int waiting, const RoundLimits& limits);
 
+// --evict-slow-nodes: whether a round of `running` nodes can go on without one of them, with
+// `waiting` spares to take its place: the others and the spares make a round (at least MIN, a
+// multiple of the node unit). False: the slow node stays, and says so.
+bool GoesOnWithout(int running, int waiting, const RoundLimits& limits);
+
 }  // namespace xtimer::run

@@ -154,7 +154,7 @@ enum class Group {
 struct Parser {
   RunOptions* o = nullptr;
   std::string* error = nullptr;
-  bool nnodes_given = false, nproc_given = false, rdzv_given = false;
+  bool nnodes_given = false, nproc_given = false, rdzv_given = false, evict_threshold_given = false;
   std::set<std::string> warned;
 
   bool Fail(std::string why) {
@@ -367,6 +367,24 @@ const FlagSpec kFlags[] = {
     {"--stop-grace", nullptr, A::kValue, G::kXtimer, "S",
      "seconds between SIGTERM and SIGKILL when stopping workers (default 5)",
      [](Parser& p, Arg f, Arg v) { return ToSeconds(f, v, &p.o->stop_grace_s, p.error); }},
+    {"--evict-slow-nodes", nullptr, A::kSwitch, G::kXtimer, "",
+     "a node the slowdown judge names slow (GPU, or its own network) leaves\n"
+     "the run; a waiting spare takes its place (etcd rendezvous; off by default)",
+     SetSwitch<&RunOptions::evict_slow_nodes>},
+    {"--evict-slow-cost", nullptr, A::kValue, G::kXtimer, "F",
+     "with --evict-slow-nodes, the least share of the job's step time the\nslow node costs (default 0.2)",
+     [](Parser& p, Arg f, Arg v) {
+       p.evict_threshold_given = true;
+       if (ParseDouble(v, &p.o->evict_slow_cost) && p.o->evict_slow_cost > 0 && p.o->evict_slow_cost <= 1) return true;
+       return p.Fail(f + " takes a share of the step time above 0 and at most 1 (0.2 is 20%), not '" + v + "'");
+     }},
+    {"--evict-slow-after", nullptr, A::kValue, G::kXtimer, "S",
+     "with --evict-slow-nodes, how long the node must be named slow (default 10)",
+     [](Parser& p, Arg f, Arg v) {
+       p.evict_threshold_given = true;
+       if (ParseDouble(v, &p.o->evict_slow_after_s) && p.o->evict_slow_after_s > 0) return true;
+       return p.Fail(f + " takes seconds (a number > 0), not '" + v + "'");
+     }},
 };
 
 // The flag named `name` (dashed) or by its short alias; nullptr when none is.
@@ -603,6 +621,16 @@ bool ParseRunOptions(int argc, char** argv, RunOptions* o, std::string* error, b
                 "--network-check with several nodes needs --rdzv-backend etcd (the nodes agree there on "
                 "who is left out); with a static rendezvous run xtimer_netprobe on every node first"),
            false;
+  // As the network check: the nodes agree on who leaves through the store.
+  if (o->evict_slow_nodes && several_static)
+    return (*error =
+                "--evict-slow-nodes with several nodes needs --rdzv-backend etcd (an evicted node is left out "
+                "there, and a spare takes its place)"),
+           false;
+  if (o->evict_slow_nodes && !o->elastic())
+    p.NoEffect("--evict-slow-nodes", "one node has nowhere to go on without itself: ignored");
+  if (!o->evict_slow_nodes && p.evict_threshold_given)
+    p.NoEffect("--evict-slow-cost, --evict-slow-after", "thresholds of --evict-slow-nodes, which is off: ignored");
   if (o->min_bandwidth_mbps > 0 && !o->network_check)
     p.NoEffect("--min-bandwidth", "the network check's floor, and the network check is off (--network-check): ignored");
   return true;

@@ -51,6 +51,12 @@ struct RunOptions {
   bool auto_config = false;       // --auto-config: nodes from NODE_NUM, workers from the GPUs
   double min_bandwidth_mbps = 0;  // --min-bandwidth MB/s: the network check's floor (0: none)
   double stop_grace_s = 5;        // SIGTERM, then SIGKILL after this many seconds
+  // --evict-slow-nodes (ours): a node the slowdown judge names slow, for a cause that stays with
+  // the node, at a cost of at least --evict-slow-cost of the job's step time for
+  // --evict-slow-after seconds, leaves the run (launcher/agent/slow_node_eviction.h).
+  bool evict_slow_nodes = false;
+  double evict_slow_cost = 0.2;
+  double evict_slow_after_s = 10;
 
   // One line each, for xtimer_run to print once: flags accepted without effect here (why), and
   // what --precheck and --auto-config chose.

@@ -133,5 +133,21 @@ TEST(RoundRules, WaitingNodesAreWorthARoundOnlyWhenItGrows) {
   EXPECT_TRUE(WaitingNodesFit(2, 2, unit));
 }
 
+// --evict-slow-nodes: a slow node leaves only when the others (and the spares) still make a round.
+TEST(RoundRules, ASlowNodeLeavesOnlyIfTheJobGoesOnWithoutIt) {
+  RoundLimits fixed{4, 4, 1};
+  EXPECT_TRUE(GoesOnWithout(4, 1, fixed));   // a spare takes its place
+  EXPECT_FALSE(GoesOnWithout(4, 0, fixed));  // no spare, and 3 is below MIN: it stays
+  RoundLimits elastic{3, 4, 1};
+  EXPECT_TRUE(GoesOnWithout(4, 0, elastic));   // goes on with 3
+  EXPECT_FALSE(GoesOnWithout(3, 0, elastic));  // 2 would be below MIN
+  EXPECT_TRUE(GoesOnWithout(3, 2, elastic));
+  RoundLimits unit{2, 4, 2};
+  EXPECT_FALSE(GoesOnWithout(2, 0, unit));  // one node is no unit of two
+  EXPECT_TRUE(GoesOnWithout(4, 0, unit));   // 3 run as 2
+  EXPECT_FALSE(GoesOnWithout(0, 5, elastic));
+}
+
 }  // namespace
+
 }  // namespace xtimer::run

@@ -69,6 +69,33 @@ TEST(RunOptions, NetworkCheckWithEtcdOrOneNode) {
   EXPECT_TRUE(one.network_check);
 }
 
+TEST(RunOptions, EvictSlowNodesAndItsThresholds) {
+  RunOptions d;
+  std::string error;
+  ASSERT_TRUE(Parse({"t.py"}, &d, &error)) << error;
+  EXPECT_FALSE(d.evict_slow_nodes);  // off by default
+  EXPECT_DOUBLE_EQ(d.evict_slow_cost, 0.2);
+  EXPECT_DOUBLE_EQ(d.evict_slow_after_s, 10);
+  RunOptions o;
+  ASSERT_TRUE(Parse({"--nnodes", "3:4", "--rdzv-backend", "etcd", "--rdzv-endpoint", "e:2379", "--rdzv-id", "j",
+                     "--evict-slow-nodes", "--evict_slow_cost=0.3", "--evict-slow-after", "20", "t.py"},
+                    &o, &error))
+      << error;
+  EXPECT_TRUE(o.evict_slow_nodes);
+  EXPECT_DOUBLE_EQ(o.evict_slow_cost, 0.3);
+  EXPECT_DOUBLE_EQ(o.evict_slow_after_s, 20);
+  EXPECT_TRUE(o.warnings.empty());
+  // One node: accepted, said once to do nothing; a threshold without the switch: said once.
+  RunOptions one;
+  ASSERT_TRUE(Parse({"--standalone", "--evict-slow-nodes", "t.py"}, &one, &error)) << error;
+  ASSERT_EQ(one.warnings.size(), 1u);
+  EXPECT_NE(one.warnings[0].find("--evict-slow-nodes: one node"), std::string::npos) << one.warnings[0];
+  RunOptions off;
+  ASSERT_TRUE(Parse({"--evict-slow-after", "5", "t.py"}, &off, &error)) << error;
+  ASSERT_EQ(off.warnings.size(), 1u);
+  EXPECT_NE(off.warnings[0].find("which is off"), std::string::npos) << off.warnings[0];
+}
+
 TEST(RunOptions, NodeUnitBothSpellings) {
   for (std::vector<std::string> flag :
        {std::vector<std::string>{"--node_unit", "2"}, {"--node_unit=2"}, {"--node-unit", "2"}, {"--node-unit=2"}}) {
@@ -111,6 +138,12 @@ TEST(RunOptions, BadInputGetsOneLineNamingTheFlag) {
       {{"--box-pairs", "t.py"}, "--box-pairs needs one or more socket pairs"},
       {{"--network-check=1", "t.py"}, "--network-check is a switch and takes no value"},
       {{"--min-bandwidth", "-5", "t.py"}, "--min-bandwidth takes MB/s"},
+      {{"--evict-slow-nodes", "--nnodes", "2", "--node-rank", "0", "t.py"}, "--evict-slow-nodes with several nodes "
+                                                                          "needs --rdzv-backend etcd"},
+      {{"--evict-slow-cost", "0", "t.py"}, "--evict-slow-cost takes a share of the step time above 0 and at most 1"},
+      {{"--evict-slow-cost", "20%", "t.py"}, "--evict-slow-cost takes a share"},
+      {{"--evict-slow-after", "-1", "t.py"}, "--evict-slow-after takes seconds (a number > 0), not '-1'"},
+      {{"--evict-slow-nodes=1", "t.py"}, "--evict-slow-nodes is a switch and takes no value"},
       {{"--training_port", "70000", "t.py"}, "--training-port takes a whole number from 1 to 65535"},
       {{"--local-ranks-filter", "0,x", "t.py"}, "--local-ranks-filter takes local ranks separated by commas"},
       {{"--save_at_breakpoint=2", "t.py"}, "--save-at-breakpoint takes 0 or 1"},

@@ -14,7 +14,7 @@ every 0.2 s; lines whose selector (all, rank=N, node=N) matches this rank apply,
 
 Prints one JSON line when it starts training and when it ends.
 
-  train_rank.py LIB RANK WORLD NODE_SIZE ID_DIR --control FILE --seconds S [--torch]
+  train_rank.py LIB RANK WORLD NODE_SIZE ID_DIR --control FILE --seconds S [--torch] [--progress FILE]
 """
 import argparse
 import ctypes
@@ -115,6 +115,7 @@ def main():
     ap.add_argument("--ckpt-seconds", type=float, default=0.6)
     ap.add_argument("--grad-mib", type=int, default=4)
     ap.add_argument("--gemm", type=int, default=8192)
+    ap.add_argument("--progress", default="", help="a file rewritten every 10 steps: the steps done so far")
     args = ap.parse_args()
     node = args.rank // args.node_size
     faults = Faults(args.control, args.rank, node)
@@ -152,6 +153,10 @@ def main():
         if stop < 0:
             sys.exit(f"rank {args.rank}: step {step} failed")
         step += 1
+        if args.progress and step % 10 == 0:
+            with open(args.progress + ".tmp", "w") as f:
+                json.dump({"steps": step, "t": time.time()}, f)
+            os.replace(args.progress + ".tmp", args.progress)
         if stop:
             break  # every rank stops after the same step
         if args.ckpt_every > 0 and step % args.ckpt_every == 0:
