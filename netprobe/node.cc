@@ -76,6 +76,7 @@ class NodeClient {
   int probe_port_ = 0;
   int rank_ = -1;
   std::deque<json> inbox_;  // messages that came during a test, in order
+  std::string lost_;        // why the rendezvous connection became unusable during a test
 };
 
 json NodeClient::Run() {
@@ -171,6 +172,7 @@ std::string NodeClient::HandleTest(const json& msg) {
       StopWatch stop{rdzv_.get(), [&](std::string* e) { return ReadDuringTest(id, e); }};
       StoppedTransfer partial;
       RunTcpInitiator(spec, addr, port, connect_deadline, deadline, stop, &t, &partial);
+      if (!lost_.empty()) return lost_;  // this node cannot go on; the test's failure says no more
       if (t.stopped) {
         result["ok"] = true;
         result["stopped"] = true;
@@ -219,21 +221,21 @@ StopWatch::Answer NodeClient::ReadDuringTest(int64_t id, std::string* error) {
   json msg;
   std::string why;
   if (!RecvMessage(rdzv_.get(), &msg, net::Deadline::In(o_.timeout_s), &why)) {
-    *error = "lost the rendezvous: " + why;
+    *error = lost_ = "lost the rendezvous: " + why;
     return StopWatch::Answer::kError;
   }
   if (msg["type"].get<std::string>() == "stop") {
     Fields f(msg, &why);
     int64_t stop_id = 0;
     if (!f.Int("id", 0, INT64_MAX, &stop_id)) {
-      *error = "rendezvous: " + why;
+      *error = lost_ = "rendezvous: " + why;
       return StopWatch::Answer::kError;
     }
     if (stop_id == id) return StopWatch::Answer::kStop;
     return StopWatch::Answer::kGoOn;  // for a test that is over
   }
   if (inbox_.size() >= 64) {
-    *error = "rendezvous sent " + std::to_string(inbox_.size()) + " messages during one test";
+    *error = lost_ = "rendezvous sent " + std::to_string(inbox_.size()) + " messages during one test";
     return StopWatch::Answer::kError;
   }
   inbox_.push_back(std::move(msg));
