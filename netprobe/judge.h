@@ -40,6 +40,10 @@ struct TestResult {
   double bwd_mbps = 0;                                // b -> a
   double latency_us = 0;                              // one-way (half the median round trip, or a tiny collective)
   std::vector<std::pair<std::string, double>> extra;  // backend-specific figures, reported as is
+  // Stopped early (early_stop.h): the figures are rates of a partial transfer and time_s is the
+  // time the whole test would have taken at them; stop_note says what was measured.
+  bool stopped = false;
+  std::string stop_note;
 
   double bandwidth_mbps() const { return fwd_mbps < bwd_mbps ? fwd_mbps : bwd_mbps; }
 };

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <deque>
 #include <memory>
 #include <thread>
 
@@ -61,6 +62,9 @@ class NodeClient {
   json Fail(const std::string& what) { return ErrorReport(what); }
   // "" when done, else why this node cannot go on.
   std::string HandleTest(const json& msg);
+  // While this node initiates test `id`: reads one message of the rendezvous; a "stop" for
+  // `id` asks the test to stop, anything else waits in inbox_ for the main loop.
+  StopWatch::Answer ReadDuringTest(int64_t id, std::string* error);
   std::string HandleLocal(const json& msg);
   bool Send(const json& msg, std::string* error) {
     return SendMessage(rdzv_.get(), msg, net::Deadline::In(o_.timeout_s), error);
@@ -71,6 +75,8 @@ class NodeClient {
   net::Fd probe_;
   int probe_port_ = 0;
   int rank_ = -1;
+  std::deque<json> inbox_;  // messages that came during a test, in order
+  std::string lost_;        // why the rendezvous connection became unusable during a test
 };
 
 json NodeClient::Run() {
@@ -97,8 +103,12 @@ json NodeClient::Run() {
   const double idle_s = 3 * o_.timeout_s + 10;
   for (;;) {
     json msg;
-    if (!RecvMessage(rdzv_.get(), &msg, net::Deadline::In(idle_s), &error))
+    if (!inbox_.empty()) {
+      msg = std::move(inbox_.front());
+      inbox_.pop_front();
+    } else if (!RecvMessage(rdzv_.get(), &msg, net::Deadline::In(idle_s), &error)) {
       return Fail("lost the rendezvous at " + target + ": " + error);
+    }
     const std::string type = msg["type"].get<std::string>();
     Fields f(msg, &error);
     if (type == "error") {
@@ -115,6 +125,10 @@ json NodeClient::Run() {
       if (std::string e = HandleTest(msg); !e.empty()) return Fail(e);
     } else if (type == "local") {
       if (std::string e = HandleLocal(msg); !e.empty()) return Fail(e);
+    } else if (type == "stop") {
+      // For a test that ended before the request arrived (or that was never ours to stop).
+      int64_t id = 0;
+      if (!f.Int("id", 0, INT64_MAX, &id)) return Fail("rendezvous: " + error);
     } else if (type == "report") {
       auto it = msg.find("report");
       if (it == msg.end() || !it->is_object()) return Fail("rendezvous: the report is malformed");
@@ -155,7 +169,21 @@ std::string NodeClient::HandleTest(const json& msg) {
     t.b = peer;
     if (o_.backend == Backend::kTcp) {
       TcpTestSpec spec{static_cast<uint64_t>(id), rank_, peer, size, streams};
-      RunTcpInitiator(spec, addr, port, connect_deadline, deadline, &t);
+      StopWatch stop{rdzv_.get(), [&](std::string* e) { return ReadDuringTest(id, e); }};
+      StoppedTransfer partial;
+      RunTcpInitiator(spec, addr, port, connect_deadline, deadline, stop, &t, &partial);
+      if (!lost_.empty()) return lost_;  // this node cannot go on; the test's failure says no more
+      if (t.stopped) {
+        result["ok"] = true;
+        result["stopped"] = true;
+        result["latency_us"] = t.latency_us;
+        result["fwd_bytes"] = partial.fwd_bytes;
+        result["fwd_s"] = partial.fwd_s;
+        result["bwd_bytes"] = partial.bwd_bytes;
+        result["bwd_s"] = partial.bwd_s;
+        if (!Send(result, &error)) return "lost the rendezvous: " + error;
+        return "";
+      }
     } else {
       auto send_uid = [&](const std::string& hex, std::string* e) {
         return Send({{"type", "uid"}, {"id", id}, {"uid", hex}}, e);
@@ -187,6 +215,31 @@ std::string NodeClient::HandleTest(const json& msg) {
   }
   if (!Send(result, &error)) return "lost the rendezvous: " + error;
   return "";
+}
+
+StopWatch::Answer NodeClient::ReadDuringTest(int64_t id, std::string* error) {
+  json msg;
+  std::string why;
+  if (!RecvMessage(rdzv_.get(), &msg, net::Deadline::In(o_.timeout_s), &why)) {
+    *error = lost_ = "lost the rendezvous: " + why;
+    return StopWatch::Answer::kError;
+  }
+  if (msg["type"].get<std::string>() == "stop") {
+    Fields f(msg, &why);
+    int64_t stop_id = 0;
+    if (!f.Int("id", 0, INT64_MAX, &stop_id)) {
+      *error = lost_ = "rendezvous: " + why;
+      return StopWatch::Answer::kError;
+    }
+    if (stop_id == id) return StopWatch::Answer::kStop;
+    return StopWatch::Answer::kGoOn;  // for a test that is over
+  }
+  if (inbox_.size() >= 64) {
+    *error = lost_ = "rendezvous sent " + std::to_string(inbox_.size()) + " messages during one test";
+    return StopWatch::Answer::kError;
+  }
+  inbox_.push_back(std::move(msg));
+  return StopWatch::Answer::kGoOn;
 }
 
 std::string NodeClient::HandleLocal(const json& msg) {

@@ -10,7 +10,7 @@ const char* Usage() {
   return R"(usage: xtimer_netprobe --rdzv HOST:PORT --nnodes N [--node-rank R] [--backend tcp|nccl]
                        [--rounds auto|1..10] [--size BYTES] [--min-bandwidth MB/s]
                        [--straggler-factor 2.0] [--all-pairs] [--streams 4] [--timeout S]
-                       [--connect-timeout S] [--json FILE]
+                       [--connect-timeout S] [--no-early-stop] [--json FILE]
        xtimer_netprobe --serve --rdzv HOST:PORT --nnodes N [judging options]
 
 Pre-flight network check: pairs the nodes, measures bandwidth and latency between them, and
@@ -29,6 +29,8 @@ rendezvous when HOST is one of its addresses (or run --serve alone).
   --all-pairs             test every pair, in n-1 rounds of disjoint pairs
   --timeout S             deadline for joining, every send and wait (XTIMER_NETPROBE_TIMEOUT, 30)
   --connect-timeout S     a test's connections must be up within S (default 4, at most --timeout)
+  --no-early-stop         let every test move all its bytes (default: a test clearly slower
+                          than the others of its step is stopped and judged from its rate)
   --json FILE             write the report as JSON (docs/formats.md)
   --serve                 run only the rendezvous (judging options apply here)
 
@@ -154,6 +156,9 @@ bool ParseOptions(const std::vector<std::string>& args, double default_timeout_s
     } else if (flag == "--all-pairs") {
       if (!boolean()) return fail("--all-pairs takes no value");
       o->all_pairs = true;
+    } else if (flag == "--no-early-stop") {
+      if (!boolean()) return fail("--no-early-stop takes no value");
+      o->early_stop = false;
     } else if (flag == "--timeout") {
       if (!need(&v) || !ParseDouble(v, &d) || d <= 0 || d > 86400)
         return fail("--timeout needs seconds above 0 (fractions allowed), got '" + v + "'");

@@ -29,6 +29,9 @@ struct Options {
   // --connect-timeout: a test's connections must be up by then (at most timeout_s), so a peer
   // that silently drops packets costs this, not the whole deadline.
   double connect_timeout_s = 4;
+  // A test clearly slower than the others of its step is stopped and judged from the bytes it
+  // moved (early_stop.h; tcp backend; decided by the rendezvous). --no-early-stop: off.
+  bool early_stop = true;
   std::string json_path;
   bool serve = false;
   bool help = false;

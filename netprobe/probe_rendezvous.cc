@@ -12,6 +12,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "netprobe/early_stop.h"
 #include "netprobe/messages.h"
 #include "netprobe/plan.h"
 
@@ -196,6 +197,7 @@ void Rendezvous::RunStep(const Step& step, int round, int step_no, bool base, st
   for (uint64_t id : ids) {
     Pending& p = pending_[id];
     const TestResult& t = tests_[p.test];
+    p.start_s = MonotonicS();
     if (!SendTo(t.a, TestMessage(p, true, ""))) {
       if (!p.done_a) p.error_a = Rank(t.a) + " could not be told to start the test";
       p.done_a = p.done_b = true;  // the responder was never told either
@@ -213,6 +215,7 @@ void Rendezvous::RunStep(const Step& step, int round, int step_no, bool base, st
       earliest = net::Deadline::Earlier(earliest, it->second.deadline);
     }
     if (!open) break;
+    StopSlowTests(ids);
     if (earliest.passed()) {
       for (uint64_t id : ids) {
         auto it = pending_.find(id);
@@ -238,6 +241,32 @@ void Rendezvous::RunStep(const Step& step, int round, int step_no, bool base, st
     t.error = error.empty() ? "no result" : error;
   }
   Broadcast({{"type", "progress"}, {"text", ""}});  // keeps idle nodes' waits short
+}
+
+void Rendezvous::StopSlowTests(const std::vector<uint64_t>& ids) {
+  if (!o_.early_stop || o_.backend != Backend::kTcp) return;  // an NCCL test cannot be stopped
+  const double now = MonotonicS();
+  std::vector<RunningTest> step;
+  std::vector<Pending*> which;
+  for (uint64_t id : ids) {
+    auto it = pending_.find(id);
+    if (it == pending_.end()) continue;
+    Pending& p = it->second;
+    const bool ended = p.done_a && p.done_b;
+    if (ended && p.end_s == 0) p.end_s = now;
+    RunningTest r;
+    r.ended = ended;
+    r.completed = tests_[p.test].completed;
+    r.stopping = p.stopping;
+    r.elapsed_s = (ended ? p.end_s : now) - p.start_s;
+    step.push_back(r);
+    which.push_back(&p);
+  }
+  for (size_t i : TestsToStop(step, o_.straggler_factor)) {
+    Pending* p = which[i];
+    p->stopping = true;
+    SendTo(tests_[p->test].a, {{"type", "stop"}, {"id", p->id}});
+  }
 }
 
 void Rendezvous::PollOnce(net::Deadline until) {
@@ -382,6 +411,26 @@ void Rendezvous::OnResult(Conn* c, const json& msg) {
   if (!is_a && c->rank != t.b) return Drop(c, "sent a result for a test it is not part of");
   std::string what;
   if (!ok && !f.Str("error", &what, 2048)) return Drop(c, error);
+  bool stopped = false;
+  if (ok && msg.contains("stopped") && !f.Bool("stopped", &stopped)) return Drop(c, error);
+  if (is_a && ok && stopped) {
+    if (!p.stopping) return Drop(c, "sent a stopped test it was not asked to stop");
+    StoppedTransfer s;
+    s.size = o_.size;
+    double lat = 0;
+    if (!f.Num("latency_us", &lat) || !f.Int("fwd_bytes", 0, INT64_MAX, &s.fwd_bytes) || !f.Num("fwd_s", &s.fwd_s) ||
+        !f.Int("bwd_bytes", 0, INT64_MAX, &s.bwd_bytes) || !f.Num("bwd_s", &s.bwd_s))
+      return Drop(c, error);
+    if (lat < 0) return Drop(c, "sent a negative latency");
+    TestResult figures = t;
+    if (!PartialResult(s, MonotonicS() - p.start_s, &figures, &error)) return Drop(c, error);
+    t = figures;
+    t.latency_us = lat;
+    t.extra.clear();
+    if (!t.completed) p.error_a = Rank(t.a) + ": " + t.error;
+    p.done_a = true;
+    return;
+  }
   if (is_a) {
     if (ok) {
       double time_s, fwd, bwd, lat;

@@ -47,6 +47,8 @@ class Rendezvous {
     bool done_a = false, done_b = false;
     std::string error_a, error_b;
     net::Deadline deadline = net::Deadline::In(0);
+    double start_s = 0, end_s = 0;  // monotonic: told to start, ended (0: not yet)
+    bool stopping = false;          // told to stop early (early_stop.h)
   };
 
   void PollOnce(net::Deadline until);
@@ -67,6 +69,8 @@ class Rendezvous {
   void LocalPhase();
   void RunRound(const RoundPlan& plan);
   void RunStep(const Step& step, int round, int step_no, bool base, std::vector<int>* indices);
+  // Tells the initiators of the step's tests that early_stop.h's rule names to stop.
+  void StopSlowTests(const std::vector<uint64_t>& ids);
   nlohmann::json TestMessage(const Pending& p, bool initiator, const std::string& uid);
   Verdict JudgeNow(bool final);
   void Finish(nlohmann::json* report);

@@ -27,6 +27,7 @@ json TestJson(const TestResult& t, double reference, const JudgeConfig& c) {
     j["fwd_mbps"] = Num(Round3(t.fwd_mbps));
     j["bwd_mbps"] = Num(Round3(t.bwd_mbps));
     j["latency_us"] = Num(Round3(t.latency_us));
+    if (t.stopped) j["stopped"] = t.stop_note;
   } else {
     j["error"] = t.error;
   }
@@ -188,7 +189,7 @@ json BuildReport(const ReportInput& in) {
       const TestResult& t = in.tests[l.test];
       j["round"] = t.round;
       json tj = TestJson(t, v.reference_time_s, config);
-      for (const char* k : {"completed", "time_s", "fwd_mbps", "bwd_mbps", "latency_us", "error", "extra"})
+      for (const char* k : {"completed", "time_s", "fwd_mbps", "bwd_mbps", "latency_us", "stopped", "error", "extra"})
         if (tj.contains(k)) j[k] = tj[k];
     }
     if (l.status == LinkStatus::kBad) summary["bad_links"] = summary["bad_links"].get<int>() + 1;
@@ -289,6 +290,7 @@ std::string RenderRound(const RoundRecord& rr, const std::vector<TestResult>& te
       out += Printf("  %-9s %-4s %11s -> %11s <-  %9s %9s  %s\n", pair.c_str(), bad.empty() ? "good" : "bad",
                     FormatMbps(t.fwd_mbps).c_str(), FormatMbps(t.bwd_mbps).c_str(), FormatUs(t.latency_us).c_str(),
                     FormatSeconds(t.time_s).c_str(), bad.c_str());
+      if (t.stopped) out.insert(out.size() - 1, (bad.empty() ? "" : "; ") + t.stop_note);
     } else {
       out += Printf("  %-9s %-4s %s\n", pair.c_str(), "bad", bad.c_str());
     }

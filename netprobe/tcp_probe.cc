@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "common/clock.h"
@@ -19,7 +20,9 @@ constexpr size_t kCmdBytes = 16;
 constexpr int kPings = 20;
 constexpr size_t kChunk = 256 << 10;
 
-enum Op : uint32_t { kPing = 1, kRecv = 2, kDone = 3, kSend = 4, kBye = 5 };
+// kStop: the initiator asks the responder to stop the transfer under way (early stop);
+// kStopped: the responder's answer, arg = bytes it had received (or sent), aux = its milliseconds.
+enum Op : uint32_t { kPing = 1, kRecv = 2, kDone = 3, kSend = 4, kBye = 5, kStop = 6, kStopped = 7 };
 
 void Put32(unsigned char* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (24 - 8 * i));
@@ -38,25 +41,44 @@ uint64_t Get64(const unsigned char* p) {
   return v;
 }
 
-bool SendCmd(int fd, Op op, uint64_t arg, net::Deadline d, std::string* error) {
+// A command: op (4 bytes), aux (4 bytes), arg (8 bytes), big-endian.
+struct Cmd {
+  Op op = kPing;
+  uint64_t arg = 0;
+  uint32_t aux = 0;
+};
+
+bool SendCmd(int fd, Op op, uint64_t arg, net::Deadline d, std::string* error, uint32_t aux = 0) {
   unsigned char c[kCmdBytes] = {};
   Put32(c, op);
+  Put32(c + 4, aux);
   Put64(c + 8, arg);
   return net::SendAll(fd, c, sizeof c, d, error);
 }
 
-bool RecvCmd(int fd, Op* op, uint64_t* arg, net::Deadline d, std::string* error) {
+bool RecvCmd(int fd, Cmd* cmd, net::Deadline d, std::string* error) {
   unsigned char c[kCmdBytes];
   if (!net::RecvAll(fd, c, sizeof c, d, error)) return false;
   uint32_t o = Get32(c);
-  if (o < kPing || o > kBye) {
+  if (o < kPing || o > kStopped) {
     *error = "probe peer sent an unknown command " + std::to_string(o);
     return false;
   }
-  *op = static_cast<Op>(o);
-  *arg = Get64(c + 8);
+  cmd->op = static_cast<Op>(o);
+  cmd->aux = Get32(c + 4);
+  cmd->arg = Get64(c + 8);
   return true;
 }
+
+bool RecvCmd(int fd, Op* op, uint64_t* arg, net::Deadline d, std::string* error) {
+  Cmd c;
+  if (!RecvCmd(fd, &c, d, error)) return false;
+  *op = c.op;
+  *arg = c.arg;
+  return true;
+}
+
+uint32_t Millis(double s) { return static_cast<uint32_t>(std::clamp(s * 1000.0, 0.0, 4294967295.0)); }
 
 // Bytes stream i carries out of `size` over n streams.
 uint64_t Share(int64_t size, int n, int i) {
@@ -73,11 +95,43 @@ const std::vector<char>& Pattern() {
   return buf;
 }
 
-// Sends (or receives) share(i) bytes on every stream at once until done or the deadline.
-bool Pump(const std::vector<net::Fd>& fds, int64_t size, bool sending, net::Deadline deadline, std::string* error) {
+// What a wait watches besides its own sockets: a request to stop. Once `check` said stop
+// (*asked, kept for the whole test), the wait ends as soon as the transfer that began at `since`
+// has been measured for `min_sample_s`.
+struct Watch {
+  int fd = -1;
+  std::function<StopWatch::Answer(std::string*)> check;
+  double since = 0;
+  double min_sample_s = 0;
+  bool asked = false;
+
+  bool due() const { return asked && MonotonicS() - since >= min_sample_s; }
+  // Poll timeout: the deadline's, or sooner when a stop falls due.
+  int poll_ms(net::Deadline deadline) const {
+    int ms = deadline.poll_ms();
+    if (!asked) return ms;
+    double left = since + min_sample_s - MonotonicS();
+    return std::min(ms, std::max(0, static_cast<int>(left * 1000) + 1));
+  }
+  // Called when fd is readable: false with *error when the watched channel failed.
+  bool Read(std::string* error) {
+    StopWatch::Answer a = check(error);
+    if (a == StopWatch::Answer::kError) return false;
+    if (a == StopWatch::Answer::kStop) asked = true;
+    return true;
+  }
+};
+
+enum class End { kDone, kStopped, kFailed };
+
+// Sends (or receives) share(i) bytes on every stream at once until done, stopped (`watch`, may
+// be null) or the deadline. *moved: the bytes moved so far.
+End Pump(const std::vector<net::Fd>& fds, int64_t size, bool sending, net::Deadline deadline, Watch* watch,
+         uint64_t* moved, std::string* error) {
   const int n = static_cast<int>(fds.size());
   std::vector<uint64_t> left(n);
   for (int i = 0; i < n; ++i) left[i] = Share(size, n, i);
+  *moved = 0;
   std::vector<char> scratch(sending ? 0 : kChunk);
   const std::vector<char>& pattern = Pattern();
   for (;;) {
@@ -88,21 +142,24 @@ bool Pump(const std::vector<net::Fd>& fds, int64_t size, bool sending, net::Dead
       pfds.push_back({fds[i].get(), static_cast<short>(sending ? POLLOUT : POLLIN), 0});
       which.push_back(i);
     }
-    if (pfds.empty()) return true;
-    int r = poll(pfds.data(), pfds.size(), deadline.poll_ms());
+    if (pfds.empty()) return End::kDone;
+    if (watch != nullptr && watch->due()) return End::kStopped;
+    const bool watching = watch != nullptr && !watch->asked && watch->fd >= 0;
+    if (watching) pfds.push_back({watch->fd, POLLIN, 0});
+    int r = poll(pfds.data(), pfds.size(), watch != nullptr ? watch->poll_ms(deadline) : deadline.poll_ms());
     if (r < 0) {
       if (errno == EINTR) continue;
       *error = std::string("poll: ") + std::strerror(errno);
-      return false;
+      return End::kFailed;
     }
     if (r == 0 && deadline.passed()) {
       uint64_t total = 0;
       for (uint64_t l : left) total += l;
       *error = std::string(sending ? "sending" : "receiving") + " timed out with " + std::to_string(total) + " of " +
                std::to_string(size) + " bytes left";
-      return false;
+      return End::kFailed;
     }
-    for (size_t k = 0; k < pfds.size(); ++k) {
+    for (size_t k = 0; k < which.size(); ++k) {
       if (pfds[k].revents == 0) continue;
       int i = which[k];
       size_t want = static_cast<size_t>(std::min<uint64_t>(left[i], kChunk));
@@ -110,16 +167,39 @@ bool Pump(const std::vector<net::Fd>& fds, int64_t size, bool sending, net::Dead
                             : recv(fds[i].get(), scratch.data(), want, 0);
       if (got > 0) {
         left[i] -= static_cast<uint64_t>(got);
+        *moved += static_cast<uint64_t>(got);
       } else if (got == 0 && !sending) {
         *error = "stream " + std::to_string(i + 1) + " closed by " + net::PeerString(fds[i].get()) + " with " +
                  std::to_string(left[i]) + " bytes missing";
-        return false;
+        return End::kFailed;
       } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         *error = std::string(sending ? "send" : "recv") + " on stream " + std::to_string(i + 1) + ": " +
                  std::strerror(errno);
-        return false;
+        return End::kFailed;
       }
     }
+    if (watching && pfds.back().revents != 0 && !watch->Read(error)) return End::kFailed;
+  }
+}
+
+// Waits for the peer's next command on `control`, or for a stop that falls due (`watch`).
+End AwaitCmd(int control, net::Deadline deadline, Watch* watch, Cmd* cmd, std::string* error) {
+  for (;;) {
+    if (watch->due()) return End::kStopped;
+    pollfd pfds[2] = {{control, POLLIN, 0}, {watch->fd, POLLIN, 0}};
+    const nfds_t count = !watch->asked && watch->fd >= 0 ? 2 : 1;
+    int r = poll(pfds, count, watch->poll_ms(deadline));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      *error = std::string("poll: ") + std::strerror(errno);
+      return End::kFailed;
+    }
+    if (r == 0 && deadline.passed()) {
+      *error = "no answer from the peer before the deadline";
+      return End::kFailed;
+    }
+    if (pfds[0].revents != 0) return RecvCmd(control, cmd, deadline, error) ? End::kDone : End::kFailed;
+    if (count == 2 && pfds[1].revents != 0 && !watch->Read(error)) return End::kFailed;
   }
 }
 
@@ -135,8 +215,9 @@ std::string Hello(const TcpTestSpec& s, uint32_t stream) {
 }  // namespace
 
 void RunTcpInitiator(const TcpTestSpec& spec, const std::string& host, int port, net::Deadline connect_deadline,
-                     net::Deadline deadline, TestResult* out) {
+                     net::Deadline deadline, const StopWatch& stop, TestResult* out, StoppedTransfer* partial) {
   out->completed = false;
+  out->stopped = false;
   std::string error;
   auto fail = [&](const std::string& what) { out->error = what; };
 
@@ -167,21 +248,72 @@ void RunTcpInitiator(const TcpTestSpec& spec, const std::string& host, int port,
   }
   out->latency_us = Median(rtts) / 2 * 1e6;
 
-  // Forward: we send, the peer confirms.
+  // Forward: we send, the peer confirms. Backward: the peer sends, we receive. Either may be
+  // stopped early; then the receiver's count is what was moved.
+  Watch watch{stop.fd, stop.check, 0, kMinSampleS};
+  StoppedTransfer moved;
+  moved.size = spec.size;
+  // Asks the peer to stop and reads its answer: its bytes received when the forward transfer
+  // was stopped (or all of them, when its confirmation crossed our request).
+  auto stopped = [&](bool forward, double t0) {
+    if (!SendCmd(control.get(), kStop, 0, deadline, &error)) return fail("stop: " + error);
+    for (;;) {
+      Cmd c;
+      if (!RecvCmd(control.get(), &c, deadline, &error)) return fail("stop: " + error);
+      if (c.op == kDone) {  // the transfer ended before our request arrived
+        if (forward && moved.fwd_s == 0) {
+          moved.fwd_bytes = spec.size;
+          moved.fwd_s = std::max(MonotonicS() - t0, 1e-6);
+        }
+        continue;
+      }
+      if (c.op != kStopped) return fail("stop: unexpected reply from peer");
+      if (forward && moved.fwd_s == 0) {
+        if (c.arg > static_cast<uint64_t>(spec.size) || (c.arg > 0 && c.aux == 0))
+          return fail("stop: peer answered with " + std::to_string(c.arg) + " bytes in " + std::to_string(c.aux) +
+                      " ms, of " + std::to_string(spec.size));
+        moved.fwd_bytes = static_cast<int64_t>(c.arg);
+        moved.fwd_s = c.aux / 1000.0;
+      }
+      break;
+    }
+    Op op;
+    uint64_t arg;
+    if (SendCmd(control.get(), kBye, 0, deadline, &error)) RecvCmd(control.get(), &op, &arg, deadline, &error);
+    out->stopped = true;
+    *partial = moved;
+  };
+
   double t0 = MonotonicS();
+  watch.since = t0;
+  uint64_t count = 0;
   if (!SendCmd(control.get(), kRecv, static_cast<uint64_t>(spec.size), deadline, &error)) return fail(error);
-  if (!Pump(data, spec.size, true, deadline, &error)) return fail("forward: " + error);
+  End end = Pump(data, spec.size, true, deadline, &watch, &count, &error);
+  if (end == End::kFailed) return fail("forward: " + error);
+  if (end == End::kStopped) return stopped(true, t0);
+  Cmd reply;
+  end = AwaitCmd(control.get(), deadline, &watch, &reply, &error);
+  if (end == End::kFailed) return fail("forward: " + error);
+  if (end == End::kStopped) return stopped(true, t0);
+  if (reply.op != kDone || reply.arg != static_cast<uint64_t>(spec.size))
+    return fail("forward: peer confirmed the wrong amount");
+  double fwd = MonotonicS() - t0;
+  moved.fwd_bytes = spec.size;
+  moved.fwd_s = std::max(fwd, 1e-6);
+
+  t0 = MonotonicS();
+  watch.since = t0;
+  if (!SendCmd(control.get(), kSend, static_cast<uint64_t>(spec.size), deadline, &error)) return fail(error);
+  end = Pump(data, spec.size, false, deadline, &watch, &count, &error);
+  if (end == End::kFailed) return fail("backward: " + error);
+  if (end == End::kStopped) {
+    moved.bwd_bytes = static_cast<int64_t>(count);
+    moved.bwd_s = MonotonicS() - t0;
+    return stopped(false, t0);
+  }
+  double bwd = MonotonicS() - t0;
   Op op;
   uint64_t arg;
-  if (!RecvCmd(control.get(), &op, &arg, deadline, &error)) return fail("forward: " + error);
-  if (op != kDone || arg != static_cast<uint64_t>(spec.size)) return fail("forward: peer confirmed the wrong amount");
-  double fwd = MonotonicS() - t0;
-
-  // Backward: the peer sends, we receive.
-  t0 = MonotonicS();
-  if (!SendCmd(control.get(), kSend, static_cast<uint64_t>(spec.size), deadline, &error)) return fail(error);
-  if (!Pump(data, spec.size, false, deadline, &error)) return fail("backward: " + error);
-  double bwd = MonotonicS() - t0;
   if (!RecvCmd(control.get(), &op, &arg, deadline, &error)) return fail("backward: " + error);
   if (op != kDone) return fail("backward: unexpected reply from peer");
 
@@ -243,6 +375,18 @@ bool ServeTcpResponder(const TcpTestSpec& spec, int listen_fd, net::Deadline acc
     ++have;
   }
 
+  // While bytes move, the control connection is watched for the initiator's request to stop.
+  Watch watch;
+  watch.fd = control.get();
+  watch.check = [&](std::string* e) {
+    Cmd c;
+    if (!RecvCmd(control.get(), &c, deadline, e)) return StopWatch::Answer::kError;
+    if (c.op != kStop) {
+      *e = "peer sent command " + std::to_string(c.op) + " in the middle of a transfer";
+      return StopWatch::Answer::kError;
+    }
+    return StopWatch::Answer::kStop;
+  };
   for (;;) {
     Op op;
     uint64_t arg;
@@ -252,23 +396,30 @@ bool ServeTcpResponder(const TcpTestSpec& spec, int listen_fd, net::Deadline acc
         if (!SendCmd(control.get(), kPing, arg, deadline, error)) return false;
         break;
       case kRecv:
+      case kSend: {
         if (static_cast<int64_t>(arg) != spec.size) {
           *error = "peer asked to move " + std::to_string(arg) + " bytes, expected " + std::to_string(spec.size);
           return false;
         }
-        if (!Pump(data, spec.size, false, deadline, error)) return false;
-        if (!SendCmd(control.get(), kDone, arg, deadline, error)) return false;
+        watch.asked = false;
+        watch.since = MonotonicS();
+        uint64_t moved = 0;
+        End end = Pump(data, spec.size, op == kSend, deadline, &watch, &moved, error);
+        if (end == End::kFailed) return false;
+        bool ok = end == End::kStopped
+                      ? SendCmd(control.get(), kStopped, moved, deadline, error, Millis(MonotonicS() - watch.since))
+                      : SendCmd(control.get(), kDone, arg, deadline, error);
+        // The request to stop came with the last bytes: it is answered too, after the "done".
+        if (ok && end == End::kDone && watch.asked) ok = SendCmd(control.get(), kStopped, 0, deadline, error);
+        if (!ok) return false;
         break;
-      case kSend:
-        if (static_cast<int64_t>(arg) != spec.size) {
-          *error = "peer asked to move " + std::to_string(arg) + " bytes, expected " + std::to_string(spec.size);
-          return false;
-        }
-        if (!Pump(data, spec.size, true, deadline, error)) return false;
-        if (!SendCmd(control.get(), kDone, arg, deadline, error)) return false;
+      }
+      case kStop:  // nothing under way (our confirmation crossed the request)
+        if (!SendCmd(control.get(), kStopped, 0, deadline, error)) return false;
         break;
       case kBye: SendCmd(control.get(), kBye, 0, deadline, error); return true;
-      case kDone: *error = "peer sent an unexpected command"; return false;
+      case kDone:
+      case kStopped: *error = "peer sent an unexpected command"; return false;
     }
   }
 }

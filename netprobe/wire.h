@@ -11,7 +11,7 @@
 
 namespace xtimer::netprobe {
 
-inline constexpr int kProtocolVersion = 1;
+inline constexpr int kProtocolVersion = 2;  // 2: the "stop" message (early stop)
 inline constexpr size_t kHeaderBytes = 8;
 inline constexpr uint32_t kMaxPayload = 8u << 20;
 

@@ -216,6 +216,53 @@ def fake_rendezvous(reply):
     return port
 
 
+def recv_frame(sock):
+    def exactly(n):
+        b = b""
+        while len(b) < n:
+            chunk = sock.recv(n - len(b))
+            if not chunk:
+                raise OSError("closed")
+            b += chunk
+        return b
+
+    header = exactly(8)
+    return json.loads(exactly(struct.unpack(">I", header[4:])[0]))
+
+
+def case_forged_stop():
+    """A node that reports a stopped test it was never asked to stop, with impossible figures, is
+    dropped with one line; the probe goes on and ends."""
+    port = free_port()
+    common = ["--rdzv", f"127.0.0.1:{port}", "--nnodes", "2", "--timeout", "30", "--size", "1M"]
+    serve = start(["--serve", *common, "--json", os.path.join(OUT, "forged_serve.json")], "forged_serve")
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            fake = socket.create_connection(("127.0.0.1", port), timeout=10)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    join = {"type": "join", "version": 2, "rank": 0, "nnodes": 2, "backend": "tcp", "host": "fake",
+            "addr": "127.0.0.1", "port": 9}
+    fake.sendall(frame(json.dumps(join).encode()))
+    node = start([*common, "--node-rank", "1"], "forged1")
+    while True:
+        msg = recv_frame(fake)
+        if msg["type"] == "test":
+            break
+    forged = {"type": "result", "id": msg["id"], "ok": True, "stopped": True, "latency_us": 1,
+              "fwd_bytes": 1 << 60, "fwd_s": 1, "bwd_bytes": 0, "bwd_s": 0}
+    fake.sendall(frame(json.dumps(forged).encode()))
+    nrc, nlog = finish(node, "forged1", 60)
+    rc, log = finish(serve, "forged_serve", 30)
+    fake.close()
+    check("forged", "sent a stopped test it was not asked to stop" in log, f"no line for the forged stop:\n{log}")
+    check("forged", rc == 1 and nrc == 1, f"--serve exit {rc}, node exit {nrc}, expected 1 and 1:\n{log}\n{nlog}")
+
+
 def case_hostile_to_node():
     """A node whose rendezvous answers garbage or a huge length stops at once with exit 2."""
     for name, reply, needle in (
@@ -223,6 +270,8 @@ def case_hostile_to_node():
         ("huge", b"XTNP\xff\xff\xff\xff", "exceeds the limit"),
         ("unknown", frame(b'{"type": "reboot"}'), "unknown message 'reboot'"),
         ("badtest", frame(b'{"type": "test", "id": 1, "role": "initiator"}'), "bad test"),
+        ("badstop", frame(b'{"type": "stop", "id": "x"}'), "'id'"),
+        ("truncstop", frame(b'{"type": "stop", "id": 1}')[:-2], "truncated"),
     ):
         port = fake_rendezvous(reply)
         t0 = time.monotonic()
@@ -354,6 +403,7 @@ def main():
         case_missing,
         case_hostile_rendezvous,
         case_hostile_to_node,
+        case_forged_stop,
         case_unreachable,
         case_rank_taken,
         case_unwritable_json,

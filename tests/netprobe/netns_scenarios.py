@@ -105,7 +105,7 @@ def nft(ns, rules):
 
 
 class Cluster:
-    def __init__(self, n, tag):
+    def __init__(self, n, tag, base_rate=BASE_RATE):
         self.n = n
         base = f"{PREFIX}{os.getpid()}"
         self.sw = f"{base}sw"
@@ -117,7 +117,8 @@ class Cluster:
         self._attach(self.rz, "vrz", RDZV_IP)
         for i in range(n):
             self._attach(self.node[i], f"v{i}", self.ip(i))
-            self.rate(i, BASE_RATE)
+            if base_rate:
+                self.rate(i, base_rate)
 
     def ip(self, i):
         return f"{SUBNET}.{i + 1}"
@@ -134,6 +135,10 @@ class Cluster:
         """Limits node i's link both ways: its egress in its namespace, its ingress at the switch."""
         tbf(self.node[i], "eth0", rate)
         tbf(self.sw, f"v{i}", rate)
+
+    def rate_out(self, i, rate):
+        """Limits only what node i sends (its egress), as a shaped uplink."""
+        tbf(self.node[i], "eth0", rate)
 
     def isolate(self, i):
         """Every packet from node i to another node is dropped; the rendezvous still reaches it."""
@@ -176,11 +181,14 @@ table inet xnp {{
         sh("ip", "-n", self.node[i], "link", "set", "eth0", "down")
 
 
-def run_probe(args, cluster, outdir, skip=(), extra=(), defaults=False):
-    """defaults: no --timeout and no --size, what a user gets (XTIMER_NETPROBE_TIMEOUT unset)."""
+def run_probe(args, cluster, outdir, skip=(), extra=(), defaults=False, timeout=None):
+    """defaults: no --timeout and no --size, what a user gets (XTIMER_NETPROBE_TIMEOUT unset);
+    with `timeout`, the defaults but that --timeout."""
     common = ["--rdzv", f"{RDZV_IP}:{RDZV_PORT}", "--nnodes", str(cluster.n)]
     sizing = []
-    if not defaults:
+    if timeout is not None:
+        common += ["--timeout", str(timeout)]
+    elif not defaults:
         common += ["--timeout", TIMEOUT]
         sizing = ["--size", SIZE]
     env = dict(os.environ)
@@ -297,6 +305,18 @@ def describe(report, wall):
     )
 
 
+# A user's first try: unshaped 8-node network, node 6 black-holed, node 3's uplink shaped to the
+# rate given; every default but --timeout (64M per test).
+SLOW_NODE = {"slownode8": "40mbit", "slownode8-1mb": "8mbit"}
+
+
+def slow_node(args, outdir, rate, timeout=None, extra=()):
+    c = Cluster(8, "slownode", base_rate=None)
+    c.isolate(6)
+    c.rate_out(3, rate)
+    return run_probe(args, c, outdir, defaults=True, timeout=timeout, extra=list(extra))
+
+
 def scenario(name, args, outdir):
     if name == "healthy8":
         c = Cluster(8, name)
@@ -328,6 +348,13 @@ def scenario(name, args, outdir):
         check(
             report["probe_time_s"] <= 15,
             f"judged within 15 s with the defaults " f"(took {report['probe_time_s']:.1f} s)",
+        )
+    elif name in SLOW_NODE:
+        report, codes, wall = slow_node(args, outdir, SLOW_NODE[name], args.timeout, args.extra)
+        expect(report, codes, {3: "straggler", 6: "faulty"}, {}, 1, outdir)
+        print(
+            f"figure: {name}: verdict after {report['probe_time_s']:.2f} s (probe time; wall {wall:.2f} s "
+            f"incl. process start), --timeout {report['timeout_s']:g}, {report['size']} bytes per test"
         )
     elif name == "badlink8":
         c = Cluster(8, name)
@@ -388,6 +415,8 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--scenario", required=True)
     ap.add_argument("--out", default=None, help="folder for logs and reports (default: a temp dir)")
+    ap.add_argument("--timeout", type=float, default=None, help="slownode8*: --timeout (default: the default)")
+    ap.add_argument("--extra", action="append", default=[], help="slownode8*: one more --serve flag")
     args = ap.parse_args()
     why = namespaces_available()
     if why is not None:

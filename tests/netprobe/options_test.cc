@@ -33,7 +33,8 @@ TEST(Options, FullLine) {
                      "--json",
                      "/tmp/r.json",
                      "--streams",
-                     "8"},
+                     "8",
+                     "--no-early-stop"},
                     &o, &e))
       << e;
   EXPECT_EQ(o.rdzv_host, "10.0.0.1");
@@ -50,6 +51,7 @@ TEST(Options, FullLine) {
   EXPECT_EQ(o.connect_timeout_s, 0.5);
   EXPECT_EQ(o.json_path, "/tmp/r.json");
   EXPECT_EQ(o.streams, 8);
+  EXPECT_FALSE(o.early_stop);
 }
 
 TEST(Options, Defaults) {
@@ -58,6 +60,7 @@ TEST(Options, Defaults) {
   ASSERT_TRUE(ParseOptions({"--rdzv", "[::1]:5", "--nnodes", "2"}, 7.5, &o, &e)) << e;
   EXPECT_EQ(o.rdzv_host, "::1");
   EXPECT_EQ(o.rdzv_port, 5);
+  EXPECT_TRUE(o.early_stop);
   EXPECT_EQ(o.node_rank, -1);
   EXPECT_EQ(o.backend, Backend::kTcp);
   EXPECT_EQ(o.max_rounds, 0);
@@ -113,6 +116,7 @@ TEST(Options, BadFlagsNameTheFlag) {
       {{"--rdzv", "h:1", "--nnodes", "4", "--connect-timeout", "-1"}, "--connect-timeout"},
       {{"--rdzv", "h:1", "--nnodes", "4", "--json"}, "--json"},
       {{"--rdzv", "h:1", "--nnodes", "4", "--all-pairs=yes"}, "--all-pairs"},
+      {{"--rdzv", "h:1", "--nnodes", "4", "--no-early-stop=1"}, "--no-early-stop"},
       {{"--rdzv", "h:1", "--nnodes", "4", "--streams", "100"}, "--streams"},
       {{"--rdzv", "h:1", "--nnodes", "4", "--frobnicate"}, "--frobnicate"},
       {{"--serve", "--rdzv", "h:1", "--nnodes", "4", "--node-rank", "0"}, "--serve"},
