@@ -76,7 +76,9 @@ int main(int argc, char** argv) {
   if (agent) settings.agent_socket = agent->SocketPath();
   if (options.evict_slow_nodes && options.elastic()) {
     if (agent) agent->WatchEvictions(EvictionThresholds{options.evict_slow_cost, options.evict_slow_after_s});
-    else Log(LogLevel::kWarn, "run: --evict-slow-nodes: no node agent of its own here, so no verdicts: nothing is evicted");
+    else
+      Log(LogLevel::kWarn,
+          "run: --evict-slow-nodes: no node agent of its own here, so no verdicts: nothing is evicted");
   }
   int status = run::ElasticAgent(options, settings, std::move(rdzv), agent.get()).Run();
   if (agent) agent->Stop();

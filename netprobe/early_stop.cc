@@ -63,10 +63,10 @@ bool PartialResult(const StoppedTransfer& s, double stopped_after_s, TestResult*
   t->fwd_mbps = fwd / 1e6;
   t->bwd_mbps = bwd / 1e6;
   t->time_s = static_cast<double>(s.size) / fwd + static_cast<double>(s.size) / bwd;
-  t->stop_note = std::string("stopped after ") + after + ", rate from " + Mb(static_cast<double>(s.fwd_bytes)) +
-                 " forward" + (bwd_ran ? " and " + Mb(static_cast<double>(s.bwd_bytes)) + " backward" : "") +
-                 (fwd_ran && bwd_ran ? "" : std::string(", ") + (fwd_ran ? "backward" : "forward") +
-                                                " taken at the same rate");
+  t->stop_note =
+      std::string("stopped after ") + after + ", rate from " + Mb(static_cast<double>(s.fwd_bytes)) + " forward" +
+      (bwd_ran ? " and " + Mb(static_cast<double>(s.bwd_bytes)) + " backward" : "") +
+      (fwd_ran && bwd_ran ? "" : std::string(", ") + (fwd_ran ? "backward" : "forward") + " taken at the same rate");
   return true;
 }
 

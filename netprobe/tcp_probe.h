@@ -39,7 +39,7 @@ struct TcpTestSpec {
 // readable, `check` reads what arrived and answers.
 struct StopWatch {
   enum class Answer { kGoOn, kStop, kError };
-  int fd = -1;                                          // -1: never stopped
+  int fd = -1;  // -1: never stopped
   std::function<Answer(std::string* error)> check;
 };
 

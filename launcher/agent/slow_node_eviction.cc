@@ -95,8 +95,9 @@ EvictionCall JudgeEviction(const std::deque<Verdict>& history, const std::string
   call.named_for_s = newest->updated - first;
   char buf[128];
   if (call.named_for_s < t.sustain_s) {
-    std::snprintf(buf, sizeof buf, "is named slow for %.0f s of the %.0f s (--evict-slow-after) that evict: ",
-                  call.named_for_s, t.sustain_s);
+    std::snprintf(buf, sizeof buf,
+                  "is named slow for %.0f s of the %.0f s (--evict-slow-after) that evict: ", call.named_for_s,
+                  t.sustain_s);
     call.reason = buf + Describe(*pick);
     return call;
   }

@@ -257,8 +257,7 @@ class EtcdRendezvous : public Rendezvous {
     bool created = false;
     if (!etcd_.CreateIfAbsent(RoundPrefix(current_.number) + "eviction", record, 0, &created, error)) return false;
     if (!created)
-      return (*error = "another node leaves round " + std::to_string(current_.number) + " as slow; one a round"),
-             false;
+      return (*error = "another node leaves round " + std::to_string(current_.number) + " as slow; one a round"), false;
     if (!etcd_.Put(prefix_ + "evicted/" + addr_, record, 0, error)) return false;
     const State st = state_;
     Leave();

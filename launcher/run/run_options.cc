@@ -216,175 +216,195 @@ using A = Arity;
 using G = Group;
 
 // Every flag, in the order of the usage (and of the PET_* fallback).
-const FlagSpec kFlags[] = {
-    // torchrun's.
-    {"--nnodes", nullptr, A::kValue, G::kTorchrun, "N|MIN:MAX", "nodes (default 1; MIN:MAX needs --rdzv-backend etcd)",
-     [](Parser& p, Arg, Arg v) { return p.nnodes_given = true, ParseNnodes(v, p.o, p.error); }},
-    {"--nproc-per-node", nullptr, A::kValue, G::kTorchrun, "N", "workers on this node (or cpu, gpu, auto; default 1)",
-     [](Parser& p, Arg, Arg v) { return p.nproc_given = true, ParseNproc(v, p.o, p.error); }},
-    {"--max-restarts", nullptr, A::kValue, G::kTorchrun, "K",
-     "restarts of the worker group before giving up (default 0)", SetInt<&RunOptions::max_restarts, 0, 1 << 30>},
-    {"--node-unit", nullptr, A::kValue, G::kTorchrun, "N",
-     "(dlrover-run) rounds have a multiple of N nodes; extra nodes wait (default 1)",
-     SetInt<&RunOptions::node_unit, 1, 1 << 20>},
-    {"--rdzv-backend", nullptr, A::kValue, G::kTorchrun, "static|etcd",
-     "static: fixed nodes; etcd: elastic (default static)",
-     [](Parser& p, Arg, Arg v) {
-       p.rdzv_given = true;
-       if (v == "etcd" || v == "etcd-v2") return p.o->rdzv_backend = "etcd", true;
-       if (v == "static") return p.o->rdzv_backend = v, true;
-       return p.Fail("--rdzv-backend " + v +
-                     " is not supported by xtimer_run: use static (fixed nodes) or etcd "
-                     "(elastic, with --rdzv-endpoint HOST:PORT of an etcd v3)");
-     }},
-    {"--rdzv-endpoint", nullptr, A::kValue, G::kTorchrun, "HOST:PORT", "the etcd server (static: the master)",
-     [](Parser& p, Arg, Arg v) { return p.rdzv_given = true, p.o->rdzv_endpoint = v, true; }},
-    {"--rdzv-id", nullptr, A::kValue, G::kTorchrun, "ID", "the job's name, shared by its nodes",
-     SetString<&RunOptions::rdzv_id>},
-    {"--rdzv-conf", nullptr, A::kValue, G::kTorchrun, "join_timeout=S,last_call_timeout=S,lease_ttl=S", "(600, 30, 10)",
-     [](Parser& p, Arg, Arg v) { return ParseRdzvConf(v, p.o, p.error); }},
-    {"--standalone", nullptr, A::kSwitch, G::kTorchrun, "", "one node, no rendezvous server, a free port",
-     SetSwitch<&RunOptions::standalone>},
-    {"--node-rank", nullptr, A::kValue, G::kTorchrun, "R", "this node's rank (static rendezvous)",
-     SetInt<&RunOptions::node_rank, 0, 1 << 20>},
-    {"--master-addr", nullptr, A::kValue, G::kTorchrun, "A", "rank 0's host (static rendezvous)",
-     SetString<&RunOptions::master_addr>},
-    {"--master-port", nullptr, A::kValue, G::kTorchrun, "P", "rank 0's port (static rendezvous)",
-     [](Parser& p, Arg f, Arg v) {
-       return p.o->master_port_given = true, ToInt(f, v, 1, 65535, &p.o->master_port, p.error);
-     }},
-    {"--local-addr", nullptr, A::kValue, G::kTorchrun, "A", "how other nodes reach this one (default: the host name)",
-     SetString<&RunOptions::local_addr>},
-    {"--monitor-interval", nullptr, A::kValue, G::kTorchrun, "S", "how often workers are checked (default 0.1)",
-     [](Parser& p, Arg f, Arg v) {
-       if (!ToSeconds(f, v, &p.o->monitor_interval_s, p.error)) return false;
-       if (p.o->monitor_interval_s < 0.01) p.o->monitor_interval_s = 0.01;
-       return true;
-     }},
-    {"--no-python", nullptr, A::kSwitch, G::kTorchrun, "", "run the script as a program",
-     SetSwitch<&RunOptions::no_python>},
-    {"--module", "-m", A::kSwitch, G::kTorchrun, "", "run the script as `python -m`", SetSwitch<&RunOptions::module>},
-    {"--run-path", nullptr, A::kSwitch, G::kTorchrun, "", "run the script with Python (over --no-python and -m)",
-     SetSwitch<&RunOptions::run_path>},
-    {"--role", nullptr, A::kValue, G::kTorchrun, "NAME", "the workers' role (default default)",
-     SetString<&RunOptions::role>},
-    {"--log-dir", nullptr, A::kValue, G::kTorchrun, "DIR", "each worker's error file and logs, in torchrun's layout",
-     SetFolder<&RunOptions::log_dir>},
-    {"--redirects", "-r", A::kValue, G::kTorchrun, "N", "workers' streams to files: 0 none, 1 stdout, 2 stderr, 3 both",
-     SetStreams<&RunOptions::redirects>},
-    {"--tee", "-t", A::kValue, G::kTorchrun, "N", "as --redirects, and on the terminal too",
-     SetStreams<&RunOptions::tee>},
-    {"--local-ranks-filter", nullptr, A::kValue, G::kTorchrun, "R,R",
-     "only these local ranks' output on the terminal (files keep all)",
-     [](Parser& p, Arg f, Arg v) { return ParseRanksFilter(f, v, p.o, p.error); }},
-    // Our workers are always processes of their own, which is what torchrun's methods give a script.
-    {"--start-method", nullptr, A::kValue, G::kTorchrun, "spawn|fork|forkserver",
-     "accepted; workers are always their own processes",
-     [](Parser& p, Arg f, Arg v) {
-       if (v == "spawn" || v == "fork" || v == "forkserver") return true;
-       return p.Fail(f + " takes spawn, fork or forkserver, not '" + v + "'");
-     }},
-    {"--logs-specs", nullptr, A::kValue, G::kTorchrun, "NAME", "accepted, no effect (a Python plugin of torchrun)",
-     [](Parser& p, Arg f, Arg) {
-       return p.NoEffect(f,
-                         "names a Python LogsSpecs plugin of torchrun; xtimer_run writes --log-dir in torchrun's "
-                         "default layout itself: ignored");
-     }},
-    // dlrover-run's.
-    {"--network-check", nullptr, A::kSwitch, G::kDlrover, "",
-     "probe the round's nodes before its workers start; faulty nodes leave\n"
-     "(etcd rendezvous; XTIMER_NETCHECK_SIZE / _TIMEOUT, default 3M / 4 s)",
-     SetSwitch<&RunOptions::network_check>},
-    {"--exclude-straggler", nullptr, A::kSwitch, G::kDlrover, "", "with --network-check, stragglers leave too",
-     SetSwitch<&RunOptions::exclude_straggler>},
-    {"--min-bandwidth", nullptr, A::kValue, G::kDlrover, "MB/s",
-     "with --network-check, a node slower than this is faulty",
-     [](Parser& p, Arg f, Arg v) {
-       if (ParseDouble(v, &p.o->min_bandwidth_mbps) && p.o->min_bandwidth_mbps >= 0) return true;
-       return p.Fail(f + " takes MB/s (a number >= 0), not '" + v + "'");
-     }},
-    {"--precheck", nullptr, A::kValue, G::kDlrover, "0|1|2",
-     "1: a matmul on each GPU and an allreduce over them before this node\n"
-     "joins (a node that fails does not join), and --network-check with\n"
-     "etcd; 2: also --comm-perf-test (default 0)",
-     SetInt<&RunOptions::precheck, 0, 2>},
-    {"--comm-perf-test", nullptr, A::kSwitch, G::kDlrover, "",
-     "measure the round's allreduce bandwidth before training; print a table", SetSwitch<&RunOptions::comm_perf_test>},
-    {"--numa-affinity", nullptr, A::kSwitch, G::kDlrover, "", "bind each worker to the CPUs of its GPU's NUMA node",
-     SetSwitch<&RunOptions::numa_affinity>},
-    {"--auto-config", nullptr, A::kSwitch, G::kDlrover, "",
-     "nodes from NODE_NUM, workers per node from the GPUs (flags given win)", SetSwitch<&RunOptions::auto_config>},
-    {"--save-at-breakpoint", nullptr, A::kOptional, G::kDlrover, "0|1",
-     "persist the newest memory checkpoint when a worker fails (default 1)",
-     [](Parser& p, Arg, Arg v) {
-       if (v != "" && v != "0" && v != "1") return p.Fail("--save-at-breakpoint takes 0 or 1, not '" + v + "'");
-       return p.o->save_at_breakpoint = v != "0", true;
-     }},
-    {"--accelerator", nullptr, A::kValue, G::kDlrover, "nvidia.com/gpu|ascend-npu|mthreads.com/gpu",
-     "(xtimer times NVIDIA GPUs)",
-     [](Parser& p, Arg f, Arg v) {
-       if (v == "nvidia.com/gpu") return true;
-       if (v == "ascend-npu" || v == "mthreads.com/gpu")
-         return p.NoEffect(f, "xtimer times NVIDIA GPUs (CUDA, NCCL); on " + v +
-                                  " the workers run, untimed, and the GPU checks find no GPU");
-       return p.Fail(f + " takes nvidia.com/gpu, ascend-npu or mthreads.com/gpu, not '" + v + "'");
-     }},
-    {"--auto-tunning", nullptr, A::kSwitch, G::kDlroverIgnored, "", "",
-     [](Parser& p, Arg f, Arg v) {
-       return v != "1" || p.NoEffect(f,
+const FlagSpec
+    kFlags
+        [] =
+            {
+                // torchrun's.
+                {"--nnodes", nullptr, A::kValue, G::kTorchrun, "N|MIN:MAX",
+                 "nodes (default 1; MIN:MAX needs --rdzv-backend etcd)",
+                 [](Parser& p, Arg, Arg v) { return p.nnodes_given = true, ParseNnodes(v, p.o, p.error); }},
+                {"--nproc-per-node", nullptr, A::kValue, G::kTorchrun, "N",
+                 "workers on this node (or cpu, gpu, auto; default 1)",
+                 [](Parser& p, Arg, Arg v) { return p.nproc_given = true, ParseNproc(v, p.o, p.error); }},
+                {"--max-restarts", nullptr, A::kValue, G::kTorchrun, "K",
+                 "restarts of the worker group before giving up (default 0)",
+                 SetInt<&RunOptions::max_restarts, 0, 1 << 30>},
+                {"--node-unit", nullptr, A::kValue, G::kTorchrun, "N",
+                 "(dlrover-run) rounds have a multiple of N nodes; extra nodes wait (default 1)",
+                 SetInt<&RunOptions::node_unit, 1, 1 << 20>},
+                {"--rdzv-backend", nullptr, A::kValue, G::kTorchrun, "static|etcd",
+                 "static: fixed nodes; etcd: elastic (default static)",
+                 [](Parser& p, Arg, Arg v) {
+                   p.rdzv_given = true;
+                   if (v == "etcd" || v == "etcd-v2") return p.o->rdzv_backend = "etcd", true;
+                   if (v == "static") return p.o->rdzv_backend = v, true;
+                   return p.Fail("--rdzv-backend " + v +
+                                 " is not supported by xtimer_run: use static (fixed nodes) or etcd "
+                                 "(elastic, with --rdzv-endpoint HOST:PORT of an etcd v3)");
+                 }},
+                {"--rdzv-endpoint", nullptr, A::kValue, G::kTorchrun, "HOST:PORT",
+                 "the etcd server (static: the master)",
+                 [](Parser& p, Arg, Arg v) { return p.rdzv_given = true, p.o->rdzv_endpoint = v, true; }},
+                {"--rdzv-id", nullptr, A::kValue, G::kTorchrun, "ID", "the job's name, shared by its nodes",
+                 SetString<&RunOptions::rdzv_id>},
+                {"--rdzv-conf", nullptr, A::kValue, G::kTorchrun, "join_timeout=S,last_call_timeout=S,lease_ttl=S",
+                 "(600, 30, 10)", [](Parser& p, Arg, Arg v) { return ParseRdzvConf(v, p.o, p.error); }},
+                {"--standalone", nullptr, A::kSwitch, G::kTorchrun, "", "one node, no rendezvous server, a free port",
+                 SetSwitch<&RunOptions::standalone>},
+                {"--node-rank", nullptr, A::kValue, G::kTorchrun, "R", "this node's rank (static rendezvous)",
+                 SetInt<&RunOptions::node_rank, 0, 1 << 20>},
+                {"--master-addr", nullptr, A::kValue, G::kTorchrun, "A", "rank 0's host (static rendezvous)",
+                 SetString<&RunOptions::master_addr>},
+                {"--master-port", nullptr, A::kValue, G::kTorchrun, "P", "rank 0's port (static rendezvous)",
+                 [](Parser& p, Arg f, Arg v) {
+                   return p.o->master_port_given = true, ToInt(f, v, 1, 65535, &p.o->master_port, p.error);
+                 }},
+                {"--local-addr", nullptr, A::kValue, G::kTorchrun, "A",
+                 "how other nodes reach this one (default: the host name)", SetString<&RunOptions::local_addr>},
+                {"--monitor-interval", nullptr, A::kValue, G::kTorchrun, "S",
+                 "how often workers are checked (default 0.1)",
+                 [](Parser& p, Arg f, Arg v) {
+                   if (!ToSeconds(f, v, &p.o->monitor_interval_s, p.error)) return false;
+                   if (p.o->monitor_interval_s < 0.01) p.o->monitor_interval_s = 0.01;
+                   return true;
+                 }},
+                {"--no-python", nullptr, A::kSwitch, G::kTorchrun, "", "run the script as a program",
+                 SetSwitch<&RunOptions::no_python>},
+                {"--module", "-m", A::kSwitch, G::kTorchrun, "", "run the script as `python -m`",
+                 SetSwitch<&RunOptions::module>},
+                {"--run-path", nullptr, A::kSwitch, G::kTorchrun, "",
+                 "run the script with Python (over --no-python and -m)", SetSwitch<&RunOptions::run_path>},
+                {"--role", nullptr, A::kValue, G::kTorchrun, "NAME", "the workers' role (default default)",
+                 SetString<&RunOptions::role>},
+                {"--log-dir", nullptr, A::kValue, G::kTorchrun, "DIR",
+                 "each worker's error file and logs, in torchrun's layout", SetFolder<&RunOptions::log_dir>},
+                {"--redirects", "-r", A::kValue, G::kTorchrun, "N",
+                 "workers' streams to files: 0 none, 1 stdout, 2 stderr, 3 both", SetStreams<&RunOptions::redirects>},
+                {"--tee", "-t", A::kValue, G::kTorchrun, "N", "as --redirects, and on the terminal too",
+                 SetStreams<&RunOptions::tee>},
+                {"--local-ranks-filter", nullptr, A::kValue, G::kTorchrun, "R,R",
+                 "only these local ranks' output on the terminal (files keep all)",
+                 [](Parser& p, Arg f, Arg v) { return ParseRanksFilter(f, v, p.o, p.error); }},
+                // Our workers are always processes of their own, which is what torchrun's methods give a script.
+                {"--start-method", nullptr, A::kValue, G::kTorchrun, "spawn|fork|forkserver",
+                 "accepted; workers are always their own processes",
+                 [](Parser& p, Arg f, Arg v) {
+                   if (v == "spawn" || v == "fork" || v == "forkserver") return true;
+                   return p.Fail(f + " takes spawn, fork or forkserver, not '" + v + "'");
+                 }},
+                {"--logs-specs", nullptr, A::kValue, G::kTorchrun, "NAME",
+                 "accepted, no effect (a Python plugin of torchrun)",
+                 [](Parser& p, Arg f, Arg) {
+                   return p.NoEffect(
+                       f,
+                       "names a Python LogsSpecs plugin of torchrun; xtimer_run writes --log-dir in torchrun's "
+                       "default layout itself: ignored");
+                 }},
+                // dlrover-run's.
+                {"--network-check", nullptr, A::kSwitch, G::kDlrover, "",
+                 "probe the round's nodes before its workers start; faulty nodes leave\n"
+                 "(etcd rendezvous; XTIMER_NETCHECK_SIZE / _TIMEOUT, default 3M / 4 s)",
+                 SetSwitch<&RunOptions::network_check>},
+                {"--exclude-straggler", nullptr, A::kSwitch, G::kDlrover, "",
+                 "with --network-check, stragglers leave too", SetSwitch<&RunOptions::exclude_straggler>},
+                {"--min-bandwidth", nullptr, A::kValue, G::kDlrover, "MB/s",
+                 "with --network-check, a node slower than this is faulty",
+                 [](Parser& p, Arg f, Arg v) {
+                   if (ParseDouble(v, &p.o->min_bandwidth_mbps) && p.o->min_bandwidth_mbps >= 0) return true;
+                   return p.Fail(f + " takes MB/s (a number >= 0), not '" + v + "'");
+                 }},
+                {"--precheck", nullptr, A::kValue, G::kDlrover, "0|1|2",
+                 "1: a matmul on each GPU and an allreduce over them before this node\n"
+                 "joins (a node that fails does not join), and --network-check with\n"
+                 "etcd; 2: also --comm-perf-test (default 0)",
+                 SetInt<&RunOptions::precheck, 0, 2>},
+                {"--comm-perf-test", nullptr, A::kSwitch, G::kDlrover, "",
+                 "measure the round's allreduce bandwidth before training; print a table",
+                 SetSwitch<&RunOptions::comm_perf_test>},
+                {"--numa-affinity", nullptr, A::kSwitch, G::kDlrover, "",
+                 "bind each worker to the CPUs of its GPU's NUMA node", SetSwitch<&RunOptions::numa_affinity>},
+                {"--auto-config", nullptr, A::kSwitch, G::kDlrover, "",
+                 "nodes from NODE_NUM, workers per node from the GPUs (flags given win)",
+                 SetSwitch<&RunOptions::auto_config>},
+                {"--save-at-breakpoint", nullptr, A::kOptional, G::kDlrover, "0|1",
+                 "persist the newest memory checkpoint when a worker fails (default 1)",
+                 [](Parser& p, Arg, Arg v) {
+                   if (v != "" && v != "0" && v != "1")
+                     return p.Fail("--save-at-breakpoint takes 0 or 1, not '" + v + "'");
+                   return p.o->save_at_breakpoint = v != "0", true;
+                 }},
+                {"--accelerator", nullptr, A::kValue, G::kDlrover, "nvidia.com/gpu|ascend-npu|mthreads.com/gpu",
+                 "(xtimer times NVIDIA GPUs)",
+                 [](Parser& p, Arg f, Arg v) {
+                   if (v == "nvidia.com/gpu") return true;
+                   if (v == "ascend-npu" || v == "mthreads.com/gpu")
+                     return p.NoEffect(f, "xtimer times NVIDIA GPUs (CUDA, NCCL); on " + v +
+                                              " the workers run, untimed, and the GPU checks find no GPU");
+                   return p.Fail(f + " takes nvidia.com/gpu, ascend-npu or mthreads.com/gpu, not '" + v + "'");
+                 }},
+                {"--auto-tunning", nullptr, A::kSwitch, G::kDlroverIgnored, "", "",
+                 [](Parser& p, Arg f, Arg v) {
+                   return v != "1" ||
+                          p.NoEffect(f,
                                      "DLRover's job master tunes the batch size and learning rate of a running "
                                      "job; xtimer_run has no job master: ignored");
-     }},
-    {"--training-port", nullptr, A::kValue, G::kDlroverIgnored, "P", "",
-     [](Parser& p, Arg f, Arg v) {
-       int port = 0;
-       return ToInt(f, v, 1, 65535, &port, p.error) &&
-              p.NoEffect(f, "DLRover gives it to Ascend's HCCL as its first port; NCCL does not use it: ignored");
-     }},
-    {"--switchbox-check", nullptr, A::kSwitch, G::kDlroverIgnored, "", "",
-     [](Parser& p, Arg f, Arg v) {
-       return v != "1" || p.NoEffect(f,
+                 }},
+                {"--training-port", nullptr, A::kValue, G::kDlroverIgnored, "P", "",
+                 [](Parser& p, Arg f, Arg v) {
+                   int port = 0;
+                   return ToInt(f, v, 1, 65535, &port, p.error) &&
+                          p.NoEffect(
+                              f, "DLRover gives it to Ascend's HCCL as its first port; NCCL does not use it: ignored");
+                 }},
+                {"--switchbox-check", nullptr, A::kSwitch, G::kDlroverIgnored, "", "",
+                 [](Parser& p, Arg f, Arg v) {
+                   return v != "1" ||
+                          p.NoEffect(f,
                                      "checks the links between a MetaX machine's GPUs and its switchbox, and xtimer "
                                      "knows no switchbox to check: ignored (--network-check still runs)");
-     }},
-    {"--box-pairs", nullptr, A::kPairs, G::kDlroverIgnored, "P [P ...]", "",
-     [](Parser& p, Arg f, Arg) {
-       return p.NoEffect(f, "pairs the switchbox's sockets for --switchbox-check: ignored");
-     }},
-    {"--min-channels", nullptr, A::kValue, G::kDlroverIgnored, "N", "",
-     [](Parser& p, Arg f, Arg v) {
-       int n = 0;
-       return ToInt(f, v, 0, 1 << 20, &n, p.error) &&
-              p.NoEffect(f, "the switchbox channels --switchbox-check needs working: ignored");
-     }},
-    {"--ucp-device-type", nullptr, A::kValue, G::kDlroverIgnored, "T", "",
-     [](Parser& p, Arg f, Arg) {
-       return p.NoEffect(f,
-                         "where DLRover converts DeepSpeed universal checkpoints; xtimer's checkpoints need no "
-                         "conversion: ignored");
-     }},
-    // Ours.
-    {"--stop-grace", nullptr, A::kValue, G::kXtimer, "S",
-     "seconds between SIGTERM and SIGKILL when stopping workers (default 5)",
-     [](Parser& p, Arg f, Arg v) { return ToSeconds(f, v, &p.o->stop_grace_s, p.error); }},
-    {"--evict-slow-nodes", nullptr, A::kSwitch, G::kXtimer, "",
-     "a node the slowdown judge names slow (GPU, or its own network) leaves\n"
-     "the run; a waiting spare takes its place (etcd rendezvous; off by default)",
-     SetSwitch<&RunOptions::evict_slow_nodes>},
-    {"--evict-slow-cost", nullptr, A::kValue, G::kXtimer, "F",
-     "with --evict-slow-nodes, the least share of the job's step time the\nslow node costs (default 0.2)",
-     [](Parser& p, Arg f, Arg v) {
-       p.evict_threshold_given = true;
-       if (ParseDouble(v, &p.o->evict_slow_cost) && p.o->evict_slow_cost > 0 && p.o->evict_slow_cost <= 1) return true;
-       return p.Fail(f + " takes a share of the step time above 0 and at most 1 (0.2 is 20%), not '" + v + "'");
-     }},
-    {"--evict-slow-after", nullptr, A::kValue, G::kXtimer, "S",
-     "with --evict-slow-nodes, how long the node must be named slow (default 10)",
-     [](Parser& p, Arg f, Arg v) {
-       p.evict_threshold_given = true;
-       if (ParseDouble(v, &p.o->evict_slow_after_s) && p.o->evict_slow_after_s > 0) return true;
-       return p.Fail(f + " takes seconds (a number > 0), not '" + v + "'");
-     }},
+                 }},
+                {"--box-pairs", nullptr, A::kPairs, G::kDlroverIgnored, "P [P ...]", "",
+                 [](Parser& p, Arg f, Arg) {
+                   return p.NoEffect(f, "pairs the switchbox's sockets for --switchbox-check: ignored");
+                 }},
+                {"--min-channels", nullptr, A::kValue, G::kDlroverIgnored, "N", "",
+                 [](Parser& p, Arg f, Arg v) {
+                   int n = 0;
+                   return ToInt(f, v, 0, 1 << 20, &n, p.error) &&
+                          p.NoEffect(f, "the switchbox channels --switchbox-check needs working: ignored");
+                 }},
+                {"--ucp-device-type", nullptr, A::kValue, G::kDlroverIgnored, "T", "",
+                 [](Parser& p, Arg f, Arg) {
+                   return p.NoEffect(
+                       f,
+                       "where DLRover converts DeepSpeed universal checkpoints; xtimer's checkpoints need no "
+                       "conversion: ignored");
+                 }},
+                // Ours.
+                {"--stop-grace", nullptr, A::kValue, G::kXtimer, "S",
+                 "seconds between SIGTERM and SIGKILL when stopping workers (default 5)",
+                 [](Parser& p, Arg f, Arg v) { return ToSeconds(f, v, &p.o->stop_grace_s, p.error); }},
+                {"--evict-slow-nodes", nullptr, A::kSwitch, G::kXtimer, "",
+                 "a node the slowdown judge names slow (GPU, or its own network) leaves\n"
+                 "the run; a waiting spare takes its place (etcd rendezvous; off by default)",
+                 SetSwitch<&RunOptions::evict_slow_nodes>},
+                {"--evict-slow-cost", nullptr, A::kValue, G::kXtimer, "F",
+                 "with --evict-slow-nodes, the least share of the job's step time the\nslow node costs (default 0.2)",
+                 [](Parser& p, Arg f, Arg v) {
+                   p.evict_threshold_given = true;
+                   if (ParseDouble(v, &p.o->evict_slow_cost) && p.o->evict_slow_cost > 0 && p.o->evict_slow_cost <= 1)
+                     return true;
+                   return p.Fail(f + " takes a share of the step time above 0 and at most 1 (0.2 is 20%), not '" + v +
+                                 "'");
+                 }},
+                {"--evict-slow-after", nullptr, A::kValue, G::kXtimer, "S",
+                 "with --evict-slow-nodes, how long the node must be named slow (default 10)",
+                 [](Parser& p, Arg f, Arg v) {
+                   p.evict_threshold_given = true;
+                   if (ParseDouble(v, &p.o->evict_slow_after_s) && p.o->evict_slow_after_s > 0) return true;
+                   return p.Fail(f + " takes seconds (a number > 0), not '" + v + "'");
+                 }},
 };
 
 // The flag named `name` (dashed) or by its short alias; nullptr when none is.

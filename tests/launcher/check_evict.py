@@ -260,9 +260,7 @@ def c_spare(args, out):
         check("it cannot join run 'evict' again" in slow.text(), "it says it cannot join the run again")
         back = recovered_at(job, t_evict or onset, healthy) if ok else None
         check(back is not None, "the job's step time comes back within 10% of its healthy value")
-        check(
-            wait_for(lambda: spare.first("world size 4")[0] is not None, 30), "the spare trains in the new round"
-        )
+        check(wait_for(lambda: spare.first("world size 4")[0] is not None, 30), "the spare trains in the new round")
         others = [n for n in job.nodes if n.index not in (SLOW_NODE,)]
         for n in others:
             check(n.proc.poll() is None, f"{n.name} still runs")
@@ -310,8 +308,11 @@ def c_smaller(args, out):
             "the three others go on with world size 3",
         )
         back = recovered_at(job, t_evict, healthy, timeout=60)
-        print(f"figure: smaller: onset -> eviction {t_evict - onset:.1f} s; step back "
-              f"{(back - onset) if back else float('nan'):.1f} s after the onset", flush=True)
+        print(
+            f"figure: smaller: onset -> eviction {t_evict - onset:.1f} s; step back "
+            f"{(back - onset) if back else float('nan'):.1f} s after the onset",
+            flush=True,
+        )
     finally:
         job.stop()
 

@@ -138,8 +138,9 @@ TEST(RunOptions, BadInputGetsOneLineNamingTheFlag) {
       {{"--box-pairs", "t.py"}, "--box-pairs needs one or more socket pairs"},
       {{"--network-check=1", "t.py"}, "--network-check is a switch and takes no value"},
       {{"--min-bandwidth", "-5", "t.py"}, "--min-bandwidth takes MB/s"},
-      {{"--evict-slow-nodes", "--nnodes", "2", "--node-rank", "0", "t.py"}, "--evict-slow-nodes with several nodes "
-                                                                          "needs --rdzv-backend etcd"},
+      {{"--evict-slow-nodes", "--nnodes", "2", "--node-rank", "0", "t.py"},
+       "--evict-slow-nodes with several nodes "
+       "needs --rdzv-backend etcd"},
       {{"--evict-slow-cost", "0", "t.py"}, "--evict-slow-cost takes a share of the step time above 0 and at most 1"},
       {{"--evict-slow-cost", "20%", "t.py"}, "--evict-slow-cost takes a share"},
       {{"--evict-slow-after", "-1", "t.py"}, "--evict-slow-after takes seconds (a number > 0), not '-1'"},

@@ -39,7 +39,8 @@ def main():
         return ns.SKIP
     ns.remove_stale()
     out = args.out or tempfile.mkdtemp(prefix="xtimer-early-stop-")
-    print(f"{'uplink of node 3':>16} {'--timeout':>9} {'early stop':>11} {'no early stop':>14} {'ratio':>6}  verdicts (3, 6)")
+    head = f"{'uplink of node 3':>16} {'--timeout':>9} {'early stop':>11} {'no early stop':>14} {'ratio':>6}"
+    print(head + "  verdicts (3, 6)")
     for rate in args.rates.split(","):
         for timeout in args.timeouts.split(","):
             on = once(args, rate, timeout, True, os.path.join(out, f"{rate}-{timeout}-on"))

@@ -177,7 +177,7 @@ TEST(PartialResult, JudgedFromItsRate) {
     return t;
   };
   // Node 3 sends at 1 MB/s; node 6 is black-holed.
-  std::vector<TestResult> tests = {good(0, 1, 1), stopped(2, 3, 1, 3'500'000), good(4, 5, 1), failed(6, 7, 1),
+  std::vector<TestResult> tests = {good(0, 1, 1), stopped(2, 3, 1, 3'500'000), good(4, 5, 1),   failed(6, 7, 1),
                                    good(0, 2, 2), stopped(1, 3, 2, 3'400'000), failed(4, 6, 2), good(5, 7, 2)};
   Verdict v = Judge(nodes, tests, JudgeConfig{}, false);
   EXPECT_EQ(v.nodes[3].status, NodeStatus::kStraggler) << v.nodes[3].reason;

@@ -245,16 +245,33 @@ def case_forged_stop():
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
-    join = {"type": "join", "version": 2, "rank": 0, "nnodes": 2, "backend": "tcp", "host": "fake",
-            "addr": "127.0.0.1", "port": 9}
+    join = {
+        "type": "join",
+        "version": 2,
+        "rank": 0,
+        "nnodes": 2,
+        "backend": "tcp",
+        "host": "fake",
+        "addr": "127.0.0.1",
+        "port": 9,
+    }
     fake.sendall(frame(json.dumps(join).encode()))
     node = start([*common, "--node-rank", "1"], "forged1")
     while True:
         msg = recv_frame(fake)
         if msg["type"] == "test":
             break
-    forged = {"type": "result", "id": msg["id"], "ok": True, "stopped": True, "latency_us": 1,
-              "fwd_bytes": 1 << 60, "fwd_s": 1, "bwd_bytes": 0, "bwd_s": 0}
+    forged = {
+        "type": "result",
+        "id": msg["id"],
+        "ok": True,
+        "stopped": True,
+        "latency_us": 1,
+        "fwd_bytes": 1 << 60,
+        "fwd_s": 1,
+        "bwd_bytes": 0,
+        "bwd_s": 0,
+    }
     fake.sendall(frame(json.dumps(forged).encode()))
     nrc, nlog = finish(node, "forged1", 60)
     rc, log = finish(serve, "forged_serve", 30)

@@ -53,7 +53,8 @@ TEST(TcpProbe, MeasuresBothDirections) {
   r.Start(Spec(7, 1, 0, 1 << 20, 3), 10);
   TestResult t;
   StoppedTransfer partial;
-  RunTcpInitiator(Spec(7, 0, 1, 1 << 20, 3), "127.0.0.1", r.port, Deadline::In(10), Deadline::In(10), StopWatch{}, &t, &partial);
+  RunTcpInitiator(Spec(7, 0, 1, 1 << 20, 3), "127.0.0.1", r.port, Deadline::In(10), Deadline::In(10), StopWatch{}, &t,
+                  &partial);
   r.Join();
   ASSERT_TRUE(t.completed) << t.error;
   EXPECT_TRUE(r.ok) << r.error;
@@ -85,8 +86,7 @@ TEST(TcpProbe, StopsOnRequestAndReportsTheBytesMoved) {
   TestResult t;
   StoppedTransfer partial;
   double t0 = MonotonicS();
-  RunTcpInitiator(Spec(3, 0, 1, size, 2), "127.0.0.1", r.port, Deadline::In(20), Deadline::In(20), stop, &t,
-                  &partial);
+  RunTcpInitiator(Spec(3, 0, 1, size, 2), "127.0.0.1", r.port, Deadline::In(20), Deadline::In(20), stop, &t, &partial);
   double took = MonotonicS() - t0;
   r.Join();
   EXPECT_TRUE(r.ok) << r.error;
@@ -125,8 +125,7 @@ TEST(TcpProbe, AWatchThatFailsFailsTheTest) {
                  }};
   TestResult t;
   StoppedTransfer partial;
-  RunTcpInitiator(Spec(4, 0, 1, size, 1), "127.0.0.1", r.port, Deadline::In(20), Deadline::In(20), stop, &t,
-                  &partial);
+  RunTcpInitiator(Spec(4, 0, 1, size, 1), "127.0.0.1", r.port, Deadline::In(20), Deadline::In(20), stop, &t, &partial);
   EXPECT_FALSE(t.completed);
   EXPECT_FALSE(t.stopped);
   EXPECT_NE(t.error.find("lost the rendezvous: test"), std::string::npos) << t.error;
@@ -190,7 +189,8 @@ TEST(TcpProbe, StaleConnectionOfAnEarlierTestIsRejected) {
   ASSERT_TRUE(SendAll(stale.get(), hello, sizeof hello, Deadline::In(5), &e)) << e;
   TestResult t;
   StoppedTransfer partial;
-  RunTcpInitiator(Spec(9, 0, 1, 256 << 10, 2), "127.0.0.1", r.port, Deadline::In(10), Deadline::In(10), StopWatch{}, &t, &partial);
+  RunTcpInitiator(Spec(9, 0, 1, 256 << 10, 2), "127.0.0.1", r.port, Deadline::In(10), Deadline::In(10), StopWatch{}, &t,
+                  &partial);
   r.Join();
   EXPECT_TRUE(t.completed) << t.error;
   EXPECT_TRUE(r.ok) << r.error;
@@ -212,7 +212,8 @@ TEST(TcpProbe, InitiatorGivesUpOnAClosedPort) {
   { Fd l = Listen("127.0.0.1", &port, &e); }
   TestResult t;
   StoppedTransfer partial;
-  RunTcpInitiator(Spec(1, 0, 1, 1024, 1), "127.0.0.1", port, Deadline::In(0.2), Deadline::In(0.2), StopWatch{}, &t, &partial);
+  RunTcpInitiator(Spec(1, 0, 1, 1024, 1), "127.0.0.1", port, Deadline::In(0.2), Deadline::In(0.2), StopWatch{}, &t,
+                  &partial);
   EXPECT_FALSE(t.completed);
   EXPECT_NE(t.error.find("gave up"), std::string::npos) << t.error;
 }
@@ -222,7 +223,8 @@ TEST(TcpProbe, SizeMismatchFailsBothSidesWithAReason) {
   r.Start(Spec(5, 1, 0, 1 << 20, 2), 5);
   TestResult t;
   StoppedTransfer partial;
-  RunTcpInitiator(Spec(5, 0, 1, 2 << 20, 2), "127.0.0.1", r.port, Deadline::In(5), Deadline::In(5), StopWatch{}, &t, &partial);
+  RunTcpInitiator(Spec(5, 0, 1, 2 << 20, 2), "127.0.0.1", r.port, Deadline::In(5), Deadline::In(5), StopWatch{}, &t,
+                  &partial);
   r.Join();
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.error.find("expected"), std::string::npos) << r.error;
