@@ -37,37 +37,22 @@ sys.path.insert(0, os.path.join(HERE, "..", "common"))
 from checks import check, failures, free_port, http_get, start_collector, wait_for  # noqa: E402
 from local_etcd import Etcd  # noqa: E402
 from node_ranks import agent_env  # noqa: E402
+from check_run import Run  # noqa: E402
 
 TRAIN_RANK = os.path.join(HERE, "..", "slowdown", "train_rank.py")
 SLOW_NODE = 2  # the node whose GPU slows down
 EVICTED = "evicting this node"
 
 
-class Node:
-    """One xtimer_run: its stderr lines stamped with the wall time they arrived."""
+class Node(Run):
+    """One xtimer_run (check_run.Run: its stderr lines stamped with the wall time they arrived)."""
 
     def __init__(self, args, out, index, run_args, env):
         self.index, self.name = index, f"node{index}"
         self.metrics_port = int(env["XTIMER_METRICS_PORT"])
-        self.log_path = os.path.join(out, f"{self.name}.log")
-        self.proc = subprocess.Popen(
-            [os.path.join(args.bin, "xtimer_run")] + run_args,
-            env=env,
-            stdout=open(os.path.join(out, f"{self.name}.out"), "w"),
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        self.stamped = []
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self):
-        with open(self.log_path, "w") as f:
-            for raw in self.proc.stderr:
-                line = raw.decode(errors="replace")
-                self.stamped.append((time.time(), line.rstrip("\n")))
-                f.write(line)
-                f.flush()
+        cmd = [os.path.join(args.bin, "xtimer_run")] + run_args
+        # Run's defaults (PYTHONPATH, timeline, shared memory) give way to this job's own env.
+        super().__init__(argparse.Namespace(pypath=env.get("PYTHONPATH", "")), out, [], [], env, self.name, cmd)
 
     def trained(self):
         """True once a worker of this node printed that it trains (its stdout, in NODE.out)."""
