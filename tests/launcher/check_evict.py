@@ -62,6 +62,15 @@ class Node(Run):
         except OSError:
             return False
 
+    def rank(self):
+        """The global rank of this node's worker (its last "training_at" line), or None."""
+        try:
+            with open(self.log_path[:-4] + ".out") as f:
+                rows = [json.loads(line) for line in f if '"training_at"' in line]
+        except (OSError, ValueError):
+            return None
+        return rows[-1]["rank"] if rows else None
+
     def first(self, text, after=0):
         return next(((t, line) for t, line in list(self.stamped) if t > after and text in line), (None, None))
 
@@ -324,8 +333,10 @@ def c_host(args, out):
     try:
         check(wait_for(lambda: job.training(4), 120, 0.2), "four nodes train")
         healthy_step(job, 12)
-        set_control(job.control, f"rank={SLOW_NODE} host_ms=60")
         slow = job.nodes[SLOW_NODE]
+        # A host straggler is a rank's (the workload's own control words); which rank node 2 runs
+        # is the rendezvous's choice.
+        set_control(job.control, f"rank={slow.rank()} host_ms=60")
         said = wait_for(lambda: slow.first("would follow the job to any node")[0] is not None, 60, 0.2)
         check(said, "node 2 is named slow for a host cause and says it stays")
         time.sleep(10)
