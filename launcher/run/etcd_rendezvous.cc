@@ -507,35 +507,34 @@ class EtcdRendezvous : public Rendezvous {
     }
   }
 
-  // True (with *error) when a network check of this run left out this node's address.
+  // True (with *error) when the network check left this node's address out of the run.
   bool Excluded(std::string* error) {
-    std::string raw, ignored;
-    bool found = false;
-    if (!etcd_.Get(prefix_ + "netcheck/excluded/" + addr_, &raw, &found, &ignored) || !found) return false;
-    std::string why = raw;
-    try {
-      nlohmann::json j = nlohmann::json::parse(raw);
-      why = j.value("status", "") + " in round " + std::to_string(j.value("round", 0)) + ": " + j.value("reason", "");
-    } catch (...) {
-    }
-    *error = "this node (" + addr_ + ") was left out of run '" + o_.rdzv_id + "' by the network check (" + why +
-             "); it cannot join this run again: repair it and start the job under a new --rdzv-id";
-    return true;
+    return LeftOut("netcheck/excluded/", "left out of", "by the network check", error, [](const nlohmann::json& j) {
+      return j.value("status", "") + " in round " + std::to_string(j.value("round", 0)) + ": " + j.value("reason", "");
+    });
   }
 
   // True (with *error) when --evict-slow-nodes evicted this node's address from this run.
   bool Evicted(std::string* error) {
+    return LeftOut("evicted/", "evicted from", "as a slow node", error, [](const nlohmann::json& j) {
+      return "in round " + std::to_string(j.value("round", 0)) + ": " + j.value("cause", "") + ", " +
+             j.value("detail", "");
+    });
+  }
+
+  // The record under `dir` + this node's address, if any: the node may not join again. `describe`
+  // gives the reason from the record (the raw text when it is not JSON).
+  template <typename Describe>
+  bool LeftOut(const std::string& dir, const char* left, const char* how, std::string* error, Describe describe) {
     std::string raw, ignored;
     bool found = false;
-    if (!etcd_.Get(prefix_ + "evicted/" + addr_, &raw, &found, &ignored) || !found) return false;
+    if (!etcd_.Get(prefix_ + dir + addr_, &raw, &found, &ignored) || !found) return false;
     std::string why = raw;
     try {
-      nlohmann::json j = nlohmann::json::parse(raw);
-      why = "in round " + std::to_string(j.value("round", 0)) + ": " + j.value("cause", "") + ", " +
-            j.value("detail", "");
+      why = describe(nlohmann::json::parse(raw));
     } catch (...) {
     }
-    *error = "this node (" + addr_ + ") was evicted from run '" + o_.rdzv_id + "' as a slow node (" + why +
+    *error = "this node (" + addr_ + ") was " + left + " run '" + o_.rdzv_id + "' " + how + " (" + why +
              "); it cannot join this run again: repair it and start the job under a new --rdzv-id";
     return true;
   }
