@@ -75,6 +75,18 @@ constexpr Var kVars[] = {
     // --- elastic launcher
     {"XTIMER_PYTHON", "python3",
      "Python interpreter xtimer_run starts the training script with (without --no-python); looked up on PATH."},
+    {"XTIMER_WARM_START", "1",
+     "1: xtimer_run keeps a warm Python interpreter per local rank (torch imported) and starts a restarted worker "
+     "in it; 0: every worker is a fresh process."},
+    {"XTIMER_WARM_DELAY", "10",
+     "Seconds a round's workers run before xtimer_run starts the warm interpreters for the next round (their "
+     "imports then do not compete with the workers' own start)."},
+    {"XTIMER_WARM_IMPORTS", "",
+     "Modules a warm interpreter imports besides torch and torch._dynamo, comma-separated (none may touch CUDA or "
+     "NCCL at import)."},
+    {"XTIMER_WARM_FD", "", "Set by xtimer_run in a warm interpreter: the descriptor of its hand-over socket."},
+    {"XTIMER_RANK_PID", "",
+     "Set by a warm interpreter's hand-over: the rank's pid, so that the processes it starts know they are not it."},
     {"XTIMER_GPU_CHECK_TIMEOUT", "60",
      "Deadline in seconds of xtimer_run --precheck's GPU check and of --comm-perf-test; what is not done by then is "
      "killed."},

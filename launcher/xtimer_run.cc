@@ -1,5 +1,8 @@
 // xtimer_run [torchrun options] SCRIPT [ARGS...]: torchrun's command line and worker
 // environment on a C++ agent that is also the node's xtimer agent (launcher/README.md).
+#include <limits.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
 
@@ -49,6 +52,19 @@ int main(int argc, char** argv) {
   if (!PreloadVariables(&settings.preload, &error)) {
     std::fprintf(stderr, "xtimer_run: %s\n", error.c_str());
     return 2;
+  }
+
+  // Warm interpreters for restarted Python workers: warm_worker.py in ../lib/xtimer-warm/ beside
+  // this program (an install without it starts every worker fresh).
+  if (env::Bool("XTIMER_WARM_START")) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+      std::string dir(exe, static_cast<size_t>(n));
+      dir.erase(dir.rfind('/'));
+      settings.warm_script = dir + "/../lib/xtimer-warm/warm_worker.py";
+      settings.warm_imports = run::WarmPool::ImportsFromSettings();
+    }
   }
 
   // Before any thread exists, the etcd rendezvous' included: a thread that does not block the

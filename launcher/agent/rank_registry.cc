@@ -1,6 +1,7 @@
 #include "launcher/agent/rank_registry.h"
 
 #include "common/clock.h"
+#include "common/log.h"
 
 namespace xtimer {
 
@@ -62,6 +63,7 @@ pid_t RankRegistry::OnMessage(int conn, const nlohmann::json& msg, std::string* 
   r.set_time_unix_ms(WallMs());
   if (r.state() == v1::RANK_STATE_UNKNOWN) r.set_state(v1::RANK_STATE_RUNNING);
   if (type == "hello") {
+    Log(LogLevel::kDebug, "agent: rank %d (pid %d) said hello", r.rank().rank(), static_cast<int>(pid));
     e->has_link = msg.value("link", true);
     e->dump_signal = e->has_link ? 0 : msg.value("dump_signal", 0);
   }

@@ -141,6 +141,7 @@ RunSettings RunSettings::FromEnv(const RunOptions& o) {
   s.hang_action = action != nullptr && *action != '\0' ? env::String("XTIMER_HANG_ACTION") : "restart";
   s.dump_wait_s = env::Double("XTIMER_DUMP_WAIT");
   s.gpu_check_timeout_s = env::Double("XTIMER_GPU_CHECK_TIMEOUT", 1, 86400);
+  s.warm_delay_s = env::Double("XTIMER_WARM_DELAY", 0, 86400);
   const char* persist = std::getenv("XTIMER_CKPT_PERSIST_ON_FAILURE");
   if (!o.save_at_breakpoint && (persist == nullptr || *persist == '\0')) s.persist_on_failure = "0";
   return s;
@@ -208,6 +209,8 @@ ElasticAgent::ElasticAgent(RunOptions options, RunSettings settings, std::unique
                            NodeAgent* agent)
     : o_(std::move(options)), settings_(std::move(settings)), rdzv_(std::move(rendezvous)), agent_(agent) {
   if (o_.standalone) o_.rdzv_id = NewUuid();  // as torchrun --standalone, whatever --rdzv-id says
+  if (!settings_.warm_script.empty() && !(o_.no_python && !o_.run_path))
+    warm_ = std::make_unique<WarmPool>(WorkerCommand(o_).at(0), settings_.warm_script, settings_.warm_imports);
   if (o_.numa_affinity) {
     NumaPlan plan =
         PlanNumaAffinity(SysfsRoot(), o_.nproc_per_node, std::getenv("CUDA_VISIBLE_DEVICES"), AllowedCpus());
@@ -314,6 +317,10 @@ ElasticAgent::Outcome ElasticAgent::Monitor(WorkerGroup& group, std::string* why
         *why = "rank " + std::to_string(hung_rank) + " hung: " + hang_trigger;
         return Outcome::kHung;
       }
+    }
+    if (warm_at_ > 0 && now >= warm_at_) {
+      warm_at_ = 0;
+      warm_->Fill(warm_specs_);
     }
     if (o_.evict_slow_nodes && agent_ != nullptr && now >= next_evict_check) {
       next_evict_check = now + 1;
@@ -513,11 +520,16 @@ int ElasticAgent::Run() {
       if (o_.evict_slow_nodes) agent_->SetEvictions(rdzv_->Evictions());
     }
     WorkerGroup group;
-    if (!group.Start(Specs(round), &error)) {
+    const std::vector<WorkerSpec> specs = Specs(round);
+    if (!group.Start(specs, &error, warm_.get())) {
       std::fprintf(stderr, "xtimer_run: %s\n", error.c_str());
       rdzv_->RequestRestart("node " + HostName() + " could not start its workers: " + error);
       rdzv_->Leave();
       return 1;
+    }
+    if (warm_) {  // for the next round, once this one trains (Monitor)
+      warm_specs_ = specs;
+      warm_at_ = MonotonicS() + settings_.warm_delay_s;
     }
     std::string why;
     int sig = 0;

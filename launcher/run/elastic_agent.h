@@ -16,6 +16,7 @@
 
 #include "launcher/run/round_rendezvous.h"
 #include "launcher/run/run_options.h"
+#include "launcher/run/warm_pool.h"
 #include "launcher/run/worker_group.h"
 
 namespace xtimer {
@@ -42,6 +43,11 @@ struct RunSettings {
   // XTIMER_AGENT_SOCKET for the workers: xtimer_run's own node agent (NodeAgent::SocketPath), or
   // empty (they inherit an outer xtimer_launch's, or run without an agent).
   std::string agent_socket;
+  // The warm interpreters' program (warm_worker.py beside the library), "" = none: XTIMER_WARM_START=0
+  // or workers that are not Python (--no-python). Their imports: WarmPool::ImportsFromSettings.
+  std::string warm_script;
+  std::vector<std::string> warm_imports;
+  double warm_delay_s = 0;  // XTIMER_WARM_DELAY: how long a round trains before they start
 
   static RunSettings FromEnv(const RunOptions& o);
 };
@@ -93,6 +99,9 @@ class ElasticAgent {
   std::vector<WorkerExit> other_failures_;
   bool have_failure_ = false;
   std::set<std::string> eviction_said_;  // findings already said to stay (said once each)
+  std::unique_ptr<WarmPool> warm_;       // null: every worker starts fresh
+  std::vector<WorkerSpec> warm_specs_;   // this round's workers, for whom warm_ is filled...
+  double warm_at_ = 0;                   // ...at this monotonic time (0: done)
 };
 
 }  // namespace xtimer::run

@@ -19,6 +19,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "launcher/run/warm_pool.h"
 
 namespace xtimer::run {
 namespace {
@@ -26,8 +27,9 @@ namespace {
 constexpr size_t kTailLines = 20;
 constexpr size_t kMaxLine = 4096;  // a longer line is cut in the tail (the terminal gets it whole)
 
-// PATH search in the parent: after fork only async-signal-safe calls are allowed.
-std::string Resolve(const std::string& prog) {
+}  // namespace
+
+std::string ResolveProgram(const std::string& prog) {
   if (prog.find('/') != std::string::npos) return prog;
   const char* path = std::getenv("PATH");
   std::string p = path ? path : "/usr/local/bin:/usr/bin:/bin";
@@ -42,6 +44,8 @@ std::string Resolve(const std::string& prog) {
   }
   return "";
 }
+
+namespace {
 
 void WriteAll(int fd, const char* p, size_t n) {
   while (n > 0) {
@@ -86,7 +90,7 @@ WorkerGroup::~WorkerGroup() {
   JoinReader();
 }
 
-bool WorkerGroup::Start(const std::vector<WorkerSpec>& specs, std::string* error) {
+bool WorkerGroup::Start(const std::vector<WorkerSpec>& specs, std::string* error, WarmPool* warm) {
   workers_.clear();
   index_.clear();
   failed_ = false;
@@ -100,7 +104,7 @@ bool WorkerGroup::Start(const std::vector<WorkerSpec>& specs, std::string* error
   for (const WorkerSpec& spec : specs) {
     Worker w;
     w.spec = spec;
-    std::string exe = Resolve(spec.argv.at(0));
+    std::string exe = ResolveProgram(spec.argv.at(0));
     if (exe.empty()) {
       *error = "cannot run " + spec.argv[0] + ": not found on PATH";
       Stop(0);
@@ -133,7 +137,15 @@ bool WorkerGroup::Start(const std::vector<WorkerSpec>& specs, std::string* error
       for (int c : spec.cpus) CPU_SET_S(c, cpus_size, cpus.get());
     }
 
-    pid_t pid = fork();
+    std::string why;
+    pid_t pid = warm != nullptr ? warm->HandOver(spec, out_piped ? out[1] : STDOUT_FILENO, err[1], &why) : -1;
+    if (pid > 0) {
+      Log(LogLevel::kInfo, "run: rank %d started in a warm interpreter (pid %d%s%s)", spec.rank, static_cast<int>(pid),
+          why.empty() ? "" : "; ", why.c_str());
+    } else {
+      if (warm != nullptr) Log(LogLevel::kInfo, "run: rank %d starts fresh: %s", spec.rank, why.c_str());
+      pid = fork();
+    }
     if (pid < 0) {
       *error = std::string("cannot start a worker: fork: ") + std::strerror(errno);
       Stop(0);

@@ -47,6 +47,11 @@ struct WorkerExit {
   std::string Describe() const;  // "exit code 1" / "signal 9 (SIGKILL)"
 };
 
+class WarmPool;
+
+// `prog` searched on PATH as execvp would ("" when not found); a name with a '/' as it is.
+std::string ResolveProgram(const std::string& prog);
+
 class WorkerGroup {
  public:
   enum class State { kRunning, kSucceeded, kFailed };
@@ -56,8 +61,10 @@ class WorkerGroup {
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
-  // Starts every worker. False with *error if one could not be started (the others are stopped).
-  bool Start(const std::vector<WorkerSpec>& specs, std::string* error);
+  // Starts every worker: handed to `warm`'s interpreter of its local rank where it has a ready
+  // one (warm_pool.h), else a fresh process. False with *error if one could not be started (the
+  // others are stopped).
+  bool Start(const std::vector<WorkerSpec>& specs, std::string* error, WarmPool* warm = nullptr);
   // Reaps what ended. kFailed as soon as one worker ended other than with exit 0; kSucceeded
   // when all ended with 0.
   State Poll();

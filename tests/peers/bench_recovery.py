@@ -3,8 +3,11 @@
 `dlrover-run --standalone` (each --max-restarts 3), one fault at a time, the time until both
 workers train again. Prints a table and ratios (peer / ours: above 1, we recover faster).
 
-  kill  tests/launcher/elastic_train.py (DDP, gloo, CPU, flash checkpoint every step): once both
-        ranks train, rank 1 is SIGKILLed. Training again: both ranks did a step in new processes.
+  kill  tests/launcher/elastic_train.py (DDP, gloo, CPU, flash checkpoint every step): once rank 1
+        has trained --train-s seconds, it is SIGKILLed. Training again: both ranks did a step in new
+        processes. Each launcher's phases of the restart are printed (failure -> the new workers'
+        scripts start -> init_process_group() done -> checkpoint loaded -> first step). xtimer_run
+        runs twice: as it is (warm interpreters) and with XTIMER_WARM_START=0 (xtimer_run-fresh).
   hang  tests/launcher/elastic_hang.py on the simulated NCCL (tests/simgpu): rank 1 sleeps in its
         data loader before step 3, rank 0 waits in the allreduce. Training again: both ranks'
         first allreduce in a new round. xtimer_run finds it with XTIMER_HANG_TIMEOUT=10 (a user's
@@ -12,7 +15,7 @@ workers train again. Prints a table and ratios (peer / ours: above 1, we recover
         hang: each is given --hang-cap seconds and reported as not recovered.
 
   bench_recovery.py --peers DIR --bin BUILD/bin --pypath BUILD/lib/python --lib libpyccl.so --simgpu DIR
-                    [--scenarios kill,hang] [--hang-cap 60] [--rounds 1] [--out DIR]
+                    [--scenarios kill,hang] [--hang-cap 60] [--rounds 1] [--train-s 30] [--out DIR]
 """
 import argparse
 import json
@@ -33,6 +36,7 @@ from peers import base_env, peers_or_skip  # noqa: E402
 TRAIN = os.path.join(HERE, "..", "launcher", "elastic_train.py")
 HANG = os.path.join(HERE, "..", "launcher", "elastic_hang.py")
 LAUNCHERS = ("xtimer_run", "torchrun", "dlrover-run")
+KILL_LAUNCHERS = ("xtimer_run", "xtimer_run-fresh", "torchrun", "dlrover-run")
 # torchrun 2.8 shares its rendezvous store with the workers, and a restarted gloo group reads the
 # last round's addresses there and fails (pytorch/pytorch#135712): every restart would fail
 # without this documented workaround. It changes nothing for the other two launchers.
@@ -40,7 +44,7 @@ RESTARTABLE = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 
 
 def launcher(args, peers, name, script_args):
-    if name == "xtimer_run":
+    if name.startswith("xtimer_run"):
         return [
             os.path.join(args.bin, "xtimer_run"),
             "--standalone",
@@ -91,6 +95,26 @@ def stop(p):
         p.wait()
 
 
+def print_phases(name, out, steps, old, t_kill):
+    """The restart's phases from elastic_train.py's events (the latest over the two ranks)."""
+    new = [e for e in jsonl(os.path.join(out, "events.jsonl")) if e.get("started", 0) > t_kill]
+    first = {}
+    for r in jsonl(steps):
+        if r["pid"] not in old and r["t"] > t_kill:
+            first[r["rank"]] = min(first.get(r["rank"], r["t"]), r["t"])
+    if len(new) < 2 or len(first) < 2:
+        return
+    started = max(e["started"] for e in new)
+    initialized = max(e["initialized"] for e in new)
+    loaded = max(e["loaded"] for e in new)
+    print(
+        f"phases {name}: failure -> scripts start {started - t_kill:.2f} s, -> init_process_group() done "
+        f"{initialized - started:.2f} s, -> checkpoint loaded {loaded - initialized:.2f} s, -> first step "
+        f"{max(first.values()) - loaded:.2f} s",
+        flush=True,
+    )
+
+
 def kill_scenario(args, peers, name, out):
     """Seconds from SIGKILL of rank 1 until both ranks stepped in new processes, or None."""
     env = base_env(
@@ -102,6 +126,8 @@ def kill_scenario(args, peers, name, out):
         **RESTARTABLE,
         XTIMER_CKPT_SHM_DIR=os.path.join(out, "shm"),
     )
+    if name == "xtimer_run-fresh":
+        env["XTIMER_WARM_START"] = "0"
     os.makedirs(env["XTIMER_CKPT_SHM_DIR"], exist_ok=True)
     log = open(os.path.join(out, "launcher.log"), "w")
     p = subprocess.Popen(
@@ -109,8 +135,12 @@ def kill_scenario(args, peers, name, out):
     )
     steps = os.path.join(out, "steps.jsonl")
     try:
-        first = wait_until(lambda: [r for r in jsonl(steps) if r["step"] >= 10 and r["rank"] == 1], 180)
-        if not first:
+
+        def trained():
+            mine = [r["t"] for r in jsonl(steps) if r["rank"] == 1]
+            return len(mine) >= 10 and max(mine) - min(mine) >= args.train_s
+
+        if not wait_until(trained, 180 + args.train_s):
             return None, "never trained"
         old = {r["pid"] for r in jsonl(steps)}
         victim = max(r["pid"] for r in jsonl(steps) if r["rank"] == 1)
@@ -125,6 +155,8 @@ def kill_scenario(args, peers, name, out):
             return max(firsts.values()) if len(firsts) == 2 else None
 
         t = wait_until(again, 180)
+        if t:
+            print_phases(name, out, steps, old, t_kill)
         return (t - t_kill, "") if t else (None, "no new step within 180 s")
     finally:
         stop(p)
@@ -188,6 +220,7 @@ def main():
     ap.add_argument("--scenarios", default="kill,hang")
     ap.add_argument("--hang-cap", type=float, default=60)
     ap.add_argument("--rounds", type=int, default=1, help="kill: rounds, the median is reported")
+    ap.add_argument("--train-s", type=float, default=30, help="kill: seconds rank 1 trains before it is killed")
     ap.add_argument("--out")
     args = ap.parse_args()
     peers = peers_or_skip(args.peers)
@@ -197,7 +230,7 @@ def main():
     for sc in args.scenarios.split(","):
         # Rounds interleave the launchers, so that the load of a shared machine falls on all alike.
         for rnd in range(args.rounds if sc == "kill" else 1):
-            for name in LAUNCHERS:
+            for name in KILL_LAUNCHERS if sc == "kill" else LAUNCHERS:
                 out = os.path.join(root, f"{sc}-{name}-{rnd}")
                 os.makedirs(out, exist_ok=True)
                 t, why = scenarios[sc](args, peers, name, out)
@@ -213,12 +246,12 @@ def main():
 
     ok = True
     for sc in args.scenarios.split(","):
+        names = KILL_LAUNCHERS if sc == "kill" else LAUNCHERS
         ours = median(sc, "xtimer_run")[0]
         print(
             f"{sc}: "
             + ", ".join(
-                f"{n} {median(sc, n)[0]:.2f} s" if median(sc, n)[0] is not None else f"{n} not recovered"
-                for n in LAUNCHERS
+                f"{n} {median(sc, n)[0]:.2f} s" if median(sc, n)[0] is not None else f"{n} not recovered" for n in names
             )
             + " (median)"
         )
@@ -226,7 +259,7 @@ def main():
             print(f"FAIL {sc}: xtimer_run did not recover ({median(sc, 'xtimer_run')[1]})")
             ok = False
             continue
-        for name in LAUNCHERS[1:]:
+        for name in names[1:]:
             t, why = median(sc, name)
             print(
                 f"ratio {sc} {name} / xtimer_run: "
