@@ -3,12 +3,13 @@
 ddp_worker.py) under both, compared.
 
   check_compat.py CHECK --peers DIR --bin BUILD/bin --pypath BUILD/lib/python [--lib libpyccl.so --simgpu DIR]
-  CHECK: env-standalone | env-static | env-etcd | failure | logs | launch-hang
+  CHECK: env-standalone | env-static | env-etcd | env-warm | failure | logs | launch-hang
 
 env-*      every worker's environment, variable by variable: what each launcher added or changed
            over the environment it was given must be the same, values included, except what
            KEPT lists (launcher/run/README.md says why); init_process_group() (env://) and an
-           all_reduce work unchanged. env-etcd compares ours on etcd with torchrun's c10d.
+           all_reduce work unchanged. env-etcd compares ours on etcd with torchrun's c10d;
+           env-warm round 1 after a worker's exit, ours started in warm interpreters.
 failure    a worker raises under torch's @record, or is SIGKILLed: the same exit status and
            the same facts in the failure summary (rank, local rank, exit code, error file and its
            traceback).
@@ -44,6 +45,7 @@ KEPT = {
     "PYTHONPATH": "the Python hooks' folder (xtimer-site) first; XTIMER_PYTHON_HOOKS=0 leaves it alone",
     "XTIMER_AGENT_SOCKET": "where the workers reach the node agent",
     "XTIMER_HANG_ACTION": "a hang restarts the workers under xtimer_run",
+    "XTIMER_RANK_PID": "a worker started in a warm interpreter: its pid, so that its helpers know they are not it",
 }
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 
@@ -141,6 +143,31 @@ def two_nodes(cmds, env, out, label, timeout=240):
             os.killpg(p.pid, signal.SIGKILL)
             rcs.append(None)
     return rcs
+
+
+def c_env_warm(args, peers, out):
+    """Round 1 after a worker's exit: torchrun's fresh workers against ours, started in warm
+    interpreters (launcher/run/warm_pool.h; XTIMER_WARM_DELAY=0 so that they are there)."""
+    base = base_env(
+        out,
+        args.pypath,
+        XTIMER_PYTHON=peers.python,
+        FAULT="exit:1:3",
+        TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1",  # torchrun's restarts need it (pytorch/pytorch#135712)
+        XTIMER_WARM_DELAY="0",
+    )
+    flags = ["--standalone", "--nproc-per-node", "2", "--max-restarts", "1"]
+    rc_t, _, _ = run(torchrun_cmd(peers, *flags), dict(base, LABEL="torchrun"), out, "torchrun", 240)
+    rc_o, _, err_o = run(ours_cmd(args, *flags), dict(base, LABEL="ours"), out, "ours", 240)
+    check(rc_t == 0 and rc_o == 0, f"both finish with exit 0 after one restart (torchrun {rc_t}, xtimer_run {rc_o})")
+    warm = re.findall(r"rank (\d) started in a warm interpreter", err_o)
+    check(sorted(warm) == ["0", "1"], f"xtimer_run started both ranks of round 1 in warm interpreters ({warm})")
+    theirs, ours = worker_infos(out, "torchrun", 2), worker_infos(out, "ours", 2)
+    check(
+        theirs is not None and ours is not None and all(i["restart"] == 1 for i in theirs + ours),
+        "the environments compared are round 1's under both launchers",
+    )
+    compare_envs("warm restart", base, theirs, ours, "uuid")
 
 
 def c_env_static(args, peers, out):
@@ -395,6 +422,7 @@ def c_launch_hang(args, peers, out):
 CHECKS = {
     "env-standalone": c_env_standalone,
     "env-static": c_env_static,
+    "env-warm": c_env_warm,
     "env-etcd": c_env_etcd,
     "failure": c_failure,
     "logs": c_logs,
