@@ -11,11 +11,18 @@ Per round, on every rank, the same sharded state dict made afresh each time (not
              beforehand (the simulated device's copies are memcpy)
   mcore      megatron's own work in dist_checkpointing.save around the strategy (validation,
              common.pt), measured with a strategy that does nothing
+  queue      megatron's AsyncCallsQueue starting a request that does nothing (its caller forks
+             a process per request)
   xtimer     save(..., FlashSaveStrategy) and the request scheduled: blocked; until megatron's
-             finalize ran (metadata.json written after every rank's files): to disk
+             finalize ran (metadata.json written after every rank's files): to disk;
+             xtimer_copy: the part of blocked spent in the strategy's plan and copy into shared
+             memory (device -> pinned staging -> segment, with checksums); xtimer_strategy: all
+             of the strategy's async_save; *_save: until dist_checkpointing.save returned (the
+             rest of blocked is megatron's AsyncCallsQueue starting the request)
   megatron   the same with megatron's TorchDistSaveShardedStrategy
 The two savers alternate in order from round to round; medians over the rounds after a first
-(warm-up) round. Prints the ratios: xtimer blocked / (memcpy + mcore) (the goal: at most 1.3),
+(warm-up) round. Prints the ratios: xtimer's save / (memcpy + mcore) and, with the request started,
+xtimer blocked / (memcpy + mcore + queue) (the goal: at most 1.3),
 megatron / xtimer for blocked and to disk (above 1: xtimer is ahead).
 
   python3 tests/peers/bench_ckpt_megatron.py --peers .realtorch --pypath build/lib/python \\
@@ -77,7 +84,7 @@ def build(tp, hidden, vocab):
     return ddp, opt
 
 
-def worker(out, hidden, vocab, rounds):
+def worker(out, hidden, vocab, rounds, persistent):
     import torch
     import torch.distributed as dist
 
@@ -106,9 +113,20 @@ def worker(out, hidden, vocab, rounds):
     datas = [t.data for t in nested_values(state()) if isinstance(t, ShardedTensor) and t.data is not None]
     nbytes = sum(t.numel() * t.element_size() for t in datas)
     bufs = [torch.empty(t.shape, dtype=t.dtype).zero_() for t in datas]
-    queue = AsyncCallsQueue()
+    queue = AsyncCallsQueue(persistent=persistent)
     savers = {"xtimer": FlashSaveStrategy(), "megatron": TorchDistSaveShardedStrategy("torch_dist", 1)}
-    times = {k: [] for k in ("memcpy", "mcore", "xtimer_blocked", "xtimer_disk", "megatron_blocked", "megatron_disk")}
+    names = (
+        "memcpy",
+        "mcore",
+        "queue",
+        "xtimer_blocked",
+        "xtimer_strategy",
+        "xtimer_copy",
+        "xtimer_save",
+        "xtimer_disk",
+    )
+    names += ("megatron_blocked", "megatron_save", "megatron_disk")
+    times = {k: [] for k in names}
 
     def folder(name):
         d = os.path.join(out, name)
@@ -124,6 +142,7 @@ def worker(out, hidden, vocab, rounds):
         dist.barrier()
         t0 = time.perf_counter()
         req = dist_checkpointing.save(sd, d, sharded_strategy=savers[name], async_sharded_save=True)
+        times[f"{name}_save"].append(time.perf_counter() - t0)
         queue.schedule_async_request(req)
         blocked = time.perf_counter() - t0
         queue.maybe_finalize_async_calls(blocking=True)
@@ -143,15 +162,25 @@ def worker(out, hidden, vocab, rounds):
         t0 = time.perf_counter()
         dist_checkpointing.save(sd, d, sharded_strategy=Nothing("torch_dist", 1), async_sharded_save=True)
         mcore = time.perf_counter() - t0
+        dist.barrier()
+        t0 = time.perf_counter()
+        queue.schedule_async_request(AsyncRequest(os.getpid, (), []))  # what starting any request costs
+        started = time.perf_counter() - t0
+        queue.maybe_finalize_async_calls(blocking=True)
         order = ("xtimer", "megatron") if n % 2 == 0 else ("megatron", "xtimer")
         got = {name: timed_save(name, n) for name in order}
         if n == 0:
+            for name in savers:
+                times[f"{name}_save"].pop()
             continue  # warm-up: the persister's start, first allocations
         times["memcpy"].append(memcpy)
         times["mcore"].append(mcore)
+        times["queue"].append(started)
         for name, (blocked, disk) in got.items():
             times[f"{name}_blocked"].append(blocked)
             times[f"{name}_disk"].append(disk)
+        times["xtimer_copy"].append(savers["xtimer"].last_save["copy_s"])
+        times["xtimer_strategy"].append(savers["xtimer"].last_save["strategy_s"])
         for name in ("xtimer", "megatron"):
             if rank == 0:
                 shutil.rmtree(os.path.join(out, f"{name}_{n - 1}"), ignore_errors=True)
@@ -177,11 +206,13 @@ def report(rows, rounds):
     for k in keys:
         print(f"  {k:18s} {med[k]:7.3f} s   rounds: {' '.join(f'{x:.3f}' for x in per_round[k])}")
     base = [m + c for m, c in zip(per_round["memcpy"], per_round["mcore"])]
-    goal = [x / b for x, b in zip(per_round["xtimer_blocked"], base)]
+    goal = [x / b for x, b in zip(per_round["xtimer_save"], base)]
+    goal_q = [x / (b + q) for x, b, q in zip(per_round["xtimer_blocked"], base, per_round["queue"])]
     ahead = [m / x for m, x in zip(per_round["megatron_blocked"], per_round["xtimer_blocked"])]
     disk = [m / x for m, x in zip(per_round["megatron_disk"], per_round["xtimer_disk"])]
     for name, v in (
-        ("xtimer blocked / (memcpy + megatron's own work)", goal),
+        ("xtimer save / (memcpy + megatron's own work)", goal),
+        ("xtimer blocked, request started / (memcpy + megatron's own work + queue)", goal_q),
         ("megatron async blocked / xtimer blocked", ahead),
         ("megatron async to disk / xtimer to disk", disk),
     ):
@@ -197,11 +228,16 @@ def main():
     ap.add_argument("--hidden", type=int, default=1280)
     ap.add_argument("--vocab", type=int, default=8192)
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument(
+        "--persistent",
+        action="store_true",
+        help="megatron's persistent async worker (one process) instead of a fork per save",
+    )
     ap.add_argument("--out", help="keep the outputs here (default: a temporary folder, removed)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.worker, args.hidden, args.vocab, args.rounds)
+        worker(args.worker, args.hidden, args.vocab, args.rounds, args.persistent)
         return
     sys.path.insert(0, HERE)
     from peers import realtorch_or_skip
@@ -222,6 +258,7 @@ def main():
     cmd += ["--nproc-per-node", str(args.nproc), os.path.abspath(__file__), "--worker", out]
     cmd += ["--hidden", str(args.hidden), "--vocab", str(args.vocab), "--rounds", str(args.rounds)]
     cmd += ["--peers", args.peers, "--pypath", args.pypath, "--simgpu", args.simgpu]
+    cmd += ["--persistent"] if args.persistent else []
     try:
         with open(os.path.join(out, "job.log"), "w") as log:
             rc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT).returncode

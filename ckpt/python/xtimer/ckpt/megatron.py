@@ -164,7 +164,9 @@ class FlashSaveStrategy(AsyncSaveShardedStrategy):
         self._threads = copy_threads
         self.keep_only_main_replica = keep_only_main_replica
         self._folders = None  # _Folders of the parent of the last folder saved into
-        self.last_save = None  # {"folder", "save", "copy_s"}: what the last async_save did
+        # What the last async_save did: {"folder", "save", "copy_s": the plan and the copy into
+        # shared memory, "strategy_s": all of async_save (with the translation and agreements)}
+        self.last_save = None
 
     @property
     def can_handle_sharded_objects(self):
@@ -181,6 +183,7 @@ class FlashSaveStrategy(AsyncSaveShardedStrategy):
     def async_save(self, sharded_state_dict, checkpoint_dir):
         """Copies this rank's shards into shared memory and returns megatron's AsyncRequest,
         whose function waits for the rank's files (its finalize raises a write error)."""
+        started = time.perf_counter()
         folder = _real(checkpoint_dir)
         if not os.path.isdir(folder):
             raise CheckpointError(f"xtimer.ckpt: {checkpoint_dir} is not a folder (megatron saves into one)")
@@ -206,7 +209,8 @@ class FlashSaveStrategy(AsyncSaveShardedStrategy):
             if not saved:
                 raise CheckpointError(f"xtimer.ckpt: the copy into shared memory was skipped: {why}")
             persister.request(save, {"dir": folder})
-            self.last_save = {"folder": folder, "save": save, "copy_s": time.perf_counter() - t0}
+            now = time.perf_counter()
+            self.last_save = {"folder": folder, "save": save, "copy_s": now - t0, "strategy_s": now - started}
 
         def finalize():
             if persister.error:
