@@ -26,7 +26,11 @@ xtimer blocked / (memcpy + mcore + queue) (the goal: at most 1.3),
 megatron / xtimer for blocked and to disk (above 1: xtimer is ahead).
 
   python3 tests/peers/bench_ckpt_megatron.py --peers .realtorch --pypath build/lib/python \\
-      --simgpu build/lib/simgpu [--nproc 2 --hidden 1280 --rounds 4]
+      --simgpu build/lib/simgpu [--nproc 2 --hidden 1280 --rounds 4] [--persistent]
+
+--persistent (megatron's persistent async worker, one spawned process, for both savers) needs a
+real GPU: megatron's own request hands CUDA tensors to that worker through CUDA IPC, which the
+simulated GPU does not support ("CUDA error: operation not supported").
 """
 import argparse
 import json

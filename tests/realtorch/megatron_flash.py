@@ -18,6 +18,11 @@ Every loaded shard is compared, byte for byte, with the same region of the gathe
 Rank 0 writes DIR/../<MODE>.json. Values: parameters are created on the host and copied to the
 device; the optimizer's state is made by kernels, which compute nothing here, so its bytes are
 what the device memory held; both are compared as read back from the device.
+Not compared: anything computed after a load (a training step's result: kernels compute nothing
+here); mixed precision (the model is fp32, so the optimizer's main parameters are the fp32
+parameters themselves; a bf16 run's separate main copies are not exercised); Transformer
+Engine's per-layer extra state (TE is not installed; the local layer spec has none), for which
+a ShardedObject and the common `iteration` stand in.
 
   SIMGPU_DEVICES=4 scripts/simgpu.sh .realtorch/bin/torchrun --standalone --nproc-per-node 4 \\
       megatron_flash.py DIR        (MODE, SHM_EMPTY: a second, empty shared-memory folder)

@@ -243,8 +243,7 @@ class FlashLoadStrategy(_mt.TorchDistLoadShardedStrategy):
     def load(self, sharded_state_dict, checkpoint_dir):
         from torch.distributed import checkpoint
 
-        mt = _mt
-
+        mt = _mt  # megatron's own translation (the same calls as its TorchDistLoadShardedStrategy)
         folder = _real(checkpoint_dir)
         tensors = [t for t in mt.nested_values(sharded_state_dict) if isinstance(t, mt.ShardedTensor)]
         sd, flat_mapping, rename_mapping = _mt._replace_state_dict_keys_with_sharded_keys(sharded_state_dict)
