@@ -24,6 +24,11 @@ CASE:
                  docs/real_torch_on_simgpu.md.)
   megatron       Megatron-Core's own dist_checkpointing: a weight split over 2 tensor-parallel
                  ranks saved, loaded whole on 2 data-parallel ranks, every byte as saved
+  megatron-flash xtimer.ckpt.megatron (megatron_flash.py): GPT (2 layers, distributed optimizer)
+                 saved at TP 2 x DP 2 on 4 simulated GPUs by xtimer's flash strategy, loaded at
+                 TP 2 x DP 1 from memory and from disk and at TP 1 x DP 4 from disk (also by
+                 megatron's own strategy): every byte as gathered at save time; a piece saved per
+                 TP rank is refused at TP 1 in one line
   healthy        minutes of training under xtimer_run with a checkpoint every 25 steps and an eval
                  pass every 100: nothing named (--seconds, 240)
   desync         every step all-reduces the loss after backward(); rank 1 skips it at step 8, so
@@ -529,6 +534,85 @@ def case_megatron(args, out):
     )
 
 
+def case_megatron_flash(args, out):
+    """xtimer's Megatron strategy: save TP 2 x DP 2 (4 ranks), then TP 1 x DP 4 from disk in the
+    same job; a second job (2 ranks) loads TP 2 x DP 1 from memory and from disk."""
+    ckpt = os.path.join(out, "ckpt", "iter_0000001")
+    shm, empty = os.path.join(out, "shm"), os.path.join(out, "shm-empty")
+    for d in (ckpt, shm, empty):
+        os.makedirs(d)
+    script = os.path.join(HERE, "megatron_flash.py")
+    rows = {}
+    for mode, n in (("save", 4), ("load", 2)):
+        env = agent_env(
+            SIMGPU_DIR=args.simgpu,
+            SIMGPU_DEVICES=str(n),
+            MODE=mode,
+            XTIMER_CKPT_SHM_DIR=shm,
+            SHM_EMPTY=empty,
+            PYTHONPATH=args.pypath,
+            OMP_NUM_THREADS="1",
+        )
+        cmd = [os.path.join(ROOT, "scripts", "simgpu.sh"), args.peers.torchrun, "--standalone"]
+        cmd += ["--nproc-per-node", str(n), script, ckpt]
+        with open(os.path.join(out, f"{mode}.log"), "w") as log:
+            rc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=500).returncode
+        if not check(rc == 0, f"{mode} on {n} ranks: every rank exits 0 (exit {rc}; {out}/{mode}.log)"):
+            return
+        rows[mode] = load_json(os.path.join(out, "ckpt", f"{mode}.json")) or []
+        if not check(len(rows[mode]) == n, f"{mode}: a row per rank ({rows[mode]})"):
+            return
+    save, load = rows["save"], rows["load"]
+    r0 = save[0]
+    print(
+        f"figure: megatron-flash blocked {[r['blocked_s'] for r in save]} s, written {[r['written_s'] for r in save]} s"
+    )
+    check(
+        r0.get("strategy") == "xtimer.ckpt.megatron.FlashSaveStrategy",
+        f"picked by name from megatron's registry ({r0.get('strategy')})",
+    )
+    check(r0.get("truth_covered"), f"the gathered truth covers every tensor whole ({r0.get('truth_keys')} tensors)")
+    check(
+        all("metadata.json" not in r["at_return"] and ".metadata" not in r["at_return"] for r in save),
+        f"nothing says complete when the save returns ({[r['at_return'] for r in save]})",
+    )
+    files = r0["files"]
+    check(
+        "metadata.json" in files
+        and ".metadata" in files
+        and "common.pt" in files
+        and sum(f.endswith(".distcp") for f in files) == 4,
+        f"megatron's torch_dist files after the request ran ({files})",
+    )
+    refused = [r.get("refused") for r in save]
+    check(
+        all(isinstance(x, str) and "\n" not in x and "tp_extra" in x for x in refused),
+        f"a piece saved per TP rank is refused at TP 1 in one line naming it ({refused[0]})",
+    )
+    for rows_, name, source in (
+        (save, "megatron_tp1", None),
+        (save, "disk_tp1", {"memory": [], "disk": "all"}),
+        (load, "memory_tp2", {"memory": [0, 1, 2, 3], "disk": []}),
+        (load, "disk_tp2", {"memory": [], "disk": "all"}),
+    ):
+        got = [r[name] for r in rows_]
+        secs = [r[name + "_s"] for r in rows_]
+        print(f"figure: megatron-flash {name}: (shards, bytes) {[(g['shards'], g['bytes']) for g in got]}; {secs} s")
+        check(
+            all(g["shards"] > 0 and g["n_differ"] == 0 for g in got),
+            f"{name}: every shard equal, byte for byte, to the save's ({[(g['shards'], g['differ']) for g in got]})",
+        )
+        check(
+            all(g["iteration"] == 7 and g["extra"] == {"seed": 1234, "consumed": 640} for g in got),
+            f"{name}: the common and extra state as saved ({[(g['iteration'], g['extra']) for g in got]})",
+        )
+        if source is not None:
+            check(
+                all(g.get("from") == source for g in got),
+                f"{name}: read from {source} ({[g.get('from') for g in got]})",
+            )
+
+
 def case_ckpt(args, out):
     steps, crash = 20, 12
     ckpt = os.path.join(out, "ckpt")
@@ -597,6 +681,7 @@ def case_kill_in_collective(args, out):
 CASES = {
     "healthy": case_healthy,
     "megatron": case_megatron,
+    "megatron-flash": case_megatron_flash,
     "slowdown-host": case_slowdown_host,
     "slowdown-data": case_slowdown_data,
     "desync": case_desync,

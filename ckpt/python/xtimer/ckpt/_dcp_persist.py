@@ -1,6 +1,6 @@
-"""The persister of one rank of FsdpShardCheckpointer: a separate process (so that the training
-loop never waits for the disk nor for the interpreter lock) that writes the rank's shared-memory
-snapshot in torch.distributed.checkpoint's layout.
+"""The persister of one rank of FsdpShardCheckpointer (and of megatron.py's strategy): a separate
+process (so that the training loop never waits for the disk nor for the interpreter lock) that
+writes the rank's shared-memory snapshot in torch.distributed.checkpoint's layout.
 
     python -m xtimer.ckpt._dcp_persist '{"ckpt_dir": ..., "core_dir": ..., "rank": R, "shm_dir": ..., "keep": K}'
 
@@ -67,12 +67,24 @@ def _lock(path):
 
 
 def persist(args, core, step, copied):
+    from xtimer.ckpt.fsdp import _disk_steps
+
+    write_snapshot(core, step, os.path.join(args["ckpt_dir"], str(step)), copied)
+    # Keep the newest complete steps (those xtimer wrote).
+    keep = max(1, int(args.get("keep", 3)))
+    complete = sorted(s for s, d in _disk_steps(args["ckpt_dir"]).items() if d["complete"] and d["ours"])
+    for s in complete[:-keep]:
+        shutil.rmtree(os.path.join(args["ckpt_dir"], str(s)), ignore_errors=True)
+
+
+def write_snapshot(core, step, step_dir, copied):
+    """Writes the segment's snapshot of `step` into step_dir: the rank's .distcp, its results
+    file and, by the last rank to finish, .metadata (megatron.py writes Megatron's folders so)."""
     from torch.distributed.checkpoint import FileSystemWriter
     from torch.distributed.checkpoint.filesystem import _StoragePrefix
     from torch.distributed.checkpoint.planner import SavePlan
     from xtimer.ckpt.fsdp import (
         SIDECAR,
-        _disk_steps,
         copy_out,
         file_checksum,
         read_sidecar,
@@ -89,7 +101,6 @@ def persist(args, core, step, copied):
     local, glob_, values = got
     copied()
     rank, world = local["rank"], local["world"]
-    step_dir = os.path.join(args["ckpt_dir"], str(step))
     os.makedirs(step_dir, exist_ok=True)
     items = [local["items"][i] for i in local["disk"]]
     by_index = {}
@@ -129,21 +140,42 @@ def persist(args, core, step, copied):
         fsync_dir(step_dir)
     finally:
         os.close(lock)
-    # Keep the newest complete steps (those xtimer wrote).
-    keep = max(1, int(args.get("keep", 3)))
-    complete = sorted(s for s, d in _disk_steps(args["ckpt_dir"]).items() if d["complete"] and d["ours"])
-    for s in complete[:-keep]:
-        shutil.rmtree(os.path.join(args["ckpt_dir"], str(s)), ignore_errors=True)
+
+
+# Megatron (megatron.py): each request names its folder ({"dir": ...}); a marker file says that
+# the rank's files of that save, and .metadata if this rank was the last, are written.
+DONE = ".xtimer-done-rank_%d"  # JSON {"save": N}
+FAILED = ".xtimer-failed-rank_%d"  # JSON {"save": N, "error": why}
+
+
+def persist_into(core, rank, save, extra, copied):
+    folder = extra["dir"]
+    try:
+        write_snapshot(core, save, folder, copied)
+    except Exception as e:
+        why = f"{type(e).__name__}: {e}".replace("\n", " ")
+        text = json.dumps({"save": save, "error": why}).encode()
+        write_atomic(os.path.join(folder, FAILED % rank), lambda f: f.write(text))
+        raise
+    write_atomic(os.path.join(folder, DONE % rank), lambda f: f.write(json.dumps({"save": save}).encode()))
+    fsync_dir(folder)
 
 
 def main():
     args = json.loads(sys.argv[1])
     from xtimer import _ckpt
 
-    core = _ckpt.RankCheckpointer(args["core_dir"], int(args["rank"]), args["shm_dir"], -1, 0, "", 300.0, 0)
+    rank = int(args["rank"])
+    core = _ckpt.RankCheckpointer(args["core_dir"], rank, args["shm_dir"], -1, 0, "", 300.0, 0)
+    if args.get("folder_per_save"):
+        serve(
+            lambda save, extra, copied: persist_into(core, rank, save, extra, copied),
+            lambda save: f"rank {rank}: writing megatron's files of save {save}",
+        )
+        return
     serve(
         lambda step, _, copied: persist(args, core, step, copied),
-        lambda step: f"rank {args['rank']}: writing step {step} to {args['ckpt_dir']}",
+        lambda step: f"rank {rank}: writing step {step} to {args['ckpt_dir']}",
     )
 
 

@@ -592,10 +592,11 @@ def _ranges(ranks):
     return ", ".join(out)
 
 
-def _node_snapshots(core, own_rank, open_reader):
+def _node_snapshots(core, own_rank, open_reader, accept=None):
     """The snapshots of `core`'s checkpoint folder in this node's shared-memory folder, of every
     saving rank: [(saving rank, step, world)]. `core` is this rank's; `open_reader(r)` opens a
-    read-only core of saving rank r. A segment that cannot be read is logged and left out."""
+    read-only core of saving rank r. A segment that cannot be read is logged and left out, and
+    so is one for which accept(its memory_index()) is false."""
     base = os.path.basename(core.ctl_path)
     prefix = base[: base.rindex("-r") + 2]
     found = []
@@ -611,7 +612,7 @@ def _node_snapshots(core, own_rank, open_reader):
         except CheckpointError as e:
             log.warning("xtimer.ckpt: shared-memory snapshot %s not usable: %s", p, e)
             continue
-        if info is not None:
+        if info is not None and (accept is None or accept(info)):
             found.append((r, info[0], info[1]))
     return found
 

@@ -250,9 +250,8 @@ class FsdpShardCheckpointer:
         value is the same plain value), which DCP's planner would resolve to the same data."""
         import numpy as np
         import torch
-        from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
 
-        planner = DefaultSavePlanner()
+        planner = self._save_planner()
         planner.set_up_planner(state_dict, None, rank == 0)
         flat = planner.state_dict  # fqn -> value, DCP's flattening
         key, keep_alive = _structure(flat, planner.mappings)
@@ -313,6 +312,12 @@ class FsdpShardCheckpointer:
         ]
         head = [ents.entry(name, a) for name, a in zip(("xtimer.local", "xtimer.global", "xtimer.bytes"), arrays)]
         return head + tensors, (ents, arrays)
+
+    def _save_planner(self):
+        """The planner of a save: DCP's default (megatron.py plans as Megatron-Core does)."""
+        from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
+
+        return DefaultSavePlanner()
 
     def _agree_layout(self, sig, plan, rank, world, ready):
         """Every rank holds the same global layout (DCP metadata, and which rank writes which
@@ -1209,9 +1214,10 @@ def _raise_missing(fc, problems, glob_, target):
 
 class _Reader(StorageReader):
     """A DCP StorageReader over the chosen step: this rank's memory snapshots, other ranks'
-    (over torch.distributed), and DIR/<step> for the saving ranks no node holds in memory."""
+    (over torch.distributed), and DIR/<step> (or step_dir) for the saving ranks no node holds
+    in memory."""
 
-    def __init__(self, fc, step, glob_, assign, local_data, storage):
+    def __init__(self, fc, step, glob_, assign, local_data, storage, step_dir=None):
         super().__init__()
         self.fc = fc
         self.step = step
@@ -1222,7 +1228,7 @@ class _Reader(StorageReader):
         for sr, (local, data) in local_data.items():
             for k, v in data.items():
                 self.data.setdefault(k, v)
-        self.step_dir = os.path.join(fc.checkpoint_dir, str(step))
+        self.step_dir = step_dir or os.path.join(fc.checkpoint_dir, str(step))
         self.storage = storage  # key -> (file, offset, length) of the items read from disk (checked)
 
     # StorageReader's interface
