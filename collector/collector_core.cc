@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <deque>
 #include <nlohmann/json.hpp>
@@ -86,6 +87,7 @@ struct CollectorCore::Impl {
   PendingDumps pending XT_GUARDED_BY(mu);
   CoreCounters counters XT_GUARDED_BY(mu);  // the upload counters are the atomics below
   int32_t last_round_missing XT_GUARDED_BY(mu) = 0;
+  std::deque<v1::NodeEviction> evictions XT_GUARDED_BY(mu);  // newest first, the last kMaxEvictionsKept
 
   // Counted without mu: uploads are checked, parsed and added outside it.
   std::atomic<uint64_t> uploads_accepted{0}, uploads_duplicate{0}, uploads_refused{0};
@@ -184,6 +186,8 @@ struct CollectorCore::Impl {
     const int64_t wall = opt.wall_ms();
     std::vector<Outgoing> out;
     uint64_t invalid = 0;
+    std::vector<v1::NodeEviction> evicted;  // new ones, logged after the lock
+    std::string bad_evictions;              // why the first invalid one was dropped
     {
       MutexLock lock(mu);
       ++counters.report_calls;
@@ -205,6 +209,7 @@ struct CollectorCore::Impl {
         if (ranks.Update(r, now, wall) && hang == nullptr) hang = &r;
       }
       counters.rank_reports_invalid += invalid;
+      for (const v1::NodeEviction& e : req.evictions()) AddEvictionLocked(e, wall, &evicted, &bad_evictions);
       if (hang != nullptr && episode.OnNewHang()) {
         ++counters.hang_episodes;
         StartRound(*hang, now, wall);
@@ -227,12 +232,52 @@ struct CollectorCore::Impl {
             "world_size outside [1, 2^20])",
             (unsigned long long)invalid, req.session().c_str());
     }
+    for (const v1::NodeEviction& e : evicted)
+      Log(LogLevel::kWarn, "collector: node %s (%s) was evicted as slow from round %lld: %s",
+          Printable(e.name()).c_str(), Printable(e.node()).c_str(), static_cast<long long>(e.round()),
+          Printable(e.reason(), 600).c_str());
+    if (!bad_evictions.empty()) {
+      uint64_t suppressed = 0;
+      if (report_log.Allow(now, &suppressed))
+        Log(LogLevel::kWarn, "collector: dropped a node eviction of session %.8s...: %s", req.session().c_str(),
+            bad_evictions.c_str());
+    }
     SendAll(out);
     uint64_t dropped_before = 0;
     if (desync.Add(req.prints(), static_cast<int64_t>(now * 1000)) > 0 && report_log.Allow(now, &dropped_before))
       Log(LogLevel::kWarn, "collector: dropped collective fingerprints of session %.8s... that break the rules",
           req.session().c_str());
     return true;
+  }
+
+  // One node eviction of a Report: checked, capped, kept once (node name and round), counted.
+  void AddEvictionLocked(const v1::NodeEviction& in, int64_t wall, std::vector<v1::NodeEviction>* added,
+                         std::string* why) XT_REQUIRES(mu) {
+    std::string problem;
+    if (in.name().empty()) problem = "no node name";
+    else if (in.cause().empty()) problem = "no cause";
+    else if (in.round() < 0) problem = "a negative round";
+    for (double v : {in.cost(), in.since(), in.named_for_s(), in.time()})
+      if (problem.empty() && !std::isfinite(v)) problem = "a number that is not finite";
+    if (!problem.empty()) {
+      ++counters.node_evictions_invalid;
+      if (why->empty()) *why = "it has " + problem;
+      return;
+    }
+    for (const v1::NodeEviction& e : evictions)
+      if (e.name() == in.name().substr(0, 256) && e.round() == in.round()) return;  // sent again
+    v1::NodeEviction e = in;
+    Truncate(e.mutable_node(), 256);
+    Truncate(e.mutable_name(), 256);
+    Truncate(e.mutable_cause(), 32);
+    Truncate(e.mutable_scope(), 32);
+    Truncate(e.mutable_detail(), 1024);
+    Truncate(e.mutable_reason(), 2048);
+    if (e.time() <= 0) e.set_time(static_cast<double>(wall) / 1000);
+    ++counters.node_evictions;
+    evictions.push_front(e);
+    while (evictions.size() > kMaxEvictionsKept) evictions.pop_back();
+    added->push_back(std::move(e));
   }
 
   // Ranks out of step across nodes (collector_desync.h): each verdict goes to every agent
@@ -678,6 +723,7 @@ struct CollectorCore::Impl {
       r.report.set_exit_code(e.report.exit_code());
     }
     s.rounds = RoundsJson(rounds, now);
+    s.evictions.assign(evictions.begin(), evictions.end());
     s.counters = CountersLocked();
     return s;
   }

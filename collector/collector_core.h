@@ -111,10 +111,12 @@ struct CoreCounters {
   uint64_t hang_episodes = 0, dump_rounds = 0, dump_rounds_timed_out = 0;
   uint64_t dump_commands_sent = 0, dump_commands_held = 0, upload_commands_sent = 0;
   uint64_t steps_calls = 0, step_records = 0, step_records_invalid = 0, sample_commands_sent = 0;
+  uint64_t node_evictions = 0, node_evictions_invalid = 0;  // ReportRequest.evictions (a repeat not counted)
 };
 
 class CollectorCore {
  public:
+  static constexpr size_t kMaxEvictionsKept = 100;
   using SendCommand = std::function<void(const v1::Command&)>;  // reach one agent
 
   explicit CollectorCore(CoreOptions options);
@@ -132,6 +134,10 @@ class CollectorCore {
 
   // false: unknown session (a restarted collector); the agent registers again. Rank reports
   // that make no sense (rank outside [0, world), world beyond 2^20) are dropped and counted.
+  // Node evictions (xtimer_run --evict-slow-nodes) are kept for the page and /status.json (the
+  // last kMaxEvictionsKept; strings capped; one without a node name or cause, or with a number
+  // that is not finite, is dropped and counted; the same node's eviction from the same round
+  // again, an agent's retry, is kept once) and logged, one line each.
   // A dump round that has not asked this agent yet asks it now: *reply_command gets the DUMP
   // when given (the caller sends it with its reply; left untouched otherwise), else it goes
   // through the agent's SendCommand.

@@ -86,6 +86,10 @@ void AppendCoreMetrics(const MetricsSnapshot& s, PrometheusText* out) {
   counter("xtimer_collector_sample_commands_total",
           "SAMPLE commands: a rank suspected of a host-side slowdown (or a peer) asked for Python samples", {},
           c.sample_commands_sent);
+  counter("xtimer_collector_slow_node_evictions_total",
+          "Nodes xtimer_run --evict-slow-nodes evicted as slow, as their agents told the collector", {{"result", "ok"}},
+          c.node_evictions);
+  counter("xtimer_collector_slow_node_evictions_total", "", {{"result", "invalid"}}, c.node_evictions_invalid);
   slowdown::AppendSlowdownMetrics(s.slowdown, out);
 }
 
@@ -142,7 +146,24 @@ nlohmann::json StatusJsonOf(const StatusSnapshot& s) {
                    {"hang_episodes", c.hang_episodes},
                    {"dump_rounds", c.dump_rounds},
                    {"step_records", c.step_records},
-                   {"step_records_invalid", c.step_records_invalid}};
+                   {"step_records_invalid", c.step_records_invalid},
+                   {"node_evictions", c.node_evictions}};
+  J ev = J::array();
+  for (const v1::NodeEviction& e : s.evictions)
+    ev.push_back({{"node", e.node()},
+                  {"name", e.name()},
+                  {"round", e.round()},
+                  {"group_rank", e.group_rank()},
+                  {"cause", e.cause()},
+                  {"scope", e.scope()},
+                  {"cost", e.cost()},
+                  {"since", e.since()},
+                  {"named_for_s", e.named_for_s()},
+                  {"detail", e.detail()},
+                  {"spares", e.spares()},
+                  {"time", e.time()},
+                  {"reason", e.reason()}});
+  j["evictions"] = std::move(ev);
 
   std::map<std::string, std::vector<int32_t>> by_state;
   J rs = J::array();

@@ -53,8 +53,9 @@ struct StatusSnapshot {
   size_t ranks_known = 0, connected = 0, sessions = 0;
   bool hang_active = false;
   double dump_wait_s = 0, stale_after_s = 0;
-  std::vector<Row> rows;  // by rank
-  nlohmann::json rounds;  // RoundsJson
+  std::vector<Row> rows;                    // by rank
+  nlohmann::json rounds;                    // RoundsJson
+  std::vector<v1::NodeEviction> evictions;  // nodes evicted as slow, newest first
   CoreCounters counters;
   slowdown::Verdict slowdown;
 };
@@ -63,7 +64,8 @@ struct StatusSnapshot {
 nlohmann::json RoundsJson(const std::deque<std::shared_ptr<DumpRound>>& rounds, double now);
 // The status object (format "xtimer-collector-status", version 1): the job, ranks by state
 // (folded), every rank (with its step time and slowdown score once judged), the rounds,
-// counters, and the slowdown verdict ("slowdown": slowdown.json without its ranks).
+// counters, the slowdown verdict ("slowdown": slowdown.json without its ranks) and the nodes
+// evicted as slow ("evictions", newest first).
 nlohmann::json StatusJsonOf(const StatusSnapshot& snapshot);
 
 // "2026-11-22T10:15:30.123Z"

@@ -117,6 +117,30 @@ void RenderSlowdown(const J& st, std::string* h) {
   *h += "</table></div>\n";
 }
 
+// Nodes xtimer_run --evict-slow-nodes evicted: a row each, newest first (nothing when none).
+void RenderEvictions(const J& st, std::string* h) {
+  const J* ev = st.contains("evictions") && st["evictions"].is_array() ? &st["evictions"] : nullptr;
+  if (ev == nullptr || ev->empty()) return;
+  *h +=
+      "<h2>Nodes evicted as slow</h2>\n<table id=\"evictions\"><tr><th>when</th><th>node</th><th>round</th>"
+      "<th>cause</th><th>scope</th><th>cost</th><th>slow since</th><th>named for</th><th>verdict</th></tr>\n";
+  for (const J& e : *ev) {
+    if (!e.is_object()) continue;
+    std::string cost = Fixed(e, "cost", 2);
+    if (!cost.empty()) cost = std::to_string(static_cast<int>(std::lround(e["cost"].get<double>() * 100))) + "%";
+    std::string node = Str(e, "name"), addr = Str(e, "node");
+    if (!addr.empty() && addr != node) node += " (" + addr + ")";
+    std::string named = Fixed(e, "named_for_s", 0);
+    if (!named.empty()) named += " s";
+    *h += "<tr class=\"slow\" data-node=\"" + Esc(Str(e, "name")) + "\"><td>" + Esc(UtcTime(e, "time")) + "</td><td>" +
+          Esc(node) + "</td><td>" + Esc(Str(e, "round")) + "</td><td>" + Esc(Str(e, "cause")) + "</td><td>" +
+          Esc(Str(e, "scope")) + "</td><td>" + Esc(cost) + "</td><td>" + Esc(UtcTime(e, "since")) + "</td><td>" +
+          Esc(named) + "</td><td>" + Esc(Str(e, "reason").empty() ? Str(e, "detail") : Str(e, "reason")) +
+          "</td></tr>\n";
+  }
+  *h += "</table>\n";
+}
+
 void RenderRound(const J& r, std::string_view prefix, bool latest, std::string* h) {
   std::string name = Str(r, "name");
   std::string base = std::string(prefix) + UrlPart(name) + "/";
@@ -187,6 +211,7 @@ std::string RenderStatusPage(const J& st, std::string_view prefix) {
   h += "</table>\n";
 
   RenderSlowdown(st, &h);
+  RenderEvictions(st, &h);
 
   // The latest verdict, then older rounds.
   h += "<h2>Latest verdict</h2>\n";

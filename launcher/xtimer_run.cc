@@ -14,6 +14,7 @@
 #include "launcher/run/comm_perf.h"
 #include "launcher/run/elastic_agent.h"
 #include "launcher/run/precheck.h"
+#include "launcher/run/round_rendezvous.h"
 
 int main(int argc, char** argv) {
   using namespace xtimer;
@@ -91,8 +92,14 @@ int main(int argc, char** argv) {
   }
   if (agent) settings.agent_socket = agent->SocketPath();
   if (options.evict_slow_nodes && options.elastic()) {
-    if (agent) agent->WatchEvictions(EvictionThresholds{options.evict_slow_cost, options.evict_slow_after_s});
-    else
+    if (agent) {
+      agent->WatchEvictions(EvictionThresholds{options.evict_slow_cost, options.evict_slow_after_s});
+      // An eviction the rendezvous stored reaches the collector too (its page, its /metrics).
+      NodeAgent* a = agent.get();
+      rdzv = run::TellingEvictions(std::move(rdzv), [a](const std::string& record, const std::string& reason) {
+        a->ReportEviction(record, reason);
+      });
+    } else
       Log(LogLevel::kWarn,
           "run: --evict-slow-nodes: no node agent of its own here, so no verdicts: nothing is evicted");
   }

@@ -56,6 +56,11 @@ class CollectorLink {
     (void)rank;
     (void)calls;
   }
+  // xtimer_run --evict-slow-nodes evicted this node (the record of its etcd key and the
+  // verdict's line): told to the collector once, at once, for its page and /metrics. The gRPC
+  // link sends it with the next report (retried until sent; Stop waits for it as for a report);
+  // the embedded core takes it at once.
+  virtual void Eviction(v1::NodeEviction eviction) = 0;
   // Sends what is queued for at most `ms` milliseconds, then stops.
   virtual void Stop(int ms) = 0;
   virtual bool connected() const = 0;

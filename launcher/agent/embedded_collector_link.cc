@@ -52,6 +52,13 @@ class EmbeddedCollectorLink : public CollectorLink {
     core_.Report(req);
   }
 
+  void Eviction(v1::NodeEviction eviction) override {
+    v1::ReportRequest req;
+    req.set_session(session_);
+    *req.add_evictions() = std::move(eviction);
+    core_.Report(req);
+  }
+
   void Upload(int rank, const std::string& dump_id, std::string stack_json) override {
     v1::StackUpload u;
     u.set_session(session_);

@@ -41,6 +41,8 @@ constexpr size_t kMaxQueuedSteps = 20000;
 // ranks); a collector out of reach loses the oldest beyond this many.
 constexpr auto kPrintsPeriod = std::chrono::milliseconds(200);
 constexpr size_t kMaxQueuedPrints = 100000;
+// Evictions of this node (one a run, in practice) wait for the next report.
+constexpr size_t kMaxQueuedEvictions = 16;
 // A rank's own dump waits this long before it goes: if the collector asks for a dump round
 // meanwhile (or did shortly before), the rank answers the round with this same dump, and the
 // own copy is not sent (in a storm every rank would otherwise send its stacks twice, unpaced).
@@ -104,6 +106,15 @@ class GrpcCollectorLink : public CollectorLink {
     }
     while (prints_.size() > kMaxQueuedPrints) prints_.pop_front();
     cv_.NotifyAll();  // the loop may be waiting for the next report
+  }
+
+  void Eviction(v1::NodeEviction eviction) override {
+    MutexLock lock(mu_);
+    evictions_.push_back(std::move(eviction));
+    while (evictions_.size() > kMaxQueuedEvictions) evictions_.pop_front();
+    have_reports_ = true;  // it goes with a report, now
+    urgent_ = true;
+    cv_.NotifyAll();
   }
 
   void Upload(int rank, const std::string& dump_id, std::string stack_json) override {
@@ -390,6 +401,10 @@ class GrpcCollectorLink : public CollectorLink {
         *req.add_prints() = std::move(prints_.front());
         prints_.pop_front();
       }
+      while (!evictions_.empty()) {
+        *req.add_evictions() = std::move(evictions_.front());
+        evictions_.pop_front();
+      }
       if (with_reports) {
         for (const auto& r : reports_) {
           v1::RankReport* out = req.add_reports();
@@ -426,6 +441,8 @@ class GrpcCollectorLink : public CollectorLink {
       have_reports_ |= with_reports;  // resend after registering
       for (int i = req.prints_size(); i-- > 0;) prints_.push_front(std::move(*req.mutable_prints(i)));
       while (prints_.size() > kMaxQueuedPrints) prints_.pop_back();
+      for (int i = req.evictions_size(); i-- > 0;) evictions_.push_front(std::move(*req.mutable_evictions(i)));
+      have_reports_ |= !evictions_.empty();  // an eviction waits for the next report
     }
   }
 
@@ -554,9 +571,10 @@ class GrpcCollectorLink : public CollectorLink {
   std::set<int32_t> ops_sent_ XT_GUARDED_BY(mu_);    // ranks whose op statistics reached this registration
   bool last_state_only_ XT_GUARDED_BY(mu_) = false;  // the last report sent had no op statistics
   std::deque<v1::StepRecord> steps_ XT_GUARDED_BY(mu_);
-  std::deque<v1::CallPrint> prints_ XT_GUARDED_BY(mu_);  // collective fingerprints for the next report
-  bool steps_wanted_ XT_GUARDED_BY(mu_) = true;          // false once the collector said it has no Steps
-  bool steps_dropping_ XT_GUARDED_BY(mu_) = false;       // the backlog is over kMaxQueuedSteps (said once)
+  std::deque<v1::CallPrint> prints_ XT_GUARDED_BY(mu_);        // collective fingerprints for the next report
+  std::deque<v1::NodeEviction> evictions_ XT_GUARDED_BY(mu_);  // this node evicted: for the next report
+  bool steps_wanted_ XT_GUARDED_BY(mu_) = true;                // false once the collector said it has no Steps
+  bool steps_dropping_ XT_GUARDED_BY(mu_) = false;             // the backlog is over kMaxQueuedSteps (said once)
   std::unique_ptr<grpc::ClientContext> commands_ctx_ XT_GUARDED_BY(mu_);
   grpc::ClientContext* call_ctx_ XT_GUARDED_BY(mu_) = nullptr;  // the unary call under way (CallScope)
 };

@@ -312,6 +312,16 @@ EvictionCall NodeAgent::CheckEviction(int job_nodes) const {
   return JudgeEviction(evict_history_, config_.node_name, job_nodes, evict_thresholds_);
 }
 
+void NodeAgent::ReportEviction(const std::string& record, const std::string& reason) {
+  v1::NodeEviction eviction;
+  std::string error;
+  if (!EvictionOfRecord(record, reason, &eviction, &error)) {
+    Log(LogLevel::kWarn, "agent: %s; the collector is not told of this node's eviction", error.c_str());
+    return;
+  }
+  if (link_) link_->Eviction(std::move(eviction));
+}
+
 void NodeAgent::Tick() {
   CheckDesync();
   if (!link_) return;

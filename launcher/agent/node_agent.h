@@ -82,6 +82,11 @@ class NodeAgent {
   // The nodes evicted from this run so far (etcd's evicted/ keys, or this node itself):
   // /metrics' xtimer_slow_node_evictions_total.
   void SetEvictions(int total) { evictions_ = total; }
+  // This node was evicted (xtimer_run, main thread, once the rendezvous stored `record`, the
+  // JSON of the etcd key evicted/<addr>; `reason`, the eviction's log line): the collector is
+  // told (CollectorLink::Eviction), for its page and /metrics; Stop() waits for it as for the
+  // last report. A record that cannot be read is one log line and nothing is sent.
+  void ReportEviction(const std::string& record, const std::string& reason);
   const std::string& node_name() const { return config_.node_name; }
   // Waits (at most `timeout_s`) until the checkpoint saver has written what it must: the
   // newest memory snapshots of workers that died. True if done (or no saver runs here).

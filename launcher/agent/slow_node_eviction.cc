@@ -1,6 +1,9 @@
 #include "launcher/agent/slow_node_eviction.h"
 
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <set>
 
 namespace xtimer {
@@ -106,6 +109,61 @@ EvictionCall JudgeEviction(const std::deque<Verdict>& history, const std::string
   std::snprintf(buf, sizeof buf, "named slow for %.0f s (--evict-slow-after %.0f): ", call.named_for_s, t.sustain_s);
   call.reason = buf + Describe(*pick);
   return call;
+}
+
+bool EvictionOfRecord(const std::string& record, const std::string& reason, v1::NodeEviction* out, std::string* error) {
+  const nlohmann::json j = nlohmann::json::parse(record, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return (*error = "the eviction record is not a JSON object"), false;
+  v1::NodeEviction e;
+  std::string bad;
+  auto text = [&](const char* key, std::string* to, bool required) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) {
+      if (required && bad.empty()) bad = std::string("\"") + key + "\" is missing";
+      return;
+    }
+    if (!it->is_string()) {
+      if (bad.empty()) bad = std::string("\"") + key + "\" is not a string";
+      return;
+    }
+    *to = it->get<std::string>();
+  };
+  auto number = [&](const char* key) -> double {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return 0;
+    if (!it->is_number() || !std::isfinite(it->get<double>())) {
+      if (bad.empty()) bad = std::string("\"") + key + "\" is not a finite number";
+      return 0;
+    }
+    return it->get<double>();
+  };
+  auto integer = [&](const char* key, int64_t lo, int64_t hi) -> int64_t {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return 0;
+    if (!it->is_number_integer() || it->get<int64_t>() < lo || it->get<int64_t>() > hi) {
+      if (bad.empty())
+        bad = std::string("\"") + key + "\" is not an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+              "]";
+      return 0;
+    }
+    return it->get<int64_t>();
+  };
+  text("node", e.mutable_node(), false);
+  text("name", e.mutable_name(), true);
+  text("cause", e.mutable_cause(), true);
+  text("scope", e.mutable_scope(), false);
+  text("detail", e.mutable_detail(), false);
+  e.set_round(integer("round", 0, INT64_MAX));
+  e.set_group_rank(static_cast<int32_t>(integer("group_rank", -1, INT32_MAX)));
+  e.set_cost(number("cost"));
+  e.set_since(number("since"));
+  e.set_named_for_s(number("named_for_s"));
+  e.set_spares(static_cast<int32_t>(integer("spares", 0, INT32_MAX)));
+  e.set_time(number("time"));
+  if (!bad.empty()) return (*error = "the eviction record's " + bad), false;
+  e.set_reason(reason);
+  *out = std::move(e);
+  return true;
 }
 
 void KeepVerdict(std::deque<Verdict>* history, const Verdict& v, const EvictionThresholds& t) {

@@ -13,6 +13,7 @@
 #include <deque>
 #include <string>
 
+#include "collector.pb.h"
 #include "slowdown/slowdown_verdict.h"
 
 namespace xtimer {
@@ -44,6 +45,14 @@ bool EvictingFinding(const slowdown::Finding& f, const std::string& node);
 // round's; an agent's verdict lists its own node's ranks only).
 EvictionCall JudgeEviction(const std::deque<slowdown::Verdict>& history, const std::string& node, int job_nodes,
                            const EvictionThresholds& t);
+
+// The eviction as the collector is told it (v1::NodeEviction): `record`, the JSON object xtimer_run
+// stores under the etcd key evicted/<addr> ({"node", "name", "round", "group_rank", "cause",
+// "scope", "cost", "since", "named_for_s", "detail", "spares", "time"}; launcher/run/README.md),
+// and `reason`, the eviction's log line. False with *error (one line) when `record` is not such an
+// object: not JSON, a member of the wrong type, "name" or "cause" missing. Members not named
+// here are ignored; strings are kept whole (the collector caps what it keeps).
+bool EvictionOfRecord(const std::string& record, const std::string& reason, v1::NodeEviction* out, std::string* error);
 
 // Keeps the verdicts the rule needs: those of the last `sustain_s` + 30 s (at most 512).
 void KeepVerdict(std::deque<slowdown::Verdict>* history, const slowdown::Verdict& v, const EvictionThresholds& t);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -794,6 +795,68 @@ TEST_F(CoreTest, PageEscapesAgentStrings) {
   r->mutable_rank()->set_host(std::string("\xff\xfe", 2));
   ASSERT_TRUE(core_->Report(rep));
   EXPECT_NO_THROW(nlohmann::json::parse(core_->StatusJson()));
+}
+
+// xtimer_run --evict-slow-nodes tells the collector of a node it evicted (ReportRequest.evictions):
+// a row on the page, an entry in the status object, the counter; a retry is kept once, a record
+// without a name or with a number that is not finite is dropped and counted; agents' strings are
+// escaped on the page.
+TEST_F(CoreTest, NodeEvictionsAreListedOnThePageOnce) {
+  a_ = Register("node-a", "agent-a", 0);
+  v1::NodeEviction e;
+  e.set_node("host4-5021-9f2c01");
+  e.set_name("node2");
+  e.set_round(3);
+  e.set_group_rank(2);
+  e.set_cause("gpu_compute");
+  e.set_scope("node");
+  e.set_cost(0.44);
+  e.set_since(1795342000.5);
+  e.set_named_for_s(10);
+  e.set_detail("GEMM bf16 8192x8192x4096 at 0.50x its peers <b>");
+  e.set_spares(1);
+  e.set_time(1795342010);
+  e.set_reason("node node2 (group rank 2) evicted as slow (--evict-slow-nodes): named slow for 10 s");
+  v1::ReportRequest req;
+  req.set_session(a_);
+  *req.add_evictions() = e;
+  ASSERT_TRUE(core_->Report(req));
+  ASSERT_TRUE(core_->Report(req));  // the agent's retry: kept once
+  v1::NodeEviction bad = e;
+  bad.set_name("");
+  v1::NodeEviction nan = e;
+  nan.set_name("node3");
+  nan.set_cost(std::nan(""));
+  req.clear_evictions();
+  *req.add_evictions() = bad;
+  *req.add_evictions() = nan;
+  ASSERT_TRUE(core_->Report(req));
+
+  nlohmann::json st = nlohmann::json::parse(core_->StatusJson());
+  ASSERT_EQ(st["evictions"].size(), 1u) << st["evictions"].dump();
+  const nlohmann::json& j = st["evictions"][0];
+  EXPECT_EQ(j["name"], "node2");
+  EXPECT_EQ(j["node"], "host4-5021-9f2c01");
+  EXPECT_EQ(j["round"], 3);
+  EXPECT_EQ(j["cause"], "gpu_compute");
+  EXPECT_EQ(j["scope"], "node");
+  EXPECT_DOUBLE_EQ(j["cost"].get<double>(), 0.44);
+  EXPECT_EQ(j["reason"], e.reason());
+  EXPECT_EQ(st["counters"]["node_evictions"], 1);
+
+  std::string html = core_->StatusPageHtml();
+  size_t row = html.find("<tr class=\"slow\" data-node=\"node2\">");
+  ASSERT_NE(row, std::string::npos) << html;
+  std::string tr = html.substr(row, html.find("</tr>", row) - row);
+  for (const char* want : {"node2 (host4-5021-9f2c01)", "<td>3</td>", "gpu_compute", "<td>44%</td>",
+                           "2026-11-22 10:06:50Z", "2026-11-22 10:06:40Z", "named slow for 10 s"})
+    EXPECT_NE(tr.find(want), std::string::npos) << "missing " << want << " in " << tr;
+  EXPECT_NE(html.find("id=\"evictions\""), std::string::npos);
+  EXPECT_EQ(html.find("<b>"), std::string::npos);
+
+  std::string m = core_->MetricsText();
+  EXPECT_NE(m.find("xtimer_collector_slow_node_evictions_total{result=\"ok\"} 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("xtimer_collector_slow_node_evictions_total{result=\"invalid\"} 2\n"), std::string::npos) << m;
 }
 
 TEST_F(CoreTest, FinishRoundsMergesWhatIsThere) {

@@ -8,9 +8,12 @@ through the simulated runtime's control file (`node=N gpu_factor=F`).
 
   check_evict.py MODE --bin BUILD/bin --lib libslowdown_train.so --simgpu DIR [--python PY]
   MODE: spare    4 nodes (--nnodes 4:4) and 1 spare waiting: node 2's GPU at half speed; node 2
-                 is evicted (its log line, the etcd key, xtimer_slow_node_evictions_total), the
-                 spare takes its place, the job's step time comes back within 10% of its healthy
-                 value, and node 2 cannot join the run again (what CI runs, about 60 s)
+                 is evicted (its log line, the etcd key, xtimer_slow_node_evictions_total, a row
+                 on the collector's status page), the spare takes its place, every rank of the
+                 new round resumes from the flash checkpoint (xtimer.ckpt: its first step is the
+                 loaded step + 1, the survivors' the step they saved last, the bytes loaded are
+                 those saved), the job's step time comes back within 10% of its healthy value,
+                 and node 2 cannot join the run again (what CI runs, about 60 s)
         smaller  4 nodes (--nnodes 3:4), no spare: node 2 is evicted, the job goes on with 3
         atmin    4 nodes (--nnodes 4:4), no spare: node 2 stays and says so
         host     4 nodes + 1 spare, rank 2 a host-side straggler: named, never evicted
@@ -71,6 +74,36 @@ class Node(Run):
             return None
         return rows[-1]["rank"] if rows else None
 
+    def rows(self):
+        """The JSON lines its workers printed on stdout, every round's, in order."""
+        try:
+            with open(self.log_path[:-4] + ".out") as f:
+                lines = [line for line in f if line.startswith("{")]
+        except OSError:
+            return []
+        out = []
+        for line in lines:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass  # a line cut by the worker's end
+        return out
+
+    def resumed(self):
+        """Its newest worker's start from the flash checkpoint once that worker has done a step:
+        (the step its previous worker saved last or None, the start_step row, the first_step row);
+        None before."""
+        rows = self.rows()
+        starts = [i for i, r in enumerate(rows) if "start_step" in r]
+        if not starts:
+            return None
+        i = starts[-1]
+        first = next((r for r in rows[i:] if "first_step" in r), None)
+        if first is None:
+            return None
+        before = [r["saved"] for r in rows[:i] if "saved" in r]
+        return (before[-1] if before else None), rows[i], first
+
     def first(self, text, after=0):
         return next(((t, line) for t, line in list(self.stamped) if t > after and text in line), (None, None))
 
@@ -98,7 +131,7 @@ class Node(Run):
 class Job:
     """The collector, etcd and the nodes; the collector's verdicts read twice a second."""
 
-    def __init__(self, args, out, nodes, spares, nnodes, evict, extra_flags=()):
+    def __init__(self, args, out, nodes, spares, nnodes, evict, extra_flags=(), flash=False):
         self.args, self.out = args, out
         self.control = os.path.join(out, "control")
         set_control(self.control, "")
@@ -113,10 +146,15 @@ class Job:
         os.makedirs(ids, exist_ok=True)
         # Each round's ranks share their communicators' ids in a folder of the round's own
         # (its master port), so a new round never reads the last one's.
+        # With `flash`, the ranks resume from xtimer.ckpt's flash checkpoint in out/ckpt (its Python
+        # package beside bin/, after xtimer_run's own PYTHONPATH).
+        lib_python = os.path.realpath(os.path.join(args.bin, "..", "lib", "python"))
+        flash_env = f'export PYTHONPATH="$PYTHONPATH:{lib_python}"; ' if flash else ""
+        flash_args = f" --flash-ckpt {os.path.join(out, 'ckpt')}" if flash else ""
         worker = (
-            f'd={ids}/$MASTER_PORT; mkdir -p "$d"; exec {args.python} {TRAIN_RANK} {args.lib} '
+            f'd={ids}/$MASTER_PORT; mkdir -p "$d"; {flash_env}exec {args.python} {TRAIN_RANK} {args.lib} '
             f'"$RANK" "$WORLD_SIZE" "$LOCAL_WORLD_SIZE" "$d" --control {self.control} --seconds 100000 '
-            f'--ckpt-every 0 --progress "$d/progress-$RANK"'
+            f'--ckpt-every 0 --progress "$d/progress-$RANK"{flash_args}'
         )
         flags = self.etcd.rendezvous_args(nnodes, "evict", "last_call_timeout=2,join_timeout=120,lease_ttl=3")
         flags += ["--nproc-per-node", "1", "--max-restarts", "3", "--stop-grace", "2"]
@@ -172,8 +210,8 @@ class Job:
         ]
 
     def steps_done(self):
-        """The job's steps so far: rank 0's steps summed over the rounds (each round's ranks start
-        counting at 0; this loop keeps no state to resume)."""
+        """The job's steps so far: rank 0's steps summed over the rounds (each round's progress
+        file counts its own ranks' steps from 0, resumed from a checkpoint or not)."""
         total = 0
         ids = os.path.join(self.out, "ids")
         for d in os.listdir(ids):
@@ -235,7 +273,7 @@ def slow_gpu_episode(job, warmup_s, factor=2.0):
 
 
 def c_spare(args, out):
-    job = Job(args, out, 4, 1, "4:4", True, ["--evict-slow-after", "6"])
+    job = Job(args, out, 4, 1, "4:4", True, ["--evict-slow-after", "6"], flash=True)
     try:
         check(wait_for(lambda: job.training(4), 120, 0.2), "four nodes train")
         spare = job.nodes[4]
@@ -260,6 +298,12 @@ def c_spare(args, out):
             check(n.proc.poll() is None, f"{n.name} still runs")
         counters = [n.counter() for n in others]
         check(all(c == 1 for c in counters), f"xtimer_slow_node_evictions_total is 1 on every node left ({counters})")
+        row = wait_for(lambda: eviction_row(job, "node2"), 10, 0.2)
+        check(
+            row is not None and "gpu_compute" in row and "evicted as slow" in row,
+            f"the collector's status page has a row for the eviction: {row}",
+        )
+        check_resumed(job, others, spare)
         key = etcd_get(job.etcd, "/xtimer/run/evict/evicted/127.0.0.4")
         check(key is not None and key.get("cause") == "gpu_compute" and key.get("name") == "node2", f"etcd key: {key}")
         # The evicted address is refused at once.
@@ -286,6 +330,34 @@ def c_spare(args, out):
             )
     finally:
         job.stop()
+
+
+def eviction_row(job, name):
+    """The row of node `name`'s eviction on the collector's status page, or None."""
+    page = http_get(f"http://127.0.0.1:{job.http}/") or ""
+    start = page.find(f'<tr class="slow" data-node="{name}">')
+    return page[start : page.find("</tr>", start)] if start >= 0 else None
+
+
+def check_resumed(job, nodes, spare):
+    """Every node of the round after the eviction resumed from the flash checkpoint: its first step
+    is the step it loaded + 1, that step is not 0, and the bytes it loaded are the ones some rank
+    saved at that step (replicated state: every rank saves the same); a node of the last round
+    loaded from its own memory the step its worker saved last (or the next one, when the worker was
+    stopped between the save and its line), the spare from what the savers persisted."""
+    saved = {r["saved"]: r["sha"] for n in job.nodes for r in n.rows() if "saved" in r}
+    for n in nodes:
+        got = wait_for(n.resumed, 30, 0.2)
+        if not check(got is not None, f"{n.name} starts from the flash checkpoint and does a step"):
+            continue
+        last, start, first = got
+        step = start["start_step"]
+        check(step > 0, f"{n.name} resumes after step {step}, not from step 0")
+        check(first["first_step"] == step + 1, f"{n.name}'s first step is {first['first_step']}, after step {step}")
+        check(saved.get(step) == start["sha"], f"{n.name} loaded the bytes saved at step {step}: {start['sha']}")
+        if n is not spare:
+            check(last is not None and step in (last, last + 10), f"{n.name} loaded its own last save ({last}): {step}")
+        print(f"figure: {n.name} resumed after step {step} (its last save before: {last})", flush=True)
 
 
 def c_smaller(args, out):

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "collector.grpc.pb.h"
@@ -220,6 +221,43 @@ TEST(GrpcCollectorLink, StepRecordsReachTheJudgeAsTheyWereAndItsVerdictComesBack
     EXPECT_EQ(verdicts.front().window_end, judged.window_end);
   }
   link->Stop(1000);
+  server->Shutdown(0.5);
+  fs::remove_all(dir);
+}
+
+// xtimer_run --evict-slow-nodes: the evicted node tells its collector and exits at once; the
+// link's Stop waits for the eviction as for the last report, and it arrives whole.
+TEST(GrpcCollectorLink, AnEvictionReachesTheCollectorBeforeTheLinkStops) {
+  fs::path dir = fs::temp_directory_path() / ("xtimer-grpc-link-evict-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  collector::CoreOptions c;
+  c.out_dir = dir.string();
+  CollectorCore core(c);
+  std::string error;
+  collector::ServerOptions o;
+  o.listen = "127.0.0.1:0";
+  auto server = CollectorServer::Start(&core, o, &error);
+  ASSERT_TRUE(server) << error;
+  std::unique_ptr<CollectorLink> link =
+      ConnectToCollector("127.0.0.1:" + std::to_string(server->port()), "", "", &error);
+  ASSERT_TRUE(link) << error;
+  link->Start([](const std::string&) {});
+  v1::NodeEviction e;
+  e.set_node("host4-5021-9f2c01");
+  e.set_name("node2");
+  e.set_round(1);
+  e.set_cause("gpu_compute");
+  e.set_scope("node");
+  e.set_cost(0.44);
+  e.set_reason("node node2 (group rank 2) evicted as slow (--evict-slow-nodes)");
+  link->Eviction(e);
+  link->Stop(3000);
+  EXPECT_EQ(core.Counters().node_evictions, 1u);
+  nlohmann::json st = nlohmann::json::parse(core.StatusJson());
+  ASSERT_EQ(st["evictions"].size(), 1u) << st.dump();
+  EXPECT_EQ(st["evictions"][0]["name"], "node2");
+  EXPECT_EQ(st["evictions"][0]["node"], "host4-5021-9f2c01");
+  EXPECT_EQ(st["evictions"][0]["reason"], e.reason());
   server->Shutdown(0.5);
   fs::remove_all(dir);
 }

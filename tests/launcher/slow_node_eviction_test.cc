@@ -196,5 +196,45 @@ TEST(SlowNodeEviction, TheHistoryKeepsWhatTheRuleNeeds) {
   EXPECT_LE(h.front().updated, 1200 - t.sustain_s - 28);
 }
 
+// What the collector is told of an eviction: the etcd key's record as xtimer_run writes it, and
+// the log line; a record that is not one is refused with a one-line reason.
+TEST(SlowNodeEviction, TheRecordBecomesTheCollectorsMessage) {
+  const std::string record =
+      R"({"node":"host4-5021-9f2c01","name":"node2","round":3,"group_rank":2,"cause":"gpu_compute","scope":"node",)"
+      R"("cost":0.44,"since":1764650000.123,"named_for_s":10,"detail":"GEMM at 0.50x","spares":1,"time":1764650010.5})";
+  v1::NodeEviction e;
+  std::string error;
+  ASSERT_TRUE(EvictionOfRecord(record, "node node2 (group rank 2) evicted as slow", &e, &error)) << error;
+  EXPECT_EQ(e.node(), "host4-5021-9f2c01");
+  EXPECT_EQ(e.name(), "node2");
+  EXPECT_EQ(e.round(), 3);
+  EXPECT_EQ(e.group_rank(), 2);
+  EXPECT_EQ(e.cause(), "gpu_compute");
+  EXPECT_EQ(e.scope(), "node");
+  EXPECT_DOUBLE_EQ(e.cost(), 0.44);
+  EXPECT_DOUBLE_EQ(e.since(), 1764650000.123);
+  EXPECT_DOUBLE_EQ(e.named_for_s(), 10);
+  EXPECT_EQ(e.detail(), "GEMM at 0.50x");
+  EXPECT_EQ(e.spares(), 1);
+  EXPECT_DOUBLE_EQ(e.time(), 1764650010.5);
+  EXPECT_EQ(e.reason(), "node node2 (group rank 2) evicted as slow");
+
+  for (const auto& [bad, why] : std::vector<std::pair<std::string, std::string>>{
+           {"", "not a JSON object"},
+           {"[1]", "not a JSON object"},
+           {R"({"name":"n","cause":"gpu_compute","round":"3"})", "\"round\" is not an integer"},
+           {R"({"name":"n","cause":"gpu_compute","round":-1})", "\"round\" is not an integer"},
+           {R"({"name":"n","cause":"gpu_compute","cost":"44%"})", "\"cost\" is not a finite number"},
+           {R"({"cause":"gpu_compute"})", "\"name\" is missing"},
+           {R"({"name":7,"cause":"gpu_compute"})", "\"name\" is not a string"},
+           {R"({"name":"n"})", "\"cause\" is missing"},
+       }) {
+    error.clear();
+    EXPECT_FALSE(EvictionOfRecord(bad, "", &e, &error)) << bad;
+    EXPECT_NE(error.find(why), std::string::npos) << bad << ": " << error;
+    EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  }
+}
+
 }  // namespace
 }  // namespace xtimer

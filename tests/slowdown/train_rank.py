@@ -14,7 +14,14 @@ every 0.2 s; lines whose selector (all, rank=N, node=N) matches this rank apply,
 
 Prints one JSON line when it starts training and when it ends.
 
+With --flash-ckpt DIR the loop keeps a stand-in for a model (4 KiB that every step derives from the
+last) in xtimer.ckpt's flash checkpoint (replicated, as DDP's): a memory save every
+--flash-ckpt-every steps ({"rank", "saved": STEP, "sha"}), and at start the newest checkpoint is
+loaded and the loop goes on after its step ({"rank", "start_step": STEP, "sha"} of what was
+loaded, 0 and "" when none; then {"rank", "first_step": STEP} once the first step is done).
+
   train_rank.py LIB RANK WORLD NODE_SIZE ID_DIR --control FILE --seconds S [--torch] [--progress FILE]
+                [--flash-ckpt DIR [--flash-ckpt-every N]]
 """
 import argparse
 import ctypes
@@ -100,6 +107,41 @@ def save_checkpoint(seconds):
     time.sleep(seconds)
 
 
+class FlashState:
+    """The model stand-in in xtimer.ckpt: `step` steps done, `w` what they made (numpy, so the
+    save is the core's copy into shared memory, not the tree's JSON)."""
+
+    def __init__(self, rank, folder, every):
+        if "torch" not in sys.modules:
+            sys.modules["torch"] = None  # no torch here: xtimer.ckpt stays on its NumPy path
+        import hashlib
+
+        import numpy
+        from xtimer.ckpt import Checkpointer
+
+        self.rank, self.every, self.hashlib, self.np = rank, every, hashlib, numpy
+        self.ckpt = Checkpointer(folder, replicated=True)
+        self.step, state = self.ckpt.load_checkpoint()
+        self.w = numpy.zeros(4096, dtype=numpy.uint8) if state is None else state["w"]
+        if state is not None and state["step"] != self.step:
+            sys.exit(f"rank {rank}: checkpoint of step {self.step} holds step {state['step']}")
+        sha = self.sha() if state is not None else ""
+        print(json.dumps({"rank": rank, "start_step": self.step, "sha": sha}), flush=True)
+
+    def sha(self):
+        return self.hashlib.sha256(self.w.tobytes()).hexdigest()[:16]
+
+    def after(self, step):
+        """Step `step` is done: the state moves on, and is saved every `every` steps."""
+        digest = self.hashlib.sha256(self.w.tobytes() + step.to_bytes(8, "little")).digest()
+        self.w = self.np.frombuffer(digest * 128, dtype=self.np.uint8).copy()
+        if step % self.every == 0:
+            from xtimer.ckpt import StorageType
+
+            if self.ckpt.save_checkpoint(step, {"step": step, "w": self.w}, storage_type=StorageType.MEMORY):
+                print(json.dumps({"rank": self.rank, "saved": step, "sha": self.sha()}), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("lib")
@@ -116,7 +158,11 @@ def main():
     ap.add_argument("--grad-mib", type=int, default=4)
     ap.add_argument("--gemm", type=int, default=8192)
     ap.add_argument("--progress", default="", help="a file rewritten every 10 steps: the steps done so far")
+    ap.add_argument("--flash-ckpt", default="", help="xtimer.ckpt's folder: resume from it, save into it")
+    ap.add_argument("--flash-ckpt-every", type=int, default=10)
     args = ap.parse_args()
+    if args.flash_ckpt_every < 1:
+        sys.exit(f"--flash-ckpt-every takes a number of steps of at least 1, not {args.flash_ckpt_every}")
     node = args.rank // args.node_size
     faults = Faults(args.control, args.rank, node)
     torch = None
@@ -133,9 +179,10 @@ def main():
     if rc != 0:
         sys.exit(f"rank {args.rank}: tl_init failed ({rc})")
     heap = []
+    flash = FlashState(args.rank, args.flash_ckpt, args.flash_ckpt_every) if args.flash_ckpt else None
     print(json.dumps({"rank": args.rank, "training_at": time.time()}), flush=True)
     end = time.monotonic() + args.seconds
-    step = 0
+    step = start = flash.step if flash else 0
     while True:
         faults.refresh()
         batch = next(loader)
@@ -153,15 +200,19 @@ def main():
         if stop < 0:
             sys.exit(f"rank {args.rank}: step {step} failed")
         step += 1
-        if args.progress and step % 10 == 0:
+        if flash:
+            if step == start + 1:
+                print(json.dumps({"rank": args.rank, "first_step": step}), flush=True)
+            flash.after(step)
+        if args.progress and (step - start) % 10 == 0:
             with open(args.progress + ".tmp", "w") as f:
-                json.dump({"steps": step, "t": time.time()}, f)
+                json.dump({"steps": step - start, "t": time.time()}, f)
             os.replace(args.progress + ".tmp", args.progress)
         if stop:
             break  # every rank stops after the same step
         if args.ckpt_every > 0 and step % args.ckpt_every == 0:
             save_checkpoint(args.ckpt_seconds)
-    print(json.dumps({"rank": args.rank, "done": True, "steps": step}), flush=True)
+    print(json.dumps({"rank": args.rank, "done": True, "steps": step - start}), flush=True)
 
 
 if __name__ == "__main__":
