@@ -60,9 +60,8 @@ bool SendAll(int fd, const char* p, size_t n) {
 
 bool RoundVariable(const std::string& key) {
   static const char* const kRound[] = {
-      "RANK",        "LOCAL_RANK",          "WORLD_SIZE",  "LOCAL_WORLD_SIZE",
-      "GROUP_RANK",  "GROUP_WORLD_SIZE",    "ROLE_RANK",   "ROLE_WORLD_SIZE",
-      "ROLE_NAME",   "MASTER_ADDR",         "MASTER_PORT", "XTIMER_AGENT_SOCKET",
+      "RANK",           "LOCAL_RANK",      "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",  "GROUP_WORLD_SIZE",
+      "ROLE_RANK",      "ROLE_WORLD_SIZE", "ROLE_NAME",  "MASTER_ADDR",      "MASTER_PORT", "XTIMER_AGENT_SOCKET",
       "XTIMER_WARM_FD", "XTIMER_RANK_PID",
   };
   for (const char* k : kRound)

@@ -12,10 +12,11 @@
 //
 // A warm interpreter still importing is used all the same (it is ahead of a fresh process; it
 // reads the hand-over once its imports are done). A fresh process stays the fallback: HandOver
-// says no (and why) when no warm interpreter lives for that local rank, when the command is not `python -u ...` with the pool's Python, when
-// the worker is bound to CPUs (--numa-affinity), or when any variable outside the round's
-// identity differs from the one the interpreter started with (PYTHONPATH, LD_PRELOAD,
-// OMP_NUM_THREADS, CUDA_VISIBLE_DEVICES...: what Python, torch or the loader read at start).
+// says no (and why) when no warm interpreter lives for that local rank, when the command is not
+// `python -u ...` with the pool's Python, when the worker is bound to CPUs (--numa-affinity), or
+// when any variable outside the round's identity differs from the one the interpreter started
+// with (PYTHONPATH, LD_PRELOAD, OMP_NUM_THREADS, CUDA_VISIBLE_DEVICES...: what Python, torch or
+// the loader read at start).
 //
 // Threads: the agent's main thread only. The pool never waits for a child: a warm interpreter's
 // exit is reaped by WorkerGroup::Poll or ReapStrays (waitpid(-1)) and seen here as its socket's

@@ -31,10 +31,11 @@ class WarmPoolTest : public testing::Test {
     ASSERT_EQ(system(cmd.c_str()), 0);
     // The worker writes its rank, its working folder, whether it leads a session and a variable
     // of the base environment.
-    std::ofstream(dir_ + "/worker.py") << "import os, sys\n"
-                                          "open(sys.argv[1], 'w').write(' '.join([os.environ['RANK'], os.getcwd(),\n"
-                                          "    str(os.getsid(0) == os.getpid()), os.environ.get('FOO', '-'),\n"
-                                          "    os.environ.get('XTIMER_RANK_PID', '-') == str(os.getpid()) and 'marked' or '-']))\n";
+    std::ofstream(dir_ + "/worker.py")
+        << "import os, sys\n"
+           "open(sys.argv[1], 'w').write(' '.join([os.environ['RANK'], os.getcwd(),\n"
+           "    str(os.getsid(0) == os.getpid()), os.environ.get('FOO', '-'),\n"
+           "    os.environ.get('XTIMER_RANK_PID', '-') == str(os.getpid()) and 'marked' or '-']))\n";
   }
 
   WorkerSpec Spec(int rank, const std::string& foo) {

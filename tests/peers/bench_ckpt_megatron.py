@@ -46,46 +46,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 
 
-def build(tp, hidden, vocab):
-    import torch
-    from megatron.core import parallel_state
-    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
-    from megatron.core.models.gpt import GPTModel
-    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
-    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
-    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
-    from megatron.core.transformer.transformer_config import TransformerConfig
-
-    parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp)
-    model_parallel_cuda_manual_seed(1234)
-    cfg = TransformerConfig(
-        num_layers=2,
-        hidden_size=hidden,
-        num_attention_heads=8,
-        use_cpu_initialization=True,
-        tensor_model_parallel_size=tp,
-        params_dtype=torch.float32,
-    )
-    gpt = GPTModel(
-        config=cfg,
-        transformer_layer_spec=get_gpt_layer_local_spec(),
-        vocab_size=vocab,
-        max_sequence_length=32,
-        position_embedding_type="learned_absolute",
-    ).cuda()
-    ddp = DistributedDataParallel(
-        config=cfg, ddp_config=DistributedDataParallelConfig(use_distributed_optimizer=True), module=gpt
-    )
-    opt = get_megatron_optimizer(
-        OptimizerConfig(optimizer="adam", lr=1e-3, use_distributed_optimizer=True, clip_grad=0.0), [ddp]
-    )
-    tokens = torch.randint(0, vocab, (2, 32), device="cuda")
-    pos = torch.arange(32, device="cuda").unsqueeze(0).expand(2, 32)
-    ddp.zero_grad_buffer()
-    ddp(tokens, pos, None, labels=tokens).float().mean().backward()
-    ddp.finish_grad_sync()
-    opt.step()
-    return ddp, opt
+sys.path.insert(0, os.path.join(ROOT, "tests", "realtorch"))
+from megatron_flash import build  # noqa: E402  the test's model: GPT, 2 layers, megatron's optimizer
 
 
 def worker(out, hidden, vocab, rounds, persistent):

@@ -39,9 +39,9 @@ SEQ = 32
 OPT_FORMAT = {"distrib_optim_sharding_type": "fully_reshardable"}
 
 
-def build(tp):
+def build(tp, hidden=HIDDEN, vocab=VOCAB):
     """GPT with 2 layers at tensor parallel `tp` (data parallel: the rest), megatron's DDP and
-    distributed optimizer, one training step taken."""
+    distributed optimizer, one training step taken (also tests/peers/bench_ckpt_megatron.py's)."""
     import torch
     from megatron.core import parallel_state
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
@@ -57,7 +57,7 @@ def build(tp):
     torch.manual_seed(1234)
     cfg = TransformerConfig(
         num_layers=2,
-        hidden_size=HIDDEN,
+        hidden_size=hidden,
         num_attention_heads=4,
         use_cpu_initialization=True,
         tensor_model_parallel_size=tp,
@@ -66,7 +66,7 @@ def build(tp):
     gpt = GPTModel(
         config=cfg,
         transformer_layer_spec=get_gpt_layer_local_spec(),
-        vocab_size=VOCAB,
+        vocab_size=vocab,
         max_sequence_length=SEQ,
         position_embedding_type="learned_absolute",
     ).cuda()
@@ -76,7 +76,7 @@ def build(tp):
     opt = get_megatron_optimizer(
         OptimizerConfig(optimizer="adam", lr=1e-3, use_distributed_optimizer=True, clip_grad=0.0), [ddp]
     )
-    tokens = torch.randint(0, VOCAB, (2, SEQ), device="cuda")
+    tokens = torch.randint(0, vocab, (2, SEQ), device="cuda")
     pos = torch.arange(SEQ, device="cuda").unsqueeze(0).expand(2, SEQ)
     ddp.zero_grad_buffer()
     opt.zero_grad()
