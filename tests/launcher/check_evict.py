@@ -16,7 +16,10 @@ through the simulated runtime's control file (`node=N gpu_factor=F`).
                  and node 2 cannot join the run again (what CI runs, about 60 s)
         smaller  4 nodes (--nnodes 3:4), no spare: node 2 is evicted, the job goes on with 3
         atmin    4 nodes (--nnodes 4:4), no spare: node 2 stays and says so
-        host     4 nodes + 1 spare, rank 2 a host-side straggler: named, never evicted
+        host     4 nodes + 1 spare, node 2's rank a host-side straggler: named, never evicted
+        gc, data the same with GC pauses, with a slow torch DataLoader (Debian's CPU torch)
+        all      4 nodes + 1 spare, every node's GPU at half speed: the job is slower, nobody is
+                 named or evicted
         healthy  4 nodes + 1 spare with the flag on and no fault: nobody is evicted
 
 Prints "figure:" lines: the seconds from the onset to the eviction and to the step time back
@@ -131,7 +134,7 @@ class Node(Run):
 class Job:
     """The collector, etcd and the nodes; the collector's verdicts read twice a second."""
 
-    def __init__(self, args, out, nodes, spares, nnodes, evict, extra_flags=(), flash=False):
+    def __init__(self, args, out, nodes, spares, nnodes, evict, extra_flags=(), flash=False, train_args=""):
         self.args, self.out = args, out
         self.control = os.path.join(out, "control")
         set_control(self.control, "")
@@ -154,7 +157,7 @@ class Job:
         worker = (
             f'd={ids}/$MASTER_PORT; mkdir -p "$d"; {flash_env}exec {args.python} {TRAIN_RANK} {args.lib} '
             f'"$RANK" "$WORLD_SIZE" "$LOCAL_WORLD_SIZE" "$d" --control {self.control} --seconds 100000 '
-            f'--ckpt-every 0 --progress "$d/progress-$RANK"{flash_args}'
+            f'--ckpt-every 0 --progress "$d/progress-$RANK"{flash_args}{train_args}'
         )
         flags = self.etcd.rendezvous_args(nnodes, "evict", "last_call_timeout=2,join_timeout=120,lease_ttl=3")
         flags += ["--nproc-per-node", "1", "--max-restarts", "3", "--stop-grace", "2"]
@@ -398,22 +401,52 @@ def c_atmin(args, out):
         job.stop()
 
 
-def c_host(args, out):
-    """A host-side straggler (a sleep in the rank's preprocessing) would follow the job to any
-    node: named, reported, never acted on."""
+# A rank's slowdown that would follow the job to any node: the workload's control words, the
+# cause the judge must name, and train_rank.py's arguments (torch's DataLoader for the data cause).
+FOLLOWING = {
+    "host": ("host_ms=60", "host", ""),
+    "gc": ("gc_objects=1500000", "python_gc", ""),
+    "data": ("data_ms=20", "data_loading", " --torch"),
+}
+
+
+def c_follows(args, out, mode):
+    """A host-side straggler (a sleep in the rank's preprocessing), GC pauses or a slow DataLoader
+    would follow the job to any node: named, reported, never acted on."""
+    words, cause, train_args = FOLLOWING[mode]
+    job = Job(args, out, 4, 1, "4:4", True, ["--evict-slow-after", "6"], train_args=train_args)
+    try:
+        check(wait_for(lambda: job.training(4), 180, 0.2), "four nodes train")
+        healthy_step(job, 12)
+        slow = job.nodes[SLOW_NODE]
+        # The fault is a rank's (the workload's own control words); which rank node 2 runs is the
+        # rendezvous's choice.
+        set_control(job.control, f"rank={slow.rank()} {words}")
+        said = wait_for(lambda: slow.first("would follow the job to any node")[0] is not None, 60, 0.2)
+        check(said, f"node 2 is named slow for a {mode} cause and says it stays")
+        line = slow.first("would follow the job to any node")[1] or ""
+        check(cause in line, f"the cause named is {cause}: {line}")
+        time.sleep(10)
+        check(all(n.first(EVICTED)[0] is None for n in job.nodes), f"nobody is evicted for a {mode} cause")
+        check(slow.proc.poll() is None, "node 2 still runs")
+    finally:
+        job.stop()
+
+
+def c_all(args, out):
+    """Every node's GPU slows down together: the job is slow, no node is, and nobody is evicted."""
     job = Job(args, out, 4, 1, "4:4", True, ["--evict-slow-after", "6"])
     try:
         check(wait_for(lambda: job.training(4), 120, 0.2), "four nodes train")
-        healthy_step(job, 12)
-        slow = job.nodes[SLOW_NODE]
-        # A host straggler is a rank's (the workload's own control words); which rank node 2 runs
-        # is the rendezvous's choice.
-        set_control(job.control, f"rank={slow.rank()} host_ms=60")
-        said = wait_for(lambda: slow.first("would follow the job to any node")[0] is not None, 60, 0.2)
-        check(said, "node 2 is named slow for a host cause and says it stays")
-        time.sleep(10)
-        check(all(n.first(EVICTED)[0] is None for n in job.nodes), "nobody is evicted for a host cause")
-        check(slow.proc.poll() is None, "node 2 still runs")
+        healthy = healthy_step(job, 12)
+        set_control(job.control, "all gpu_factor=2")
+        slower = wait_for(lambda: (healthy_step(job, 4) or 0) > 1.3 * healthy, 60, 0.5)
+        check(slower, f"every node's GPU at half speed slows the job (healthy step {healthy:.3f} s)")
+        time.sleep(15)
+        check(all(n.first(EVICTED)[0] is None for n in job.nodes), "nobody is evicted when every node slows down")
+        check(all(n.proc.poll() is None for n in job.nodes), "every node still runs")
+        named = sorted(x for x in job.named() if x[1] != "job")
+        check(not named, f"no node or rank named slow, only the job: {named[:3]} ({sorted(job.named())[:3]})")
     finally:
         job.stop()
 
@@ -443,7 +476,16 @@ def etcd_get(etcd, key):
         return None
 
 
-MODES = {"spare": c_spare, "smaller": c_smaller, "atmin": c_atmin, "host": c_host, "healthy": c_healthy}
+MODES = {
+    "spare": c_spare,
+    "smaller": c_smaller,
+    "atmin": c_atmin,
+    "host": lambda args, out: c_follows(args, out, "host"),
+    "gc": lambda args, out: c_follows(args, out, "gc"),
+    "data": lambda args, out: c_follows(args, out, "data"),
+    "all": c_all,
+    "healthy": c_healthy,
+}
 
 
 def main():
