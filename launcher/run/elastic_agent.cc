@@ -247,6 +247,9 @@ std::vector<WorkerSpec> ElasticAgent::Specs(const Round& round) const {
   }
   // Ours is the agent's own (the summary's error file is copied there), not the workers'.
   std::erase_if(base, [](const std::string& kv) { return kv.rfind("TORCHELASTIC_ERROR_FILE=", 0) == 0; });
+  // An xtimer_run started by a rank of a warm interpreter inherits its marker; its own workers are
+  // ranks, not that rank's helpers (preload/start/lifecycle.cc).
+  std::erase_if(base, [](const std::string& kv) { return kv.rfind("XTIMER_RANK_PID=", 0) == 0; });
   std::vector<WorkerSpec> specs;
   for (int local = 0; local < o_.nproc_per_node; ++local) {
     WorkerSpec s;
@@ -297,6 +300,7 @@ ElasticAgent::Outcome ElasticAgent::Monitor(WorkerGroup& group, std::string* why
     if (sig > 0 && IsStopSignal(sig)) return (*signal = sig), Outcome::kSignal;
     if (sig == SIGUSR1 || sig == SIGUSR2)
       for (pid_t pid : group.pids()) kill(pid, sig);
+    FillWarmWhenDue();  // before a failure ends the round: one that came early still leaves them
     switch (group.Poll()) {
       case WorkerGroup::State::kSucceeded: return Outcome::kSucceeded;
       case WorkerGroup::State::kFailed: return Outcome::kFailed;
@@ -318,16 +322,18 @@ ElasticAgent::Outcome ElasticAgent::Monitor(WorkerGroup& group, std::string* why
         return Outcome::kHung;
       }
     }
-    if (warm_at_ > 0 && now >= warm_at_) {
-      warm_at_ = 0;
-      warm_->Fill(warm_specs_);
-    }
     if (o_.evict_slow_nodes && agent_ != nullptr && now >= next_evict_check) {
       next_evict_check = now + 1;
       if (EvictIfSlow(why)) return Outcome::kEvicted;
     }
     if (rdzv_->NewRoundNeeded(why)) return Outcome::kNewRound;
   }
+}
+
+void ElasticAgent::FillWarmWhenDue() {
+  if (warm_at_ <= 0 || MonotonicS() < warm_at_) return;
+  warm_at_ = 0;
+  warm_->Fill(warm_specs_);
 }
 
 bool ElasticAgent::EvictIfSlow(std::string* why) {
@@ -527,9 +533,10 @@ int ElasticAgent::Run() {
       rdzv_->Leave();
       return 1;
     }
-    if (warm_) {  // for the next round, once this one trains (Monitor)
+    if (warm_) {  // for the next round, once this one trains (here with no delay, else Monitor)
       warm_specs_ = specs;
       warm_at_ = MonotonicS() + settings_.warm_delay_s;
+      FillWarmWhenDue();
     }
     std::string why;
     int sig = 0;

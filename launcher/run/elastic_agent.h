@@ -79,6 +79,8 @@ class ElasticAgent {
   // --evict-slow-nodes, once a second while workers run: true when this node leaves the run
   // (the etcd record written, the others on their way to a new round); *why is the log line.
   bool EvictIfSlow(std::string* why);
+  // Starts the warm interpreters for the next round once warm_at_ has come (warm_pool.h).
+  void FillWarmWhenDue();
   // --comm-perf-test before the round's workers: 0 when it ended (well or not), else the stop
   // signal that came meanwhile.
   int CommPerfTest(const Round& round);
