@@ -1,20 +1,17 @@
 // xtimer_run [torchrun options] SCRIPT [ARGS...]: torchrun's command line and worker
 // environment on a C++ agent that is also the node's xtimer agent (launcher/README.md).
-#include <limits.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <string>
 
 #include "common/env.h"
 #include "common/log.h"
+#include "common/net/subprocess.h"
 #include "launcher/agent/child_process.h"
 #include "launcher/agent/node_agent.h"
 #include "launcher/preload_env.h"
 #include "launcher/run/comm_perf.h"
 #include "launcher/run/elastic_agent.h"
 #include "launcher/run/precheck.h"
-#include "launcher/run/round_rendezvous.h"
 
 int main(int argc, char** argv) {
   using namespace xtimer;
@@ -57,15 +54,9 @@ int main(int argc, char** argv) {
 
   // Warm interpreters for restarted Python workers: warm_worker.py in ../lib/xtimer-warm/ beside
   // this program (an install without it starts every worker fresh).
-  if (env::Bool("XTIMER_WARM_START")) {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-      std::string dir(exe, static_cast<size_t>(n));
-      dir.erase(dir.rfind('/'));
-      settings.warm_script = dir + "/../lib/xtimer-warm/warm_worker.py";
-      settings.warm_imports = run::WarmPool::ImportsFromSettings();
-    }
+  if (std::string exe = net::SelfExe(); env::Bool("XTIMER_WARM_START") && !exe.empty()) {
+    settings.warm_script = exe.substr(0, exe.rfind('/')) + "/../lib/xtimer-warm/warm_worker.py";
+    settings.warm_imports = run::WarmPool::ImportsFromSettings();
   }
 
   // Before any thread exists, the etcd rendezvous' included: a thread that does not block the
@@ -92,14 +83,8 @@ int main(int argc, char** argv) {
   }
   if (agent) settings.agent_socket = agent->SocketPath();
   if (options.evict_slow_nodes && options.elastic()) {
-    if (agent) {
-      agent->WatchEvictions(EvictionThresholds{options.evict_slow_cost, options.evict_slow_after_s});
-      // An eviction the rendezvous stored reaches the collector too (its page, its /metrics).
-      NodeAgent* a = agent.get();
-      rdzv = run::TellingEvictions(std::move(rdzv), [a](const std::string& record, const std::string& reason) {
-        a->ReportEviction(record, reason);
-      });
-    } else
+    if (agent) agent->WatchEvictions(EvictionThresholds{options.evict_slow_cost, options.evict_slow_after_s});
+    else
       Log(LogLevel::kWarn,
           "run: --evict-slow-nodes: no node agent of its own here, so no verdicts: nothing is evicted");
   }

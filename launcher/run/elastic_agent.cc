@@ -379,6 +379,7 @@ bool ElasticAgent::EvictIfSlow(std::string* why) {
           error.c_str());
     return false;
   }
+  agent_->ReportEviction(record.dump(), reason);  // the collector's page and /metrics
   Log(LogLevel::kWarn, "run: evicting this node: %s; slow since %.3f (unix s), %d spare(s) waiting", reason.c_str(),
       f.since, spares);
   *why = reason;

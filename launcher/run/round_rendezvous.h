@@ -10,7 +10,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,13 +65,6 @@ std::unique_ptr<Rendezvous> MakeStaticRendezvous(const RunOptions& options);
 // Elastic: nodes join under /xtimer/run/<rdzv-id>/ in etcd (docs in launcher/run/README.md).
 // nullptr with *error when etcd cannot be reached.
 std::unique_ptr<Rendezvous> MakeEtcdRendezvous(const RunOptions& options, std::string* error);
-
-// --evict-slow-nodes: `inner` unchanged, except that an eviction it stored (its Evict returned
-// true) is also handed to `on_evicted` with the same record and reason, on the thread that
-// called Evict, before Evict returns. xtimer_run hands it to its node agent, which tells the
-// collector (launcher/agent/node_agent.h, ReportEviction).
-using OnEvicted = std::function<void(const std::string& record, const std::string& reason)>;
-std::unique_ptr<Rendezvous> TellingEvictions(std::unique_ptr<Rendezvous> inner, OnEvicted on_evicted);
 
 // A TCP port that was free a moment ago on this host (bound to port 0, then closed).
 int FreePort();

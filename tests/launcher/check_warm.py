@@ -33,6 +33,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 from checks import check, failures  # noqa: E402
+from node_ranks import agent_env  # noqa: E402
 
 ROUND_VARIABLES = {"MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_ERROR_FILE", "XTIMER_RANK_PID"}
 SAME = ("argv", "orig_argv", "path", "file", "main_file", "name", "spec", "cwd", "session_leader", "unbuffered")
@@ -42,11 +43,7 @@ def run_job(args, work, name, command, cwd, extra_env):
     out = os.path.join(work, name)
     os.makedirs(out)
     logs = os.path.join(out, "logs")
-    env = dict(os.environ)
-    for k in list(env):
-        if k.startswith(("XTIMER_", "TORCHELASTIC_")) or k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LD_PRELOAD"):
-            del env[k]
-    env.update(
+    env = agent_env(
         OUT=out,
         XTIMER_PYTHON=args.python,
         XTIMER_LOG_LEVEL="debug",
