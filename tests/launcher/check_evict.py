@@ -14,6 +14,9 @@ through the simulated runtime's control file (`node=N gpu_factor=F`).
                  loaded step + 1, the survivors' the step they saved last, the bytes loaded are
                  those saved), the job's step time comes back within 10% of its healthy value,
                  and node 2 cannot join the run again (what CI runs, about 60 s)
+        network  the same with node 2's network at a tenth of the others' (`node=2 net_gbps=0.2`),
+                 two ranks per node: the judge pins the slower transfers on node 2 (cause network,
+                 scope node), and it is evicted, replaced and resumed as above
         smaller  4 nodes (--nnodes 3:4), no spare: node 2 is evicted, the job goes on with 3
         atmin    4 nodes (--nnodes 4:4), no spare: node 2 stays and says so
         host     4 nodes + 1 spare, node 2's rank a host-side straggler: named, never evicted
@@ -134,7 +137,7 @@ class Node(Run):
 class Job:
     """The collector, etcd and the nodes; the collector's verdicts read twice a second."""
 
-    def __init__(self, args, out, nodes, spares, nnodes, evict, extra_flags=(), flash=False, train_args=""):
+    def __init__(self, args, out, nodes, spares, nnodes, evict, extra_flags=(), flash=False, train_args="", nproc=1):
         self.args, self.out = args, out
         self.control = os.path.join(out, "control")
         set_control(self.control, "")
@@ -160,7 +163,7 @@ class Job:
             f'--ckpt-every 0 --progress "$d/progress-$RANK"{flash_args}{train_args}'
         )
         flags = self.etcd.rendezvous_args(nnodes, "evict", "last_call_timeout=2,join_timeout=120,lease_ttl=3")
-        flags += ["--nproc-per-node", "1", "--max-restarts", "3", "--stop-grace", "2"]
+        flags += ["--nproc-per-node", str(nproc), "--max-restarts", "3", "--stop-grace", "2"]
         if evict:
             flags += ["--evict-slow-nodes"] + list(extra_flags)
         for i in range(nodes + spares):
@@ -275,8 +278,23 @@ def slow_gpu_episode(job, warmup_s, factor=2.0):
     return healthy, onset
 
 
-def c_spare(args, out):
-    job = Job(args, out, 4, 1, "4:4", True, ["--evict-slow-after", "6"], flash=True)
+# What stays with a node and evicts it: the control line that slows node 2 mid-run, the cause the
+# verdict must give, and what the check calls it.
+STAYING = {
+    "gpu": (f"node={SLOW_NODE} gpu_factor=2", "gpu_compute", "its GPU slowed down", 1),
+    # Its network at a tenth of the others' (SIMGPU_NET_GBPS=2). The job's all-reduce slows down,
+    # and so does node 2's own all-gather (the simulation has one network per node, so its
+    # communicators inside the node slow too): two ranks per node, so that the judge can pin the
+    # slower transfers on the one node both communicators share. With one rank per node only the
+    # job's all-reduce slows down, which every node shares: that is the job's network, never
+    # evicted.
+    "network": (f"node={SLOW_NODE} net_gbps=0.2", "network", "its network slowed down", 2),
+}
+
+
+def c_spare(args, out, fault="gpu"):
+    control, cause, what, nproc = STAYING[fault]
+    job = Job(args, out, 4, 1, "4:4", True, ["--evict-slow-after", "6"], flash=True, nproc=nproc)
     try:
         check(wait_for(lambda: job.training(4), 120, 0.2), "four nodes train")
         spare = job.nodes[4]
@@ -284,18 +302,23 @@ def c_spare(args, out):
             wait_for(lambda: spare.first("waiting to be taken into the next one")[0] is not None, 30),
             "the fifth node waits as a spare",
         )
-        healthy, onset = slow_gpu_episode(job, 12)
+        healthy = healthy_step(job, 12)
+        onset = time.time()
+        set_control(job.control, control)
         slow = job.nodes[SLOW_NODE]
         ok = wait_for(lambda: slow.first(EVICTED)[0] is not None, 60, 0.2)
-        check(ok, f"node {SLOW_NODE} is evicted after its GPU slowed down")
+        check(ok, f"node {SLOW_NODE} is evicted after {what}")
         t_evict, line = slow.first(EVICTED)
-        check(line is not None and "gpu_compute" in line and "node2" in line, f"its log line names the verdict: {line}")
+        check(line is not None and cause in line and "node2" in line, f"its log line names the verdict: {line}")
+        if fault == "network":
+            named = {f for f in job.named() if f[0] == "network"}
+            check(named == {("network", "node", "node2")}, f"the network slowdown is pinned on node2 alone: {named}")
         rc = slow.proc.wait(30) if ok else None
         check(rc == 1, f"the evicted node exits 1 (rc {rc})")
         check("it cannot join run 'evict' again" in slow.text(), "it says it cannot join the run again")
         back = recovered_at(job, t_evict or onset, healthy) if ok else None
         check(back is not None, "the job's step time comes back within 10% of its healthy value")
-        check(wait_for(lambda: spare.first("world size 4")[0] is not None, 30), "the spare trains in the new round")
+        check(wait_for(lambda: spare.first(f"world size {4 * nproc}")[0] is not None, 30), "the spare trains in the new round")
         others = [n for n in job.nodes if n.index not in (SLOW_NODE,)]
         for n in others:
             check(n.proc.poll() is None, f"{n.name} still runs")
@@ -303,12 +326,12 @@ def c_spare(args, out):
         check(all(c == 1 for c in counters), f"xtimer_slow_node_evictions_total is 1 on every node left ({counters})")
         row = wait_for(lambda: eviction_row(job, "node2"), 10, 0.2)
         check(
-            row is not None and "gpu_compute" in row and "evicted as slow" in row,
+            row is not None and cause in row and "evicted as slow" in row,
             f"the collector's status page has a row for the eviction: {row}",
         )
         check_resumed(job, others, spare)
         key = etcd_get(job.etcd, "/xtimer/run/evict/evicted/127.0.0.4")
-        check(key is not None and key.get("cause") == "gpu_compute" and key.get("name") == "node2", f"etcd key: {key}")
+        check(key is not None and key.get("cause") == cause and key.get("name") == "node2", f"etcd key: {key}")
         # The evicted address is refused at once.
         again = subprocess.run(
             [os.path.join(args.bin, "xtimer_run")]
@@ -324,7 +347,7 @@ def c_spare(args, out):
             f"the evicted node cannot join again: {again.stderr.strip()[-200:]}",
         )
         after = job.step_times((back or time.time()) + 0)
-        print(f"figure: healthy step {healthy:.3f} s; slow GPU onset -> eviction {t_evict - onset:.1f} s", flush=True)
+        print(f"figure: healthy step {healthy:.3f} s; slow {fault} onset -> eviction {t_evict - onset:.1f} s", flush=True)
         if back:
             print(
                 f"figure: onset -> step time back within 10% {back - onset:.1f} s (eviction -> back "
@@ -478,6 +501,7 @@ def etcd_get(etcd, key):
 
 MODES = {
     "spare": c_spare,
+    "network": lambda args, out: c_spare(args, out, "network"),
     "smaller": c_smaller,
     "atmin": c_atmin,
     "host": lambda args, out: c_follows(args, out, "host"),
