@@ -22,6 +22,9 @@ every step: `host_ms=N` (the rank spends N ms per step in `prepare_batch`, a hos
 --pg-timeout sets the process group's timeout (seconds), as a job with Flight Recorder does.
 --eval-every N: every N steps an eval pass (--eval-batches forward passes without gradients, the
 loss all-reduced; {"evaluated": step}), as a training job makes one.
+--nvrx-report S: NVIDIA's straggler detection (nvidia-resiliency-ext) times each step as its
+section "step" with CUDA profiling (its CUPTI module), and every S seconds rank 0 logs its report
+({"nvrx": time, "stragglers", "gpu_relative", ...}): what tests/realtorch/bench_nvrx.py compares.
 Each rank appends one JSON line per step to --step-log: {"rank", "step", "t", "restart"}.
 
 With --ckpt DIR (DDP only): xtimer's flash checkpoint (DLRover's DdpCheckpointer API) saves the
@@ -150,6 +153,42 @@ def digest(model, opt):
     return h.hexdigest()[:16]
 
 
+class NvrxSteps:
+    """nvidia-resiliency-ext's straggler Detector around each step: `begin` and `end` enter and
+    leave its section "step"; at each report (every `interval` s, agreed among the ranks) rank 0
+    hands `note` what it names (StragglerIds as ranks) and its scores."""
+
+    def __init__(self, interval, rank, note):
+        from nvidia_resiliency_ext import straggler
+
+        self.detector, self.rank, self.note = straggler.Detector, rank, note
+        self.detector.initialize(scores_to_compute="all", gather_on_rank0=True, report_time_interval=interval)
+        self.section = None
+
+    def begin(self):
+        self.section = self.detector.detection_section("step", profile_cuda=True)
+        self.section.__enter__()
+
+    def end(self):
+        self.section.__exit__(None, None, None)
+        report = self.detector.generate_report_if_interval_elapsed()
+        if report is None or self.rank != 0:
+            return
+        named = report.identify_stragglers()
+        self.note(
+            nvrx=time.time(),
+            stragglers={kind: sorted(s.rank for s in ids) for kind, ids in named.items() if isinstance(ids, set)},
+            sections={
+                kind: {name: sorted(s.rank for s in ids) for name, ids in by.items()}
+                for kind, by in named.items()
+                if isinstance(by, dict)
+            },
+            gpu_relative=report.gpu_relative_perf_scores,
+            gpu_individual=report.gpu_individual_perf_scores,
+            section_relative=report.section_relative_perf_scores,
+        )
+
+
 def evaluate(args, model, loss_fn, generator, device):
     """An eval pass as a training job makes one: the model in eval mode, --eval-batches forward
     passes without gradients, the mean loss all-reduced."""
@@ -189,6 +228,7 @@ def main():
     p.add_argument("--eval-every", type=int, default=0)
     p.add_argument("--eval-batches", type=int, default=8)
     p.add_argument("--step-log", default="")
+    p.add_argument("--nvrx-report", type=float, default=0)
     args = p.parse_args()
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -230,6 +270,7 @@ def main():
             opt.load_state_dict(state["optimizer"])
             start = state["step"] + 1
             note(loaded=state["step"], digest=digest(model, opt))
+    nvrx = NvrxSteps(args.nvrx_report, rank, note) if args.nvrx_report > 0 else None
     batches = loader_batches(args, rank, device) if args.loader else None
     heap = []  # collect_garbage's objects
     for step in range(start, args.steps):
@@ -237,6 +278,8 @@ def main():
         if rank == args.crash_rank and step == args.crash_step and not os.path.exists(marker):
             open(marker, "w").close()
             os.kill(os.getpid(), signal.SIGKILL)
+        if nvrx:
+            nvrx.begin()
         if batches is not None:
             prepare_batch(args, None, None)  # the host straggler's extra work alone
             x, y = next(batches)
@@ -266,6 +309,8 @@ def main():
             evaluate(args, model, loss_fn, generator, device)
             note(evaluated=step)
         torch.cuda.synchronize()
+        if nvrx:
+            nvrx.end()
         note(step=step, t=time.time())
     if checkpointer and rank == 0:
         checkpointer.wait_latest_checkpoint(timeout=120)

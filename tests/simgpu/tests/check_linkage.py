@@ -7,8 +7,10 @@ usage: check_linkage.py SIMDIR PROGRAM [PROGRAM...]
 - under LD_LIBRARY_PATH=SIMDIR every CUDA/NCCL library a program needs resolves into SIMDIR
   (the program's RUNPATH to /usr/local/cuda must not win);
 - every CUDA/cuBLAS/NCCL symbol the programs import is defined by the simulation;
-- the first program runs with exit status 0 and no "no version information" warning.
+- the first program runs with exit status 0 and no "no version information" warning;
+- libcupti.so.12 forwards to libcupti.so.13: the same version through either.
 """
+import ctypes
 import os
 import re
 import subprocess
@@ -21,6 +23,7 @@ VERSIONED = {
     "libcuda.so.1": None,
     "libnccl.so.2": None,
     "libcupti.so.13": "libcupti.so.13",
+    "libcupti.so.12": "libcupti.so.12",  # CUDA 12 clients, forwarded to libcupti.so.13
 }
 failures = []
 
@@ -72,6 +75,13 @@ def main():
             sym = line.split()[-1].split("@")[0]
             if re.match(r"^(cu|cuda|cublas|nccl)[A-Z_]", sym) and sym not in defined:
                 fail(f"{prog} imports {sym}, which the simulation does not define")
+    versions = []
+    for lib in ("libcupti.so.12", "libcupti.so.13"):
+        v = ctypes.c_uint32(0)
+        rc = ctypes.CDLL(os.path.join(simdir, lib)).cuptiGetVersion(ctypes.byref(v))
+        versions.append((rc, v.value))
+    if versions[0] != versions[1] or versions[0][0] != 0:
+        fail(f"libcupti.so.12 does not forward to libcupti.so.13: cuptiGetVersion (rc, version) {versions}")
     proc = run(programs[0], env=env)
     if proc.returncode != 0:
         fail(f"{programs[0]} exited with {proc.returncode}: {proc.stderr.strip()}")
