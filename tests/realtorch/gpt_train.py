@@ -25,7 +25,8 @@ loss all-reduced; {"evaluated": step}), as a training job makes one.
 --nvrx-report S: NVIDIA's straggler detection (nvidia-resiliency-ext) times each step as its
 section "step" with CUDA profiling (its CUPTI module), and every S seconds rank 0 logs its report
 ({"nvrx": time, "stragglers", "gpu_relative", ...}): what tests/realtorch/bench_nvrx.py compares.
-Each rank appends one JSON line per step to --step-log: {"rank", "step", "t", "restart"}.
+Each rank appends one JSON line per step to --step-log: {"rank", "step", "t", "cpu", "restart"}
+("cpu": the process' CPU seconds so far, every thread's, a preloaded library's too).
 
 With --ckpt DIR (DDP only): xtimer's flash checkpoint (DLRover's DdpCheckpointer API) saves the
 model and optimizer state into memory every --ckpt-every steps (1) and to DIR every 5th save
@@ -311,7 +312,7 @@ def main():
         torch.cuda.synchronize()
         if nvrx:
             nvrx.end()
-        note(step=step, t=time.time())
+        note(step=step, t=time.time(), cpu=time.process_time())
     if checkpointer and rank == 0:
         checkpointer.wait_latest_checkpoint(timeout=120)
     dist.barrier()
