@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Every diagnosis on real PyTorch: torch 2.15 (.realtorch, the CUDA 13 build from PyPI, unmodified)
 trains a small GPT (gpt_train.py) on simulated GPUs with backend nccl, under
-`xtimer_launch torchrun` (scripts/simgpu.sh), and the checks read what xtimer names.
+`xtimer_launch torchrun` or `xtimer_run` (scripts/simgpu.sh), and the checks read what xtimer
+names.
 
   check_realtorch.py CASE --peers .realtorch --bin build/bin --simgpu build/lib/simgpu [--pypath ...]
 
@@ -9,9 +10,11 @@ CASE:
   timings        DDP, 2 ranks: each rank's summary names torch's own kernels (demangled), the
                  matmuls with m x n x k and TFLOPS, DDP's bucket all-reduces with their sizes;
                  the step records count the steps the loop ran
+  timings-run    the same, the job launched by xtimer_run instead of xtimer_launch torchrun
   fsdp-timings   FSDP2 (fully_shard), 2 ranks: its all-gathers and reduce-scatters
   hang           rank 1 sleeps in load_shard_slowly before backward(): the agent's verdict
                  names rank 1 and that function
+  hang-run       the same under xtimer_run (whose agent writes the verdict, then restarts)
   stuck-kernel   rank 1's 200th vectorized elementwise kernel never completes: its watchdog
                  reports the kernel by name, and the verdict names rank 1
   slowdown       rank 1's GPU becomes 2x slower mid-run: the judge names rank 1, gpu_compute
@@ -47,6 +50,7 @@ Nothing here bounds a time: latencies are printed ("figure:" lines) for the benc
 Exit 77 (skip) when the peer environment is missing.
 """
 import argparse
+import functools
 import glob
 import json
 import os
@@ -73,10 +77,14 @@ TFLOPS = "0.02"
 
 class Job:
     """`scripts/simgpu.sh xtimer_launch torchrun --nproc-per-node 2 gpt_train.py ARGS` in a
-    session of its own, its timeline and logs in `out`."""
+    session of its own, its timeline and logs in `out`; with `run`, `xtimer_run` (or `launcher`)
+    in place of `xtimer_launch torchrun`."""
 
-    def __init__(self, args, out, train_args, env=None, launcher=None):
+    def __init__(self, args, out, train_args, env=None, launcher=None, run=False):
         self.out = out
+        if run:  # xtimer_run (torchrun's flags) instead of xtimer_launch torchrun
+            launcher = launcher or [os.path.join(args.bin, "xtimer_run")]
+            env = {"XTIMER_PYTHON": args.peers.python, "PYTHONPATH": args.pypath, **(env or {})}
         self.timeline = os.path.join(out, "timeline")
         self.control = os.path.join(out, "control")
         self.steps_log = os.path.join(out, "steps.jsonl")
@@ -170,9 +178,9 @@ def finished(job, steps, timeout):
     return ok
 
 
-def case_timings(args, out):
+def case_timings(args, out, run=False):
     steps = 40
-    job = Job(args, out, ["--steps", str(steps), "--bucket-mb", "0.25"])
+    job = Job(args, out, ["--steps", str(steps), "--bucket-mb", "0.25"], run=run)
     try:
         if not finished(job, steps, 400):
             return
@@ -254,13 +262,16 @@ def suspects_in(verdict, rank, text):
     )
 
 
-def case_hang(args, out):
+def case_hang(args, out, run=False):
     hang_timeout = 10
+    # Under xtimer_run the hang also restarts the workers (XTIMER_HANG_ACTION=restart, its
+    # default) after the verdict is written: with no restarts allowed, the job then ends.
     job = Job(
         args,
         out,
         ["--steps", "400", "--stall-rank", "1", "--stall-step", "15"],
         env={"XTIMER_HANG_TIMEOUT": str(hang_timeout), "XTIMER_DUMP_WAIT": "20"},
+        run=run,
     )
     try:
         stalled = wait_for(lambda: [r for r in job.steps(0) if r["step"] >= 14], 300, step=0.2)
@@ -688,8 +699,10 @@ CASES = {
     "kill-in-collective": case_kill_in_collective,
     "ckpt": case_ckpt,
     "timings": case_timings,
+    "timings-run": functools.partial(case_timings, run=True),
     "fsdp-timings": case_fsdp_timings,
     "hang": case_hang,
+    "hang-run": functools.partial(case_hang, run=True),
     "stuck-kernel": case_stuck_kernel,
     "slowdown": case_slowdown,
 }
