@@ -116,7 +116,9 @@ def main():
             row = run(args, fault, tool)
             rows.append(row)
             print(f"bench_nvrx: {row}", flush=True)
-    print("| fault (rank 1) | tool | named while healthy | onset -> rank 1 named | what named it | all it named after |")
+    print(
+        "| fault (rank 1) | tool | named while healthy | onset -> rank 1 named | what named it | all it named after |"
+    )
     print("|---|---|---|---|---|---|")
     for r in rows:
         at = f"{r['onset_s']:.1f} s" if r["onset_s"] is not None else f"not in {args.watch:.0f} s"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Every diagnosis on real PyTorch: torch 2.15 (.realtorch, the CUDA 13 build from PyPI, unmodified)
 trains a small GPT (gpt_train.py) on simulated GPUs with backend nccl, under
-`xtimer_launch torchrun` (scripts/simgpu.sh), and the checks read what xtimer names.
+`xtimer_launch torchrun` or `xtimer_run` (scripts/simgpu.sh), and the checks read what xtimer
+names.
 
   check_realtorch.py CASE --peers .realtorch --bin build/bin --simgpu build/lib/simgpu [--pypath ...]
 
@@ -9,9 +10,11 @@ CASE:
   timings        DDP, 2 ranks: each rank's summary names torch's own kernels (demangled), the
                  matmuls with m x n x k and TFLOPS, DDP's bucket all-reduces with their sizes;
                  the step records count the steps the loop ran
+  timings-run    the same, the job launched by xtimer_run instead of xtimer_launch torchrun
   fsdp-timings   FSDP2 (fully_shard), 2 ranks: its all-gathers and reduce-scatters
   hang           rank 1 sleeps in load_shard_slowly before backward(): the agent's verdict
                  names rank 1 and that function
+  hang-run       the same under xtimer_run (whose agent writes the verdict, then restarts)
   stuck-kernel   rank 1's 200th vectorized elementwise kernel never completes: its watchdog
                  reports the kernel by name, and the verdict names rank 1
   slowdown       rank 1's GPU becomes 2x slower mid-run: the judge names rank 1, gpu_compute
@@ -43,10 +46,16 @@ CASE:
                  at step 12, the workers restart and resume, and every byte of the parameters
                  and AdamW state they load (read back with device-to-host copies) is what was
                  saved
+  ckpt-fsdp      the same with FSDP2 (fully_shard) and FsdpShardCheckpointer (DLRover's FSDP
+                 API: get_state_dict, dcp.load from get_storage_reader, set_state_dict): every
+                 byte of each rank's shards of the parameters and AdamW state, stamped with
+                 host-to-device copies at each save, is what was saved, after dcp.load and
+                 after set_state_dict, read from the shared-memory snapshots
 Nothing here bounds a time: latencies are printed ("figure:" lines) for the benchmarks.
 Exit 77 (skip) when the peer environment is missing.
 """
 import argparse
+import functools
 import glob
 import json
 import os
@@ -73,10 +82,14 @@ TFLOPS = "0.02"
 
 class Job:
     """`scripts/simgpu.sh xtimer_launch torchrun --nproc-per-node 2 gpt_train.py ARGS` in a
-    session of its own, its timeline and logs in `out`."""
+    session of its own, its timeline and logs in `out`; with `run`, `xtimer_run` (or `launcher`)
+    in place of `xtimer_launch torchrun`."""
 
-    def __init__(self, args, out, train_args, env=None, launcher=None):
+    def __init__(self, args, out, train_args, env=None, launcher=None, run=False):
         self.out = out
+        if run:  # xtimer_run (torchrun's flags) instead of xtimer_launch torchrun
+            launcher = launcher or [os.path.join(args.bin, "xtimer_run")]
+            env = {"XTIMER_PYTHON": args.peers.python, "PYTHONPATH": args.pypath, **(env or {})}
         self.timeline = os.path.join(out, "timeline")
         self.control = os.path.join(out, "control")
         self.steps_log = os.path.join(out, "steps.jsonl")
@@ -170,9 +183,9 @@ def finished(job, steps, timeout):
     return ok
 
 
-def case_timings(args, out):
+def case_timings(args, out, run=False):
     steps = 40
-    job = Job(args, out, ["--steps", str(steps), "--bucket-mb", "0.25"])
+    job = Job(args, out, ["--steps", str(steps), "--bucket-mb", "0.25"], run=run)
     try:
         if not finished(job, steps, 400):
             return
@@ -254,13 +267,16 @@ def suspects_in(verdict, rank, text):
     )
 
 
-def case_hang(args, out):
+def case_hang(args, out, run=False):
     hang_timeout = 10
+    # Under xtimer_run the hang also restarts the workers (XTIMER_HANG_ACTION=restart, its
+    # default) after the verdict is written: with no restarts allowed, the job then ends.
     job = Job(
         args,
         out,
         ["--steps", "400", "--stall-rank", "1", "--stall-step", "15"],
         env={"XTIMER_HANG_TIMEOUT": str(hang_timeout), "XTIMER_DUMP_WAIT": "20"},
+        run=run,
     )
     try:
         stalled = wait_for(lambda: [r for r in job.steps(0) if r["step"] >= 14], 300, step=0.2)
@@ -649,6 +665,87 @@ def case_ckpt(args, out):
         job.kill()
 
 
+# Loaded pieces that torch places with a device kernel (which computes nothing on the simulated
+# GPU, so their bytes cannot be compared), by the name gpt_train.pieces gives them: none with
+# FSDP2 at the same world size (tests/realtorch/README.md, "What the bytes compare").
+KERNEL_PLACED = ()
+
+
+def case_ckpt_fsdp(args, out):
+    """FSDP2 on cuda under xtimer_run with FsdpShardCheckpointer (DLRover's FSDP API): rank 1
+    is SIGKILLed at step 12; both workers resume from the shared-memory snapshots with every
+    byte of their shards of the parameters and of AdamW's state as saved."""
+    steps, crash = 20, 12
+    ckpt, shm = os.path.join(out, "ckpt"), os.path.join(out, "shm")
+    os.makedirs(shm)
+    train = ["--steps", str(steps), "--wrap", "fsdp", "--ckpt", ckpt, "--crash-rank", "1", "--crash-step", str(crash)]
+    job = Job(
+        args,
+        out,
+        train,
+        env={"XTIMER_CKPT_SHM_DIR": shm},
+        launcher=[os.path.join(args.bin, "xtimer_run"), "--max-restarts", "1"],
+        run=True,
+    )
+    try:
+        if not finished(job, steps, 500):
+            return
+        saved = {(r["rank"], r["saved"]): r for r in job.rows("saved") if r["restart"] == 0}
+        dcp_rows = {r["rank"]: r for r in job.rows("dcp_loaded") if r["restart"] == 1}
+        sets = {r["rank"]: r for r in job.rows("set_state") if r["restart"] == 1}
+        loads = [r for r in job.rows("loaded") if r["restart"] == 1]
+        check(len(loads) == WORLD, f"both workers of the second round loaded a checkpoint ({len(loads)} loads)")
+        # A memory save is skipped (on every rank) while a persister copies the last disk save:
+        # the resume is from the newest step that every rank saved.
+        newest = max((s for r, s in saved if all((k, s) in saved for k in range(WORLD))), default=None)
+        for r in loads:
+            rank, step = r["rank"], r["loaded"]
+            want = saved.get((rank, step), {}).get("pieces", {})
+            got = r.get("pieces", {})
+            before = saved.get((rank, max((s for k, s in saved if k == rank and s < step), default=-1)), {})
+            before = before.get("pieces", {})
+            # The stamps make every floating-point piece differ from one save to the next, so
+            # that equal bytes cannot be the memory's leftovers.
+            same_as_before = sorted(n for n in want if n != "mask" and before.get(n) == want[n])
+            check(
+                bool(want) and bool(before) and not same_as_before,
+                f"rank {rank}: every stamped piece of step {step} differs from the save before ({same_as_before[:4]})",
+            )
+            compared = sorted(n for n in want if n not in KERNEL_PLACED)
+            differ = [n for n in compared if got.get(n) != want[n]]
+            check(
+                step == newest and set(got) == set(want) and not differ,
+                f"rank {rank}: resumed after step {step} (newest both saved; crash at {crash}), every byte of its "
+                f"{len(compared)} pieces (parameter shards, buffers, AdamW state) as saved "
+                f"(differ: {differ[:6]})",
+            )
+            mid = dcp_rows.get(rank, {}).get("pieces", {})
+            differ_mid = [n for n in compared if mid.get(n) != want[n]]
+            check(
+                bool(mid) and not differ_mid,
+                f"rank {rank}: already so after dcp.load, before set_state_dict (differ: {differ_mid[:6]})",
+            )
+            for what, rows in (("dcp.load", dcp_rows), ("set_state_dict", sets)):
+                writes = rows.get(rank, {}).get("writes")
+                print(f"figure: rank {rank}: {what} wrote device memory by {writes}")
+                kernels = {k: v for k, v in (writes or {}).items() if not k.startswith("copy")}
+                check(
+                    writes is not None and not kernels,
+                    f"rank {rank}: {what} placed everything on the device with copies, no kernel ({kernels})",
+                )
+            print(f"figure: rank {rank} loaded step {step} from {r.get('source')}")
+            check(
+                (r.get("source") or {}).get("memory") == list(range(WORLD)),
+                f"rank {rank}: every saving rank's part came from shared memory ({r.get('source')})",
+            )
+        last = {r["rank"]: r["step"] for r in job.steps()}
+        check(all(last.get(k) == steps - 1 for k in range(WORLD)), f"both ranks trained to the end ({last})")
+        disk = glob.glob(os.path.join(ckpt, "*", ".metadata"))
+        check(bool(disk), f"the disk saves are in the checkpoint folder in DCP's layout ({len(disk)} steps)")
+    finally:
+        job.kill()
+
+
 def case_kill_in_collective(args, out):
     steps = 30
     job = Job(
@@ -688,8 +785,11 @@ CASES = {
     "kill-in-collective": case_kill_in_collective,
     "ckpt": case_ckpt,
     "timings": case_timings,
+    "timings-run": functools.partial(case_timings, run=True),
     "fsdp-timings": case_fsdp_timings,
     "hang": case_hang,
+    "hang-run": functools.partial(case_hang, run=True),
+    "ckpt-fsdp": case_ckpt_fsdp,
     "stuck-kernel": case_stuck_kernel,
     "slowdown": case_slowdown,
 }

@@ -28,12 +28,17 @@ section "step" with CUDA profiling (its CUPTI module), and every S seconds rank 
 Each rank appends one JSON line per step to --step-log: {"rank", "step", "t", "cpu", "restart"}
 ("cpu": the process' CPU seconds so far, every thread's, a preloaded library's too).
 
-With --ckpt DIR (DDP only): xtimer's flash checkpoint (DLRover's DdpCheckpointer API) saves the
-model and optimizer state into memory every --ckpt-every steps (1) and to DIR every 5th save
-({"saved": step}), and a restarted worker
-resumes from it. The bytes are what torch copies between the device and the host: each save
-logs a digest of the state as saved ({"saved": step, "digest"}), each load one of the state as
-loaded into the device tensors ({"loaded": step, "digest"}), read back with copies.
+With --ckpt DIR: xtimer's flash checkpoint saves the model and optimizer state into memory every
+--ckpt-every steps (1) and to DIR every 5th save ({"saved": step}), and a restarted worker
+resumes from it. DDP: DLRover's DdpCheckpointer API (state_dict / load_state_dict). FSDP2:
+DLRover's FSDP API (FsdpShardCheckpointer, docs/dlrover_fsdp.md): get_state_dict, a save of
+{"model", "optim", "step"}, and at the start get_storage_reader, dcp.load and set_state_dict.
+The bytes are what torch copies between the device and the host: each save logs a digest of
+the state as saved ({"saved": step, "digest"}), each load one of the state as loaded into the
+device tensors ({"loaded": step, "digest"}), read back with copies. FSDP2 rows also carry
+"pieces", a digest of each tensor this rank holds (a DTensor's local shard) by name, and the
+load one more row ({"dcp_loaded": step, "pieces"}) between dcp.load and set_state_dict, so
+that a piece placed by a device kernel (which computes nothing here) is named.
 """
 import argparse
 import datetime
@@ -143,14 +148,15 @@ def load_shard_slowly(seconds):
 
 
 def digest(model, opt):
-    """sha256 of every parameter and optimizer state tensor, copied to the host."""
+    """sha256 of every parameter and optimizer state tensor (a DTensor's local shard), copied to
+    the host."""
     h = hashlib.sha256()
     for p in model.parameters():
-        h.update(p.detach().cpu().numpy().tobytes())
+        h.update(_local(p).detach().cpu().numpy().tobytes())
         for k, v in sorted(opt.state.get(p, {}).items()):
             if torch.is_tensor(v):
                 h.update(k.encode())
-                h.update(v.detach().cpu().numpy().tobytes())
+                h.update(_local(v).detach().cpu().numpy().tobytes())
     return h.hexdigest()[:16]
 
 
@@ -188,6 +194,116 @@ class NvrxSteps:
             gpu_individual=report.gpu_individual_perf_scores,
             section_relative=report.section_relative_perf_scores,
         )
+
+
+def _local(t):
+    """The part of a tensor this rank holds: a DTensor's local shard, else the tensor."""
+    from torch.distributed.tensor import DTensor
+
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
+def state_tensors(model, opt):
+    """(name, tensor) of every parameter, buffer and optimizer state tensor of the model."""
+    names = {p: n for n, p in model.named_parameters()}
+    out = list(model.named_parameters()) + list(model.named_buffers())
+    for p, st in opt.state.items():
+        out += [(f"{names[p]}.{k}", v) for k, v in sorted(st.items()) if torch.is_tensor(v)]
+    return out
+
+
+def pieces(model, opt):
+    """sha256 (16 hex digits) of each tensor of state_tensors as this rank holds it (a DTensor's
+    local shard), copied to the host, by name."""
+    return {
+        n: hashlib.sha256(_local(t).detach().cpu().numpy().tobytes()).hexdigest()[:16]
+        for n, t in state_tensors(model, opt)
+    }
+
+
+def stamp(model, opt, seed):
+    """Kernels compute nothing here: every parameter and floating-point optimizer state tensor
+    (its local shard) gets random bytes from the host by a host-to-device copy, so that every
+    byte a resume must bring back differs from save to save. The buffers (the causal mask, made
+    on the host) and AdamW's step count (a CPU tensor) keep their values."""
+    g = torch.Generator().manual_seed(seed)
+    buffers = {n for n, _ in model.named_buffers()}
+    with torch.no_grad():
+        for n, t in state_tensors(model, opt):
+            lt = _local(t)
+            if n in buffers or not lt.is_cuda or not lt.is_floating_point():
+                continue
+            lt.copy_(torch.randn(lt.shape, generator=g).to(lt.dtype))
+
+
+class DeviceWrites:
+    """While active, counts the torch ops that write device memory, by how they do it: `copy
+    host-to-device` and `copy device-to-device` (same dtype, both sides contiguous: a memcpy,
+    which moves real bytes here), `copy onto itself`, or `kernel OP` (anything else: computes
+    nothing here). A DTensor op is judged by its local tensors (same placements: the local op)."""
+
+    def __init__(self):
+        import collections
+
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        counts = self.counts = collections.Counter()
+
+        def local(t):
+            return getattr(t, "_local_tensor", t)
+
+        allocations = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
+
+        def how(func, args, kwargs, out):
+            schema = func._schema
+            written = [
+                v
+                for a, v in zip(
+                    schema.arguments, list(args) + [kwargs.get(a.name) for a in schema.arguments[len(args) :]]
+                )
+                if a.alias_info is not None and a.alias_info.is_write and torch.is_tensor(v)
+            ]
+            if not written:  # a new tensor (not a view, not bare memory) on the device
+                new = [t for t in (out if isinstance(out, (list, tuple)) else [out]) if torch.is_tensor(t)]
+                if any(r.alias_info is not None for r in schema.returns) or schema.name.split("::")[-1] in allocations:
+                    return None
+                if not any(local(t).is_cuda for t in new):
+                    return None
+                src = local(args[0]) if args and torch.is_tensor(args[0]) else None
+                if func in (torch.ops.aten.clone.default, torch.ops.aten._to_copy.default) and src is not None:
+                    dst = local(new[0])
+                    if src.dtype == dst.dtype and src.is_contiguous() and dst.is_contiguous():
+                        return "copy device-to-device" if src.is_cuda else "copy host-to-device"
+                return f"kernel {func.__name__}"
+            if not any(local(t).is_cuda for t in written):
+                return None
+            if func is torch.ops.aten.copy_.default:
+                dst, src = local(args[0]), local(args[1])
+                if dst.dtype != src.dtype or not dst.is_contiguous() or not src.is_contiguous():
+                    strided = "" if dst.is_contiguous() and src.is_contiguous() else ", non-contiguous"
+                    return f"kernel copy_ ({src.device.type} {src.dtype} -> {dst.dtype}{strided})"
+                if src.is_cuda and src.data_ptr() == dst.data_ptr():
+                    return "copy onto itself"  # aten's copy_ returns early: nothing moves
+                return "copy device-to-device" if src.is_cuda else "copy host-to-device"
+            return f"kernel {func.__name__}"
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                out = func(*args, **kwargs)
+                kind = how(func, args, kwargs, out)
+                if kind is not None:
+                    counts[kind] += 1
+                return out
+
+        self.mode = Mode()
+
+    def __enter__(self):
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.mode.__exit__(*exc)
 
 
 def evaluate(args, model, loss_fn, generator, device):
@@ -261,7 +377,27 @@ def main():
             log.write(json.dumps({"rank": rank, "restart": restart, "pid": os.getpid(), **row}) + "\n")
 
     start, checkpointer = 0, None
-    if args.ckpt:
+    if args.ckpt and args.wrap == "fsdp":
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+        from xtimer.ckpt.fsdp import FsdpShardCheckpointer, StorageType
+
+        os.makedirs(args.ckpt, exist_ok=True)
+        checkpointer = FsdpShardCheckpointer(args.ckpt)
+        msd, osd = get_state_dict(model, opt)
+        state = {"model": msd, "optim": osd, "step": -1}
+        reader = checkpointer.get_storage_reader()  # collective; None: nothing saved
+        if reader is not None:
+            with DeviceWrites() as writes:
+                dcp.load(state, storage_reader=reader)
+            note(dcp_loaded=state["step"], pieces=pieces(model, opt), writes=dict(writes.counts))
+            with DeviceWrites() as writes:
+                set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
+            note(set_state=state["step"], writes=dict(writes.counts))
+            start = state["step"] + 1
+            got = pieces(model, opt)
+            note(loaded=state["step"], digest=digest(model, opt), pieces=got, source=checkpointer.loaded_from)
+    elif args.ckpt:
         from xtimer.ckpt import DdpCheckpointer, StorageType
 
         checkpointer = DdpCheckpointer(args.ckpt)
@@ -296,7 +432,14 @@ def main():
             dist.all_reduce(loss.detach())
         opt.step()
         opt.zero_grad(set_to_none=True)
-        if checkpointer and (step + 1) % args.ckpt_every == 0:
+        if checkpointer and args.wrap == "fsdp" and (step + 1) % args.ckpt_every == 0:
+            stamp(model, opt, seed=step * 1000 + rank)
+            msd, osd = get_state_dict(model, opt)
+            kind = StorageType.DISK if (step + 1) % (5 * args.ckpt_every) == 0 else StorageType.MEMORY
+            # False: skipped on every rank (a persister had not yet copied the last disk save).
+            if checkpointer.save_checkpoint(step, {"model": msd, "optim": osd, "step": step}, storage_type=kind):
+                note(saved=step, digest=digest(model, opt), pieces=pieces(model, opt))
+        elif checkpointer and (step + 1) % args.ckpt_every == 0:
             # Kernels compute nothing here: stamp the step into a parameter with a host-to-device
             # copy, so that every step's state differs in bytes that a resume must bring back.
             with torch.no_grad():
