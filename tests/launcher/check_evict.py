@@ -318,7 +318,10 @@ def c_spare(args, out, fault="gpu"):
         check("it cannot join run 'evict' again" in slow.text(), "it says it cannot join the run again")
         back = recovered_at(job, t_evict or onset, healthy) if ok else None
         check(back is not None, "the job's step time comes back within 10% of its healthy value")
-        check(wait_for(lambda: spare.first(f"world size {4 * nproc}")[0] is not None, 30), "the spare trains in the new round")
+        check(
+            wait_for(lambda: spare.first(f"world size {4 * nproc}")[0] is not None, 30),
+            "the spare trains in the new round",
+        )
         others = [n for n in job.nodes if n.index not in (SLOW_NODE,)]
         for n in others:
             check(n.proc.poll() is None, f"{n.name} still runs")
@@ -347,7 +350,9 @@ def c_spare(args, out, fault="gpu"):
             f"the evicted node cannot join again: {again.stderr.strip()[-200:]}",
         )
         after = job.step_times((back or time.time()) + 0)
-        print(f"figure: healthy step {healthy:.3f} s; slow {fault} onset -> eviction {t_evict - onset:.1f} s", flush=True)
+        print(
+            f"figure: healthy step {healthy:.3f} s; slow {fault} onset -> eviction {t_evict - onset:.1f} s", flush=True
+        )
         if back:
             print(
                 f"figure: onset -> step time back within 10% {back - onset:.1f} s (eviction -> back "
