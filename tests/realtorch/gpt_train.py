@@ -23,6 +23,9 @@ every step: `host_ms=N` (the rank spends N ms per step in `prepare_batch`, a hos
 --eval-every N: every N steps an eval pass (--eval-batches forward passes without gradients, the
 loss all-reduced; {"evaluated": step}), as a training job makes one.
 Each rank appends one JSON line per step to --step-log: {"rank", "step", "t", "restart"}.
+--profile-steps=A:B --profile-dir DIR runs torch.profiler (CPU and CUDA activities) from the start
+of step A to the end of step B-1, as a user profiles a few steps mid-job, and exports its Chrome
+trace to DIR/rank<R>.json ({"profiled": [A, B]}). A of -1 starts it before the first CUDA call.
 
 With --ckpt DIR (DDP only): xtimer's flash checkpoint (DLRover's DdpCheckpointer API) saves the
 model and optimizer state into memory every --ckpt-every steps (1) and to DIR every 5th save
@@ -189,8 +192,21 @@ def main():
     p.add_argument("--eval-every", type=int, default=0)
     p.add_argument("--eval-batches", type=int, default=8)
     p.add_argument("--step-log", default="")
+    p.add_argument("--profile-steps", default="", help="A:B (A = -1: from before the first CUDA call)")
+    p.add_argument("--profile-dir", default=".")
     args = p.parse_args()
 
+    profile_from, profile_to = map(int, args.profile_steps.split(":")) if args.profile_steps else (-2, -2)
+    profiler = None
+
+    def start_profiler():
+        nonlocal profiler
+        acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        profiler = torch.profiler.profile(activities=acts)
+        profiler.start()
+
+    if profile_from == -1:
+        start_profiler()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local_rank)
     device = torch.device("cuda", local_rank)
@@ -233,6 +249,14 @@ def main():
     batches = loader_batches(args, rank, device) if args.loader else None
     heap = []  # collect_garbage's objects
     for step in range(start, args.steps):
+        if step == profile_from:
+            start_profiler()
+        if step == profile_to and profiler is not None:
+            torch.cuda.synchronize()
+            profiler.stop()
+            profiler.export_chrome_trace(os.path.join(args.profile_dir, f"rank{rank}.json"))
+            profiler = None
+            note(profiled=[profile_from, profile_to])
         marker = os.path.join(args.ckpt or ".", "crashed")
         if rank == args.crash_rank and step == args.crash_step and not os.path.exists(marker):
             open(marker, "w").close()
