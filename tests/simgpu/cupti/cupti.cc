@@ -67,11 +67,16 @@ struct State {
 
   std::mutex sub_mu;
   bool subscribed = false;
-  CUpti_CallbackFunc callback = nullptr;
-  void* userdata = nullptr;
-  // What API calls (Api) read without a lock: the subscriber's callback while subscribed, and
-  // the enabled callback ids per domain (0 driver, 1 runtime).
-  std::atomic<CUpti_CallbackFunc> live_callback{nullptr};
+  // What API calls (Api) read without a lock: the subscriber's callback and user data while
+  // subscribed (one pair per subscription, never freed: a call that read it may still use it
+  // after an unsubscribe and a new subscriber), and the enabled callback ids per domain (0
+  // driver, 1 runtime).
+  struct Subscriber {
+    CUpti_CallbackFunc callback;
+    void* userdata;
+  };
+  std::atomic<const Subscriber*> live{nullptr};
+  std::deque<Subscriber> subscriptions;  // every pair ever published (sub_mu): addresses stay
   std::atomic<uint64_t> cb_enabled[2][kCallbackIdWords] = {};
   // The client's clock for timestamps (cuptiActivityRegisterTimestampCallback), else the device clock.
   std::atomic<CUpti_TimestampCallbackFunc> timestamp{nullptr};
@@ -258,7 +263,8 @@ const char* SymbolName(State& st, const void* kernel) {
 // The entry or exit of an API call: the subscriber's callback, if it enabled this one.
 void Api(const simgpu::ApiCall& call) {
   State& st = S();
-  CUpti_CallbackFunc fn = st.live_callback.load(std::memory_order_acquire);
+  const State::Subscriber* sub = st.live.load(std::memory_order_acquire);
+  CUpti_CallbackFunc fn = sub != nullptr ? sub->callback : nullptr;
   const int d = DomainIndex(call.domain);
   if (fn == nullptr || d < 0 || call.cbid >= kCallbackIdWords * 64 ||
       !(st.cb_enabled[d][call.cbid / 64].load(std::memory_order_relaxed) & (1ull << (call.cbid % 64))))
@@ -278,7 +284,7 @@ void Api(const simgpu::ApiCall& call) {
   cb.correlationData = &data[(depth - 1) & 15];
   cb.correlationId = call.correlation;
   if (!call.exit) data[(depth - 1) & 15] = 0;
-  fn(st.userdata, static_cast<CUpti_CallbackDomain>(call.domain), call.cbid, &cb);
+  fn(sub->userdata, static_cast<CUpti_CallbackDomain>(call.domain), call.cbid, &cb);
   if (call.exit && depth > 0) --depth;
 }
 
@@ -485,11 +491,10 @@ SIMGPU_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUp
   simgpu::log("cupti: cuptiSubscribe%s", st.subscribed ? ": refused, the slot is taken" : "");
   if (st.subscribed) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   st.subscribed = true;
-  st.callback = callback;
-  st.userdata = userdata;
   for (auto& domain : st.cb_enabled)
     for (auto& word : domain) word.store(0, std::memory_order_relaxed);
-  st.live_callback.store(callback, std::memory_order_release);
+  st.subscriptions.push_back(State::Subscriber{callback, userdata});
+  st.live.store(callback != nullptr ? &st.subscriptions.back() : nullptr, std::memory_order_release);
   *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&st);
   return CUPTI_SUCCESS;
 }
@@ -501,8 +506,7 @@ SIMGPU_EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle subscriber) {
     return CUPTI_ERROR_INVALID_PARAMETER;
   simgpu::log("cupti: cuptiUnsubscribe");
   st.subscribed = false;
-  st.callback = nullptr;
-  st.live_callback.store(nullptr, std::memory_order_release);
+  st.live.store(nullptr, std::memory_order_release);
   return CUPTI_SUCCESS;
 }
 
@@ -553,8 +557,7 @@ SIMGPU_EXPORT CUptiResult cuptiFinalize() {
   {
     std::lock_guard lk(st.sub_mu);
     st.subscribed = false;
-    st.callback = nullptr;
-    st.live_callback.store(nullptr, std::memory_order_release);
+    st.live.store(nullptr, std::memory_order_release);
     for (auto& domain : st.cb_enabled)
       for (auto& word : domain) word.store(0, std::memory_order_relaxed);
   }
