@@ -8,7 +8,8 @@
 //
 // Only calls made by others arrive here: the library's own CUPTI calls use the functions it found
 // with dlsym in the libcupti it opened. A client that finds CUPTI with dlopen + dlsym itself
-// bypasses these hooks (and is refused the slot while the library holds it, as before).
+// bypasses these hooks: it is refused the slot while the library holds it, and its Activity API
+// calls would take the library's buffers unseen.
 #include <cupti.h>
 
 #include "preload/base/real_function.h"
