@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/mutex.h"
 #include "preload/base/hook_guard.h"
 #include "preload/base/own_gpu_calls.h"
@@ -74,6 +75,13 @@ struct State {
 };
 State* g_state = nullptr;
 std::atomic<bool> g_active{false};
+
+// Start and HandOver, one at a time: another client's first call and the library's Start may race.
+Mutex g_handover_mu;
+bool g_other_client XT_GUARDED_BY(g_handover_mu) = false;  // a client other than the library used CUPTI
+uint64_t g_started_ns XT_GUARDED_BY(g_handover_mu) = 0;
+char g_handover_note[192];  // written once under g_handover_mu, then published by g_note
+std::atomic<const char*> g_note{nullptr};
 
 void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *buffer = static_cast<uint8_t*>(aligned_alloc(8, kBufferBytes));
@@ -386,6 +394,13 @@ uint64_t HostNs(const State& st, uint64_t cupti_ns) { return static_cast<uint64_
 void SetLaunchPath(LaunchPath* launch) { g_launch.store(launch, std::memory_order_release); }
 
 bool Start(std::string* reason) {
+  MutexLock lock(g_handover_mu);
+  if (g_other_client) {
+    *reason =
+        "another CUPTI client (a profiler such as PyTorch's or Nsight) came first: the subscriber slot and the "
+        "activity buffers are its";
+    return false;
+  }
   std::string why;
   void* lib = LoadLibrary(&why);
   if (lib == nullptr) {
@@ -461,11 +476,41 @@ bool Start(std::string* reason) {
   uint64_t ts = 0;
   if (a.timestamp(&ts) == CUPTI_SUCCESS)
     st->clock_offset_ns = static_cast<int64_t>(MonotonicNs()) - static_cast<int64_t>(ts);
+  g_started_ns = MonotonicNs();
   g_active.store(true, std::memory_order_release);
   return true;
 }
 
 bool Active() { return g_active.load(std::memory_order_relaxed); }
+
+void HandOver(const char* entry_point) {
+  MutexLock lock(g_handover_mu);
+  g_other_client = true;
+  if (!g_active.load(std::memory_order_acquire)) return;
+  State& st = *g_state;
+  Api& a = st.api;
+  // Nothing new is written for us from here on; then every record written so far comes back to
+  // our buffer callback (the poller's next Drain reads it), so no buffer of ours is left for the
+  // other client's callbacks, which replace ours process-wide. A kernel that ends after the
+  // kinds are disabled, or is launched before Active() turns false, is timed by neither mode.
+  for (const Callback& c : kCallbacks) a.enable_callback(0, st.subscriber, c.domain, c.cbid);
+  for (CUpti_ActivityKind k : kKinds) a.disable(k);
+  for (CUpti_CallbackId cbid : kDriverLaunches) a.enable_driver_api(cbid, 0);
+  for (CUpti_CallbackId cbid : kRuntimeLaunches) a.enable_runtime_api(cbid, 0);
+  a.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  a.unsubscribe(st.subscriber);
+  // Plain kernels and copies take event pairs again; the stream watch, fed no more, is dropped.
+  g_active.store(false, std::memory_order_release);
+  const double after_s = static_cast<double>(MonotonicNs() - g_started_ns) / 1e9;
+  std::snprintf(g_handover_note, sizeof g_handover_note,
+                "CUPTI handed over to another client (%s: a profiler such as torch.profiler or Nsight) %.1f s "
+                "after start: kernels timed from CUPTI until then, with event pairs since",
+                entry_point, after_s);
+  g_note.store(g_handover_note, std::memory_order_release);
+  Log(LogLevel::kInfo, "%s (hooked launches only, for the rest of the process)", g_handover_note);
+}
+
+const char* HandOverNote() { return g_note.load(std::memory_order_acquire); }
 
 StreamWatch* Watch() { return Active() ? &g_state->watch : nullptr; }
 
@@ -502,7 +547,8 @@ void TakeTimes(const Record& r, CuptiOp* op, uint32_t* correlation, uint64_t* st
 }  // namespace
 
 void Drain(void (*sink)(void* ctx, const CuptiOp& op), void* ctx) {
-  if (!Active()) return;
+  // Also after a hand-over: the records it flushed are read here.
+  if (g_state == nullptr) return;
   State& st = *g_state;
   std::vector<std::pair<uint8_t*, size_t>> buffers;
   {

@@ -15,9 +15,16 @@
 // Hangs: records exist only once an op has ended, so CUPTI's API callback on every kernel and
 // graph launch (and stream destroy) tells Watch() which streams have unfinished work.
 //
+// Another client (torch.profiler's Kineto, a tool using the Activity API) comes second: the hooks
+// of the CUPTI entry points it calls (hooks/cupti_hooks.cc) call HandOver first, and the library
+// lets go of CUPTI (its records flushed for the poller, its kinds and callbacks disabled, the slot
+// freed), says so once and times with event pairs from then on, for the rest of the process. A
+// client that comes first (it called CUPTI before the library's Start) keeps CUPTI: Start refuses.
+//
 // Threads: Start and SetLaunchPath run once under the tracker's creation lock; Active/Enter/Leave
 // and the API callback on the launch path (no lock, no allocation of ours); Drain on the poller
-// thread only.
+// thread only; HandOver on the other client's thread, under a lock of its own that Start takes
+// too (never on the launch path: a launch that raced it is timed by neither, never by both).
 // CUPTI calls the buffer callbacks on its own thread or the flushing (poller) thread.
 #pragma once
 
@@ -57,8 +64,19 @@ bool Start(std::string* reason);
 // library runs (the tracker, after Start), null again in a forked child.
 void SetLaunchPath(LaunchPath* launch);
 
-// Launch path: whether CUPTI times plain kernels and copies (one relaxed load).
+// Launch path: whether CUPTI times plain kernels and copies (one relaxed load). False again once
+// the library handed CUPTI over.
 bool Active();
+
+// Another CUPTI client calls `entry_point` (hooks/cupti_hooks.cc). If the library holds CUPTI it
+// lets go before returning: it disables its API callbacks and activity kinds, flushes its records
+// (Drain still reads them), unsubscribes, logs one line and Active() is false. Whether or not it
+// held CUPTI, a later Start refuses (the other client came first). Safe from any thread.
+void HandOver(const char* entry_point);
+
+// Why kernels are no longer timed from CUPTI after a hand-over, for the summary's timing_note;
+// nullptr before (or without) one.
+const char* HandOverNote();
 
 // The streams with unfinished work, fed by CUPTI's launch callbacks and the records Drain
 // decodes (stream_watch.h); nullptr unless CUPTI mode runs.

@@ -3,7 +3,6 @@
 #include "common/clock.h"
 #include "common/identity.h"
 #include "common/log.h"
-#include "preload/timing/cupti_backend.h"
 
 namespace xtimer {
 namespace {
@@ -52,7 +51,7 @@ void LaunchPath::ChooseTimingMode() {
     timing_note_ = "XTIMER_CUPTI=0";
   } else if (cupti::Start(&timing_note_)) {
     cupti_ = true;
-    end_only_kernels_ = false;  // plain kernels pass straight through
+    end_only_kernels_ = false;  // plain kernels pass straight through (after a hand-over: a pair each)
     Log(LogLevel::kDebug, "timing kernels, copies and memsets from CUPTI activity records");
     return;
   }
@@ -60,11 +59,16 @@ void LaunchPath::ChooseTimingMode() {
       timing_note_.c_str());
 }
 
+const char* LaunchPath::timing_note() const {
+  const char* handed_over = cupti_ ? cupti::HandOverNote() : nullptr;
+  return handed_over != nullptr ? handed_over : timing_note_.c_str();
+}
+
 void LaunchPath::Begin(uint32_t class_id, void* stream, gpu::Path path, bool per_thread, int device, OpTicket* t,
                        bool end_only) {
   BeginTimed(class_id, stream, path, per_thread, device, end_only, t);
   // CUPTI mode: the kernels this matmul/collective launches are timed by its pair already.
-  t->owned = cupti_ && classes_.at(class_id).key.kind != OpKind::kKernel;
+  t->owned = cupti() && classes_.at(class_id).key.kind != OpKind::kKernel;
   if (t->owned) cupti::EnterOwnedCall(class_id);
 }
 

@@ -13,6 +13,7 @@
 #include "preload/base/mpmc_queue.h"
 #include "preload/base/own_gpu_calls.h"
 #include "preload/timing/comm_table.h"
+#include "preload/timing/cupti_backend.h"
 #include "preload/timing/event_pool.h"
 #include "preload/timing/op_class.h"
 #include "preload/timing/op_record.h"
@@ -48,9 +49,11 @@ class LaunchPath {
   MpmcQueue<OpRecord>& queue() { return queue_; }
   UntimedCounters& untimed() { return untimed_; }
 
-  // How kernels and copies are timed: by CUPTI records (true) or by event pairs; why not CUPTI.
-  bool cupti() const { return cupti_; }
-  const std::string& timing_note() const { return timing_note_; }
+  // How kernels and copies are timed now: by CUPTI records (true) or by event pairs; why not
+  // CUPTI. CUPTI mode ends for good when the library hands CUPTI to a profiler
+  // (cupti_backend.h, HandOver); plain kernels then keep a start and an end event.
+  bool cupti() const { return cupti_ && cupti::Active(); }
+  const char* timing_note() const;
   // Event-pair mode: plain kernels are timed with their end event alone (timed_call.h).
   bool end_only_kernels() const { return end_only_kernels_; }
 

@@ -4,11 +4,15 @@
 Runs tests/preload/cupti_workload under xtimer_launch and checks the summary:
 
   check_cupti.py CHECK --bin BUILD/bin --workload PATH --simgpu DIR
-  CHECK: every-path | event-pairs | slot-taken
+  CHECK: every-path | event-pairs | slot-taken | profiler-later
     every-path   CUPTI mode: kernels launched through the runtime, a dlsym'd cuLaunchKernelEx (as
                  Triton does), cuGetProcAddress and a CUDA graph replay are all counted and timed
     event-pairs  XTIMER_CUPTI=0: event pairs, said once; the dlsym'd launches stay invisible
     slot-taken   the program holds CUPTI's subscriber slot first: event pairs run and say so
+    profiler-later  a profiler comes after xtimer took CUPTI (as torch.profiler's Kineto does
+                 mid-job), while another thread launches: its subscribe and activity calls succeed
+                 and its own records count every kernel it profiled; xtimer hands CUPTI over,
+                 says so once, and times the hooked launches after it with event pairs
 """
 import argparse
 import json
@@ -128,6 +132,44 @@ def check_slot_taken(args):
             check_timed(s, name, n, ms)
 
 
+def handover_lines(p):
+    return [line for line in p.stderr.splitlines() if "CUPTI handed over" in line]
+
+
+def check_profiler_later(args):
+    with tempfile.TemporaryDirectory() as out:
+        p = run(args, out, "profiler-later")
+        check_output(args, "profiler-later", p)
+        check(
+            "cupti_runtime_kernel 5, cupti_triton_kernel 10, cupti_thread_kernel seen" in p.stdout,
+            f"the profiler's own records hold every kernel it profiled ({p.stdout.strip()!r})",
+        )
+        s = summary(out)
+        note = s.get("timing_note", "")
+        check(
+            s.get("timing_mode") == "event_pairs" and "handed over" in note and "cuptiSubscribe" in note,
+            f"timing_mode event_pairs, the note says CUPTI was handed over ({s.get('timing_mode')}, {note!r})",
+        )
+        lines = handover_lines(p)
+        check(len(lines) == 1 and "cuptiSubscribe" in lines[0], f"said once in the log: {lines}")
+        check(not fallback_lines(p), "no start-up fallback line: CUPTI ran first")
+        # 5 timed from CUPTI records before the hand-over (a class by name), 5 with event pairs
+        # after it (a class by function): two rows of one name, none counted twice.
+        rows = [o for o in s["ops"] if o["name"] == "cupti_runtime_kernel"]
+        check(
+            sorted(o["count"] for o in rows) == [5, 5] and all(abs(o["p50_us"] / 1e3 - 4) <= 0.4 for o in rows),
+            f"cupti_runtime_kernel: 5 launches timed from records, 5 with event pairs, 4 ms each "
+            f"({[(o['count'], o['p50_us']) for o in rows]})",
+        )
+        # Launched around the hooks: seen by CUPTI before the hand-over only.
+        check_timed(s, "cupti_triton_kernel", 10, 3)
+        check_timed(s, "cupti_graph_kernel", 4, 6)
+        t = op(s, "cupti_thread_kernel")
+        check(t is not None and t["count"] >= 1, f"the other thread's launches are timed ({t and t['count']})")
+        mm = [o for o in s["ops"] if o["name"] == "cudaGraphLaunch"]
+        check(len(mm) == 1 and mm[0]["count"] == 4, "the graph launches keep their op")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("check")
@@ -135,7 +177,12 @@ def main():
     ap.add_argument("--workload", required=True)
     ap.add_argument("--simgpu", required=True)
     args = ap.parse_args()
-    {"every-path": check_every_path, "event-pairs": check_event_pairs, "slot-taken": check_slot_taken}[args.check](args)
+    {
+        "every-path": check_every_path,
+        "event-pairs": check_event_pairs,
+        "slot-taken": check_slot_taken,
+        "profiler-later": check_profiler_later,
+    }[args.check](args)
     if failures:
         print(f"{len(failures)} check(s) failed")
         sys.exit(1)

@@ -10,6 +10,12 @@
 //   cupti_workload launches             the above
 //   cupti_workload subscribe-first      takes CUPTI's subscriber slot first (as PyTorch's profiler
 //                                       or Nsight would), then the above
+//   cupti_workload profiler-later       the above, then profiles as torch.profiler's Kineto does
+//                                       (subscribe, buffer callbacks, kernel records) while
+//                                       launching cupti_runtime_kernel x 5 through the runtime and
+//                                       cupti_triton_kernel x 10 through a dlsym'd driver, a
+//                                       second thread launching cupti_thread_kernel meanwhile;
+//                                       prints what its own records counted
 // It prints what it computed; the output must be the same with and without xtimer.
 //
 // Kernels that outlast the hang timeout while the host thread does something else
@@ -28,11 +34,16 @@
 #include <simgpu/kernel.h>
 #include <time.h>
 
+#include <atomic>
 #include <cerrno>
-
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "check_call.h"
 
@@ -44,6 +55,7 @@ __attribute__((visibility("default"))) void cupti_graph_kernel(void** args) {
   simgpu_sleep_ns(6000000);
   ++**static_cast<int**>(args[0]);
 }
+__attribute__((visibility("default"))) void cupti_thread_kernel(void**) { simgpu_sleep_ns(200000); }
 __attribute__((visibility("default"))) void cupti_stuck_kernel(void** args) {
   simgpu_sleep_ns(static_cast<int64_t>(*static_cast<int*>(args[0])) * 1000000);
 }
@@ -194,6 +206,63 @@ int StuckGraph(int kernel_ms, int host_ms, bool dlsym_launch) {
   return 0;
 }
 
+// A profiler's records, by kernel name (as torch.profiler's trace would list them).
+std::mutex g_profiled_mu;
+std::map<std::string, int> g_profiled;
+
+void CUPTIAPI ProfilerBufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *size = 1 << 16;
+  *buffer = static_cast<uint8_t*>(aligned_alloc(8, *size));
+  *max_records = 0;
+}
+
+void CUPTIAPI ProfilerBufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  CUpti_Activity* rec = nullptr;
+  std::lock_guard lk(g_profiled_mu);
+  while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS)
+    if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+      ++g_profiled[reinterpret_cast<CUpti_ActivityKernel10*>(rec)->name];
+  free(buffer);
+}
+
+// The program's own work (xtimer in CUPTI mode), then a profiler comes, as Kineto does when
+// torch.profiler starts mid-job, while another thread keeps launching: its calls must succeed and
+// its records must hold the kernels launched while it profiles.
+int ProfilerLater() {
+  if (int r = Launches(); r != 0) return r;
+  cudaStream_t side;
+  CHECK(cudaStreamCreate(&side));
+  std::atomic<bool> stop{false};
+  std::thread launcher([&] {
+    while (!stop.load()) {
+      CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(cupti_thread_kernel), dim3(1), dim3(1), nullptr, 0, side));
+      CHECK(cudaStreamSynchronize(side));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CUpti_SubscriberHandle subscriber;
+  CHECK(cuptiSubscribe(&subscriber, Ignore, nullptr));
+  CHECK(cuptiActivityRegisterCallbacks(ProfilerBufferRequested, ProfilerBufferCompleted));
+  CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  cudaStream_t stream;
+  CHECK(cudaStreamCreate(&stream));
+  for (int i = 0; i < 5; ++i)
+    CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(cupti_runtime_kernel), dim3(1), dim3(1), nullptr, 0, stream));
+  LaunchEx(reinterpret_cast<LaunchExFn>(DriverSymbol("cuLaunchKernelEx")), reinterpret_cast<void*>(cupti_triton_kernel),
+           stream, 10);
+  CHECK(cudaStreamSynchronize(stream));
+  stop.store(true);
+  launcher.join();
+  CHECK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  CHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  CHECK(cuptiUnsubscribe(subscriber));
+  std::lock_guard lk(g_profiled_mu);
+  std::printf("profiler: cupti_runtime_kernel %d, cupti_triton_kernel %d, cupti_thread_kernel %s\n",
+              g_profiled["cupti_runtime_kernel"], g_profiled["cupti_triton_kernel"],
+              g_profiled["cupti_thread_kernel"] > 0 ? "seen" : "missing");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -204,6 +273,7 @@ int main(int argc, char** argv) {
     if (mode == "stuck-dlsym") return StuckDlsym(kernel_ms, host_ms);
     return StuckGraph(kernel_ms, host_ms, argc > 4 && std::string(argv[4]) == "dlsym");
   }
+  if (mode == "profiler-later") return ProfilerLater();
   if (mode == "subscribe-first") {
     CUpti_SubscriberHandle subscriber;
     CHECK(cuptiSubscribe(&subscriber, Ignore, nullptr));
@@ -212,7 +282,7 @@ int main(int argc, char** argv) {
     return r;
   }
   std::fprintf(stderr,
-               "usage: cupti_workload launches|subscribe-first|stuck-dlsym KERNEL_MS HOST_MS|"
+               "usage: cupti_workload launches|subscribe-first|profiler-later|stuck-dlsym KERNEL_MS HOST_MS|"
                "stuck-graph KERNEL_MS HOST_MS [dlsym]\n");
   return 2;
 }

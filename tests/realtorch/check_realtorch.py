@@ -42,6 +42,13 @@ CASE:
                  from autograd's thread, carry the backward() line on both ranks up to there.
   kill-in-collective  under xtimer_run, rank 0 is SIGKILLed while it waits in DDP's all-reduce
                  for rank 1: the workers restart and train to the end
+  profiler       torch.profiler (CPU and CUDA) runs for steps 10 to 14 mid-run, xtimer on CUPTI by
+                 default: each rank's exported Chrome trace holds torch's kernels by their real
+                 names; xtimer handed CUPTI over, said so once per rank, and its summary still
+                 times the matmuls and DDP's all-reduces of every step, with step records
+  profiler-first torch.profiler starts before the program's first CUDA call (steps -1 to 5):
+                 Kineto takes CUPTI first, its trace holds the kernels; xtimer times with event
+                 pairs from the start and says why once per rank
   ckpt           DDP on cuda under xtimer_run with xtimer's flash checkpoint: rank 1 is SIGKILLed
                  at step 12, the workers restart and resume, and every byte of the parameters
                  and AdamW state they load (read back with device-to-host copies) is what was
@@ -775,6 +782,106 @@ def case_kill_in_collective(args, out):
         job.kill()
 
 
+def profiler_job(args, out, window, steps):
+    traces = os.path.join(out, "traces")
+    os.makedirs(traces)
+    job = Job(args, out, ["--steps", str(steps), f"--profile-steps={window}", "--profile-dir", traces])
+    return job, traces
+
+
+def check_trace(traces, rank):
+    """The profiler's own Chrome trace: CUDA kernels with their real names."""
+    trace = load_json(os.path.join(traces, f"rank{rank}.json")) or {}
+    events = trace.get("traceEvents", [])
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    names = sorted({e.get("name", "") for e in kernels})
+    check(
+        any(n.startswith("void at::native::") for n in names),
+        f"rank {rank}: the profiler's trace holds {len(kernels)} CUDA kernel events, {len(names)} names "
+        f"(e.g. {[n[:70] for n in names[:2]]})",
+    )
+
+
+def log_lines(job, text):
+    """The lines of the job's log that contain `text`, per process (xtimer[pid]: ...)."""
+    with open(job.log_path, errors="replace") as f:
+        lines = [line.strip() for line in f if text in line and line.startswith("xtimer[")]
+    pids = {}
+    for line in lines:
+        pids.setdefault(line.split("]")[0], []).append(line)
+    return pids
+
+
+def check_still_timed(job, rank, steps):
+    s = job.summary(rank)
+    mm = ops(s, "matmul")
+    launches = sum(o.get("launches", 0) for o in mm)
+    check(bool(mm) and launches >= 4 * steps, f"rank {rank}: matmuls timed every step ({launches} launches)")
+    ar = [o for o in ops(s, "collective") if o["name"] == "ncclAllReduce"]
+    timed = sum(o.get("count", 0) for o in ar)
+    check(timed >= 2 * steps, f"rank {rank}: DDP's all-reduces timed every step ({timed})")
+    path = os.path.join(job.timeline, f"{rank:05d}-{WORLD:05d}.steps.jsonl")
+    records = 0
+    if os.path.exists(path):
+        with open(path) as f:
+            records = sum(1 for line in f if line.strip())
+    check(records >= steps - 8, f"rank {rank}: step records go on ({records} lines for {steps} steps)")
+    return s
+
+
+def case_profiler(args, out):
+    steps = 30
+    job, traces = profiler_job(args, out, "10:14", steps)
+    try:
+        if not finished(job, steps, 500):
+            return
+        handed = log_lines(job, "CUPTI handed over")
+        check(
+            len(handed) == WORLD and all(len(v) == 1 for v in handed.values()),
+            f"one hand-over line per rank ({sum(len(v) for v in handed.values())} lines, {len(handed)} processes)",
+        )
+        check(not log_lines(job, "CUPTI not used"), "no start-up fallback: xtimer ran on CUPTI first")
+        for rank in range(WORLD):
+            check_trace(traces, rank)
+            s = check_still_timed(job, rank, steps)
+            note = s.get("timing_note", "")
+            check(
+                s.get("timing_mode") == "event_pairs" and "handed over" in note,
+                f"rank {rank}: the summary says CUPTI was handed over ({s.get('timing_mode')}, {note!r})",
+            )
+            kernels = [o["name"] for o in ops(s, "kernel")]
+            check(
+                any(n.startswith("void at::native::") for n in kernels),
+                f"rank {rank}: torch's kernels from before the hand-over, by name ({len(kernels)} classes)",
+            )
+    finally:
+        job.kill()
+
+
+def case_profiler_first(args, out):
+    steps = 20
+    job, traces = profiler_job(args, out, "-1:5", steps)
+    try:
+        if not finished(job, steps, 500):
+            return
+        fallback = log_lines(job, "CUPTI not used")
+        check(
+            len(fallback) == WORLD and all(len(v) == 1 for v in fallback.values()),
+            f"one fallback line per rank ({fallback})",
+        )
+        check(not log_lines(job, "CUPTI handed over"), "nothing to hand over: the profiler came first")
+        for rank in range(WORLD):
+            check_trace(traces, rank)
+            s = check_still_timed(job, rank, steps)
+            note = s.get("timing_note", "")
+            check(
+                s.get("timing_mode") == "event_pairs" and "subscriber" in note,
+                f"rank {rank}: event pairs from the start, the note says why ({note!r})",
+            )
+    finally:
+        job.kill()
+
+
 CASES = {
     "healthy": case_healthy,
     "megatron": case_megatron,
@@ -792,6 +899,8 @@ CASES = {
     "ckpt-fsdp": case_ckpt_fsdp,
     "stuck-kernel": case_stuck_kernel,
     "slowdown": case_slowdown,
+    "profiler": case_profiler,
+    "profiler-first": case_profiler_first,
 }
 
 

@@ -27,6 +27,9 @@ section "step" with CUDA profiling (its CUPTI module), and every S seconds rank 
 ({"nvrx": time, "stragglers", "gpu_relative", ...}): what tests/realtorch/bench_nvrx.py compares.
 Each rank appends one JSON line per step to --step-log: {"rank", "step", "t", "cpu", "restart"}
 ("cpu": the process' CPU seconds so far, every thread's, a preloaded library's too).
+--profile-steps=A:B --profile-dir DIR runs torch.profiler (CPU and CUDA activities) from the start
+of step A to the end of step B-1, as a user profiles a few steps mid-job, and exports its Chrome
+trace to DIR/rank<R>.json ({"profiled": [A, B]}). A of -1 starts it before the first CUDA call.
 
 With --ckpt DIR: xtimer's flash checkpoint saves the model and optimizer state into memory every
 --ckpt-every steps (1) and to DIR every 5th save ({"saved": step}), and a restarted worker
@@ -346,8 +349,21 @@ def main():
     p.add_argument("--eval-batches", type=int, default=8)
     p.add_argument("--step-log", default="")
     p.add_argument("--nvrx-report", type=float, default=0)
+    p.add_argument("--profile-steps", default="", help="A:B (A = -1: from before the first CUDA call)")
+    p.add_argument("--profile-dir", default=".")
     args = p.parse_args()
 
+    profile_from, profile_to = map(int, args.profile_steps.split(":")) if args.profile_steps else (-2, -2)
+    profiler = None
+
+    def start_profiler():
+        nonlocal profiler
+        acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        profiler = torch.profiler.profile(activities=acts)
+        profiler.start()
+
+    if profile_from == -1:
+        start_profiler()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local_rank)
     device = torch.device("cuda", local_rank)
@@ -411,6 +427,14 @@ def main():
     batches = loader_batches(args, rank, device) if args.loader else None
     heap = []  # collect_garbage's objects
     for step in range(start, args.steps):
+        if step == profile_from:
+            start_profiler()
+        if step == profile_to and profiler is not None:
+            torch.cuda.synchronize()
+            profiler.stop()
+            profiler.export_chrome_trace(os.path.join(args.profile_dir, f"rank{rank}.json"))
+            profiler = None
+            note(profiled=[profile_from, profile_to])
         marker = os.path.join(args.ckpt or ".", "crashed")
         if rank == args.crash_rank and step == args.crash_step and not os.path.exists(marker):
             open(marker, "w").close()

@@ -4,7 +4,10 @@
 // CUpti_ActivityExternalCorrelation), written into buffers the client hands out through its
 // bufferRequested callback and returned through bufferCompleted: from the `sgpu-cupti`
 // thread when a buffer is full, and from the caller of cuptiActivityFlushAll. One callback
-// subscriber at a time, as in the real CUPTI. API callbacks are delivered for the calls the
+// subscriber at a time, as in the real CUPTI (13.2 and earlier); the Activity API is the
+// process's, not a subscriber's: the buffer callbacks registered last receive every buffer and the
+// enabled kinds are shared, whoever enabled them. cuptiFinalize detaches CUPTI: the slot is free,
+// no kind or callback stays enabled, no buffer is kept. API callbacks are delivered for the calls the
 // simulated runtime and driver report (their kernel and graph launches and stream destroys,
 // common/activity.h) once enabled with cuptiEnableCallback/cuptiEnableDomain; no API
 // (DRIVER/RUNTIME) records are written, though enabling them makes external correlation records
@@ -25,6 +28,7 @@
 
 #include "common/activity.h"
 #include "common/simgpu_clock.h"
+#include "common/simgpu_env.h"
 
 #define SIMGPU_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -63,12 +67,19 @@ struct State {
 
   std::mutex sub_mu;
   bool subscribed = false;
-  CUpti_CallbackFunc callback = nullptr;
-  void* userdata = nullptr;
-  // What API calls (Api) read without a lock: the subscriber's callback while subscribed, and
-  // the enabled callback ids per domain (0 driver, 1 runtime).
-  std::atomic<CUpti_CallbackFunc> live_callback{nullptr};
+  // What API calls (Api) read without a lock: the subscriber's callback and user data while
+  // subscribed (one pair per subscription, never freed: a call that read it may still use it
+  // after an unsubscribe and a new subscriber), and the enabled callback ids per domain (0
+  // driver, 1 runtime).
+  struct Subscriber {
+    CUpti_CallbackFunc callback;
+    void* userdata;
+  };
+  std::atomic<const Subscriber*> live{nullptr};
+  std::deque<Subscriber> subscriptions;  // every pair ever published (sub_mu): addresses stay
   std::atomic<uint64_t> cb_enabled[2][kCallbackIdWords] = {};
+  // The client's clock for timestamps (cuptiActivityRegisterTimestampCallback), else the device clock.
+  std::atomic<CUpti_TimestampCallbackFunc> timestamp{nullptr};
 };
 State& S() {
   static State* s = new State;
@@ -131,8 +142,13 @@ void Append(State& st, const Rec& r) {
 // simulated device's record of the operation.
 template <typename Rec>
 void FillCommon(const ActivityRecord& a, Rec* r) {
-  r->start = uint64_t(a.start_ns);
-  r->end = uint64_t(a.end_ns);
+  // On the client's clock when it registered one (as Kineto does): the device clock's offset to
+  // it, read as the record is written.
+  int64_t offset = 0;
+  if (CUpti_TimestampCallbackFunc ts = S().timestamp.load(std::memory_order_acquire))
+    offset = int64_t(ts()) - simgpu::now_ns();
+  r->start = uint64_t(a.start_ns + offset);
+  r->end = uint64_t(a.end_ns + offset);
   r->deviceId = a.device;
   r->contextId = a.context;
   r->streamId = a.stream;
@@ -247,7 +263,8 @@ const char* SymbolName(State& st, const void* kernel) {
 // The entry or exit of an API call: the subscriber's callback, if it enabled this one.
 void Api(const simgpu::ApiCall& call) {
   State& st = S();
-  CUpti_CallbackFunc fn = st.live_callback.load(std::memory_order_acquire);
+  const State::Subscriber* sub = st.live.load(std::memory_order_acquire);
+  CUpti_CallbackFunc fn = sub != nullptr ? sub->callback : nullptr;
   const int d = DomainIndex(call.domain);
   if (fn == nullptr || d < 0 || call.cbid >= kCallbackIdWords * 64 ||
       !(st.cb_enabled[d][call.cbid / 64].load(std::memory_order_relaxed) & (1ull << (call.cbid % 64))))
@@ -267,7 +284,7 @@ void Api(const simgpu::ApiCall& call) {
   cb.correlationData = &data[(depth - 1) & 15];
   cb.correlationId = call.correlation;
   if (!call.exit) data[(depth - 1) & 15] = 0;
-  fn(st.userdata, static_cast<CUpti_CallbackDomain>(call.domain), call.cbid, &cb);
+  fn(sub->userdata, static_cast<CUpti_CallbackDomain>(call.domain), call.cbid, &cb);
   if (call.exit && depth > 0) --depth;
 }
 
@@ -326,7 +343,18 @@ SIMGPU_EXPORT CUptiResult cuptiGetResultString(CUptiResult result, const char** 
 
 SIMGPU_EXPORT CUptiResult cuptiGetTimestamp(uint64_t* timestamp) {
   if (!timestamp) return CUPTI_ERROR_INVALID_PARAMETER;
-  *timestamp = uint64_t(simgpu::now_ns());  // the simulated device clock
+  CUpti_TimestampCallbackFunc ts = S().timestamp.load(std::memory_order_acquire);
+  *timestamp = ts != nullptr ? ts() : uint64_t(simgpu::now_ns());  // the client's clock, else the device's
+  return CUPTI_SUCCESS;
+}
+
+// Timestamps from the client's clock from now on (records and cuptiGetTimestamp), as the real
+// CUPTI does; without one they are the simulated device clock (the real CUPTI's default on
+// Linux is CLOCK_REALTIME).
+SIMGPU_EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc func) {
+  if (!func) return CUPTI_ERROR_INVALID_PARAMETER;
+  simgpu::log("cupti: cuptiActivityRegisterTimestampCallback");
+  S().timestamp.store(func, std::memory_order_release);
   return CUPTI_SUCCESS;
 }
 
@@ -335,6 +363,7 @@ SIMGPU_EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRe
   if (!requested || !completed) return CUPTI_ERROR_INVALID_PARAMETER;
   State& st = S();
   std::lock_guard lk(st.mu);
+  simgpu::log("cupti: cuptiActivityRegisterCallbacks (%s)", st.complete ? "replacing the registered ones" : "first");
   st.request = requested;
   st.complete = completed;
   if (!st.deliverer_started) {
@@ -345,6 +374,7 @@ SIMGPU_EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRe
 }
 
 SIMGPU_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
+  simgpu::log("cupti: cuptiActivityEnable(kind %d)%s", int(kind), Supported(kind) ? "" : ": not supported");
   if (!Supported(kind)) return CUPTI_ERROR_NOT_SUPPORTED;
   State& st = S();
   {
@@ -458,13 +488,13 @@ SIMGPU_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUp
   if (!subscriber) return CUPTI_ERROR_INVALID_PARAMETER;
   State& st = S();
   std::lock_guard lk(st.sub_mu);
+  simgpu::log("cupti: cuptiSubscribe%s", st.subscribed ? ": refused, the slot is taken" : "");
   if (st.subscribed) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   st.subscribed = true;
-  st.callback = callback;
-  st.userdata = userdata;
   for (auto& domain : st.cb_enabled)
     for (auto& word : domain) word.store(0, std::memory_order_relaxed);
-  st.live_callback.store(callback, std::memory_order_release);
+  st.subscriptions.push_back(State::Subscriber{callback, userdata});
+  st.live.store(callback != nullptr ? &st.subscriptions.back() : nullptr, std::memory_order_release);
   *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&st);
   return CUPTI_SUCCESS;
 }
@@ -474,9 +504,9 @@ SIMGPU_EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle subscriber) {
   std::lock_guard lk(st.sub_mu);
   if (!st.subscribed || subscriber != reinterpret_cast<CUpti_SubscriberHandle>(&st))
     return CUPTI_ERROR_INVALID_PARAMETER;
+  simgpu::log("cupti: cuptiUnsubscribe");
   st.subscribed = false;
-  st.callback = nullptr;
-  st.live_callback.store(nullptr, std::memory_order_release);
+  st.live.store(nullptr, std::memory_order_release);
   return CUPTI_SUCCESS;
 }
 
@@ -516,4 +546,34 @@ SIMGPU_EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberH
   return EnableCallbacks(enable, subscriber, domain, cbid, cbid);
 }
 
-SIMGPU_EXPORT CUptiResult cuptiFinalize() { return CUPTI_SUCCESS; }
+// Detaches CUPTI from the process, as the real one does (Kineto calls it at the exit of an API
+// callback once a trace is done): the subscriber is gone and the slot free, no activity kind, API
+// record or callback stays enabled, and the buffer callbacks are forgotten. The client flushes
+// first (so the real documentation asks); a buffer it did not flush is dropped, never handed to
+// the next client.
+SIMGPU_EXPORT CUptiResult cuptiFinalize() {
+  State& st = S();
+  simgpu::log("cupti: cuptiFinalize");
+  {
+    std::lock_guard lk(st.sub_mu);
+    st.subscribed = false;
+    st.live.store(nullptr, std::memory_order_release);
+    for (auto& domain : st.cb_enabled)
+      for (auto& word : domain) word.store(0, std::memory_order_relaxed);
+  }
+  for (auto& kind : st.enabled) kind.store(false, std::memory_order_relaxed);
+  {
+    std::lock_guard lk(g_api_mu);
+    g_api_cbids[0].clear();
+    g_api_cbids[1].clear();
+  }
+  st.api_enabled.store(0, std::memory_order_relaxed);
+  std::lock_guard dl(st.deliver_mu);
+  std::lock_guard lk(st.mu);
+  st.current = Buffer{};
+  st.full.clear();
+  st.request = nullptr;
+  st.complete = nullptr;
+  st.timestamp.store(nullptr, std::memory_order_release);
+  return CUPTI_SUCCESS;
+}

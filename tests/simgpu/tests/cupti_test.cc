@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
+#include <time.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <set>
@@ -397,6 +399,122 @@ TEST(CuptiSubscriber, OnlyOneSubscriberAtATime) {
   ASSERT_EQ(cuptiUnsubscribe(first), CUPTI_SUCCESS);
   ASSERT_EQ(cuptiSubscribe(&second, nullptr, nullptr), CUPTI_SUCCESS) << "the slot is free again";
   EXPECT_EQ(cuptiUnsubscribe(second), CUPTI_SUCCESS);
+}
+
+// Clients one after the other, as a tracer that hands CUPTI to a profiler (Kineto) does. The
+// Activity API is the process's: records go to the buffer callbacks registered last, and a
+// kind stays enabled until someone disables it. These run last: cuptiFinalize detaches all.
+std::atomic<int> g_kernels_a{0}, g_kernels_b{0};
+
+int CountKernels(uint8_t* buffer, size_t valid) {
+  int n = 0;
+  CUpti_Activity* rec = nullptr;
+  while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS)
+    n += rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  return n;
+}
+void CUPTIAPI CompletedA(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  g_kernels_a += CountKernels(buffer, valid);
+  free(buffer);
+}
+void CUPTIAPI CompletedB(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  g_kernels_b += CountKernels(buffer, valid);
+  free(buffer);
+}
+
+void LaunchOne() {
+  int64_t ns = 1000;
+  void* args[] = {&ns};
+  ASSERT_EQ(cudaLaunchKernel((const void*)simgpu_test_sleep, dim3(1), dim3(1), args, 0, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+TEST(CuptiClients, ASecondClientGetsTheSlotAndTheRecordsOnceTheFirstLetGo) {
+  ASSERT_EQ(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), CUPTI_SUCCESS);  // the fixture's leftovers
+  g_kernels_a = g_kernels_b = 0;
+  CUpti_SubscriberHandle a, b;
+  ASSERT_EQ(cuptiSubscribe(&a, nullptr, nullptr), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityRegisterCallbacks(Requested, CompletedA), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  LaunchOne();
+  EXPECT_EQ(cuptiSubscribe(&b, nullptr, nullptr), CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+      << "the profiler is refused while the first client holds the slot";
+  // The first client lets go: its records flushed to it, its kinds disabled, unsubscribed.
+  ASSERT_EQ(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), CUPTI_SUCCESS);
+  EXPECT_EQ(g_kernels_a.load(), 1);
+  ASSERT_EQ(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiUnsubscribe(a), CUPTI_SUCCESS);
+  LaunchOne();  // no kind enabled: a record for nobody
+  ASSERT_EQ(cuptiSubscribe(&b, nullptr, nullptr), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityRegisterCallbacks(Requested, CompletedB), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  LaunchOne();
+  LaunchOne();
+  ASSERT_EQ(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), CUPTI_SUCCESS);
+  EXPECT_EQ(g_kernels_b.load(), 2) << "the second client's records, in its own buffers";
+  EXPECT_EQ(g_kernels_a.load(), 1) << "nothing more for the first client";
+  ASSERT_EQ(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiUnsubscribe(b), CUPTI_SUCCESS);
+}
+
+uint64_t CUPTIAPI RealtimeNs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+std::vector<CUpti_ActivityKernel10> g_kernel_records;
+void CUPTIAPI CompletedKeep(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  CUpti_Activity* rec = nullptr;
+  while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS)
+    if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+      g_kernel_records.push_back(*reinterpret_cast<CUpti_ActivityKernel10*>(rec));
+  free(buffer);
+}
+
+TEST(CuptiClients, ATimestampCallbackPutsRecordsOnTheClientsClock) {
+  // Kineto registers its own clock: the records must be on it, or its trace drops them.
+  ASSERT_EQ(cuptiActivityRegisterTimestampCallback(RealtimeNs), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityRegisterCallbacks(Requested, CompletedKeep), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  g_kernel_records.clear();
+  const uint64_t before = RealtimeNs();
+  LaunchOne();
+  const uint64_t after = RealtimeNs();
+  ASSERT_EQ(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), CUPTI_SUCCESS);
+  ASSERT_EQ(g_kernel_records.size(), 1u);
+  EXPECT_GE(g_kernel_records[0].start, before);
+  EXPECT_LE(g_kernel_records[0].end, after);
+  uint64_t now = 0;
+  ASSERT_EQ(cuptiGetTimestamp(&now), CUPTI_SUCCESS);
+  EXPECT_GE(now, after) << "cuptiGetTimestamp reads the registered clock";
+  ASSERT_EQ(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+}
+
+TEST(CuptiClients, FinalizeDetachesTheSubscriberKindsAndBufferCallbacks) {
+  g_kernels_a = g_kernels_b = 0;
+  CUpti_SubscriberHandle a, b;
+  ASSERT_EQ(cuptiSubscribe(&a, nullptr, nullptr), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityRegisterCallbacks(Requested, CompletedA), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  LaunchOne();
+  ASSERT_EQ(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), CUPTI_SUCCESS);
+  EXPECT_EQ(g_kernels_a.load(), 1);
+  ASSERT_EQ(cuptiFinalize(), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiSubscribe(&b, nullptr, nullptr), CUPTI_SUCCESS) << "the slot is free after a detach";
+  LaunchOne();
+  ASSERT_EQ(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), CUPTI_SUCCESS);
+  EXPECT_EQ(g_kernels_a.load() + g_kernels_b.load(), 1) << "no kind stays enabled after a detach";
+  ASSERT_EQ(cuptiActivityRegisterCallbacks(Requested, CompletedB), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  LaunchOne();
+  ASSERT_EQ(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), CUPTI_SUCCESS);
+  EXPECT_EQ(g_kernels_b.load(), 1);
+  EXPECT_EQ(g_kernels_a.load(), 1);
+  ASSERT_EQ(cuptiFinalize(), CUPTI_SUCCESS);
+  uint64_t now = 0;
+  ASSERT_EQ(cuptiGetTimestamp(&now), CUPTI_SUCCESS);
+  EXPECT_LT(now, RealtimeNs() / 2) << "the registered clock is forgotten too: the device clock again";
 }
 
 }  // namespace
