@@ -3,7 +3,7 @@
 the same slowdowns of real torch on the simulated GPUs.
 
     tests/realtorch/bench_nvrx.py --peers .realtorch --bin build/bin --simgpu build/lib/simgpu
-        [--pypath build/lib/python] [--faults gpu,host,gc,data] [--tools xtimer,nvrx]
+        [--pypath build/lib/python] [--faults gpu,host,gc,data] [--tools xtimer,nvrx,both]
         [--healthy 30] [--watch 60] [--report 5]
 
 Each run is check_realtorch.py's job (gpt_train.py, DDP, 2 ranks, `torchrun --standalone`,
@@ -19,6 +19,9 @@ Tools, one job each:
           step with CUDA profiling (its CUPTI module, libcupti.so.12 on the simulation), a report
           every --report s (its interval; the ranks agree on it), identify_stragglers() at its
           default thresholds (0.75) on rank 0
+  both    the two in one job: nvrx's CUPTI calls reach xtimer's hand-over (its libcupti.so.12
+          references bind to the preload's cupti* entry points), so xtimer goes on with event
+          pairs; each one's namings, and xtimer's CUPTI line
 For each run: anything named while healthy, the seconds from the onset to the first naming of
 rank 1, and what named it (xtimer: the cause; nvrx: which score). Prints a Markdown table.
 """
@@ -68,6 +71,14 @@ def run(args, fault, tool):
     if tool == "nvrx":
         job = Job(args, out, train + ["--nvrx-report", str(args.report)], launcher=[args.peers.torchrun])
         named_now = nvrx_named
+    elif tool == "both":
+        job = Job(args, out, train + ["--nvrx-report", str(args.report)])
+
+        def named_now(job, since):
+            return [(t, f"xtimer: {w}") for t, w in xtimer_named(job, since)] + [
+                (t, f"nvrx: {w}") for t, w in nvrx_named(job, since)
+            ]
+
     else:
         job = Job(args, out, train)
         named_now = xtimer_named
@@ -85,11 +96,14 @@ def run(args, fault, tool):
         while time.time() - onset < args.watch:
             seen = named_now(job, onset)
             row["after"] |= {what for _, what in seen}
-            first = [(t, what) for t, what in seen if what.startswith("rank 1 ")]
+            first = [(t, what) for t, what in seen if what.split(": ")[-1].startswith("rank 1 ")]
             if first and row["onset_s"] is None:
                 row["onset_s"], row["what"] = first[0][0] - onset, first[0][1]
             time.sleep(0.5)
         row["steps"] = len(job.steps(0))
+        if tool == "both":  # what xtimer's log says of CUPTI once nvrx took it
+            with open(job.log_path, errors="replace") as f:
+                row["cupti"] = sorted({line.strip()[:160] for line in f if "CUPTI" in line})
     finally:
         job.kill()
     if job.proc.returncode not in (None, 0, -9) and not job.steps(0):
