@@ -50,7 +50,6 @@ void LaunchPath::ChooseTimingMode() {
   if (!config_.cupti) {
     timing_note_ = "XTIMER_CUPTI=0";
   } else if (cupti::Start(&timing_note_)) {
-    cupti_ = true;
     end_only_kernels_ = false;  // plain kernels pass straight through (after a hand-over: a pair each)
     Log(LogLevel::kDebug, "timing kernels, copies and memsets from CUPTI activity records");
     return;
@@ -60,7 +59,7 @@ void LaunchPath::ChooseTimingMode() {
 }
 
 const char* LaunchPath::timing_note() const {
-  const char* handed_over = cupti_ ? cupti::HandOverNote() : nullptr;
+  const char* handed_over = cupti::HandOverNote();
   return handed_over != nullptr ? handed_over : timing_note_.c_str();
 }
 

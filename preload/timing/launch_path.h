@@ -52,7 +52,7 @@ class LaunchPath {
   // How kernels and copies are timed now: by CUPTI records (true) or by event pairs; why not
   // CUPTI. CUPTI mode ends for good when the library hands CUPTI to a profiler
   // (cupti_backend.h, HandOver); plain kernels then keep a start and an end event.
-  bool cupti() const { return cupti_ && cupti::Active(); }
+  bool cupti() const { return cupti::Active(); }
   const char* timing_note() const;
   // Event-pair mode: plain kernels are timed with their end event alone (timed_call.h).
   bool end_only_kernels() const { return end_only_kernels_; }
@@ -88,7 +88,6 @@ class LaunchPath {
   MpmcQueue<OpRecord> queue_;
   UntimedCounters untimed_;
   int env_rank_ = -1, env_world_ = -1, env_local_rank_ = -1;
-  bool cupti_ = false;
   bool end_only_kernels_ = false;
   std::string timing_note_;
 };

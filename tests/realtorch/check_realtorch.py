@@ -829,57 +829,51 @@ def check_still_timed(job, rank, steps):
     return s
 
 
-def case_profiler(args, out):
-    steps = 30
-    job, traces = profiler_job(args, out, "10:14", steps)
+def profiler_case(args, out, window, steps, said, unsaid, note_words, rank_checks=None):
+    """torch.profiler over the steps of `window` ("A:B") under xtimer: the job ends, each rank logs
+    `said` once and never `unsaid`, its trace has torch's kernels, the matmuls and all-reduces of
+    every step are still timed, and its summary says event pairs with `note_words` in the note;
+    then `rank_checks(rank, summary)`."""
+    job, traces = profiler_job(args, out, window, steps)
     try:
         if not finished(job, steps, 500):
             return
-        handed = log_lines(job, "CUPTI handed over")
+        lines = log_lines(job, said)
         check(
-            len(handed) == WORLD and all(len(v) == 1 for v in handed.values()),
-            f"one hand-over line per rank ({sum(len(v) for v in handed.values())} lines, {len(handed)} processes)",
+            len(lines) == WORLD and all(len(v) == 1 for v in lines.values()),
+            f"one '{said}' line per rank ({sum(len(v) for v in lines.values())} lines, {len(lines)} processes)",
         )
-        check(not log_lines(job, "CUPTI not used"), "no start-up fallback: xtimer ran on CUPTI first")
+        check(not log_lines(job, unsaid), f"no '{unsaid}' line")
         for rank in range(WORLD):
             check_trace(traces, rank)
             s = check_still_timed(job, rank, steps)
             note = s.get("timing_note", "")
             check(
-                s.get("timing_mode") == "event_pairs" and "handed over" in note,
-                f"rank {rank}: the summary says CUPTI was handed over ({s.get('timing_mode')}, {note!r})",
+                s.get("timing_mode") == "event_pairs" and note_words in note,
+                f"rank {rank}: event pairs, the note says why ({s.get('timing_mode')}, {note!r})",
             )
-            kernels = [o["name"] for o in ops(s, "kernel")]
-            check(
-                any(n.startswith("void at::native::") for n in kernels),
-                f"rank {rank}: torch's kernels from before the hand-over, by name ({len(kernels)} classes)",
-            )
+            if rank_checks:
+                rank_checks(rank, s)
     finally:
         job.kill()
+
+
+def case_profiler(args, out):
+    """Later than xtimer: CUPTI handed over (no start-up fallback), torch's kernels from before it."""
+
+    def kernels_before(rank, s):
+        kernels = [o["name"] for o in ops(s, "kernel")]
+        check(
+            any(n.startswith("void at::native::") for n in kernels),
+            f"rank {rank}: torch's kernels from before the hand-over, by name ({len(kernels)} classes)",
+        )
+
+    profiler_case(args, out, "10:14", 30, "CUPTI handed over", "CUPTI not used", "handed over", kernels_before)
 
 
 def case_profiler_first(args, out):
-    steps = 20
-    job, traces = profiler_job(args, out, "-1:5", steps)
-    try:
-        if not finished(job, steps, 500):
-            return
-        fallback = log_lines(job, "CUPTI not used")
-        check(
-            len(fallback) == WORLD and all(len(v) == 1 for v in fallback.values()),
-            f"one fallback line per rank ({fallback})",
-        )
-        check(not log_lines(job, "CUPTI handed over"), "nothing to hand over: the profiler came first")
-        for rank in range(WORLD):
-            check_trace(traces, rank)
-            s = check_still_timed(job, rank, steps)
-            note = s.get("timing_note", "")
-            check(
-                s.get("timing_mode") == "event_pairs" and "subscriber" in note,
-                f"rank {rank}: event pairs from the start, the note says why ({note!r})",
-            )
-    finally:
-        job.kill()
+    """Before xtimer's start: event pairs from the start, nothing to hand over."""
+    profiler_case(args, out, "-1:5", 20, "CUPTI not used", "CUPTI handed over", "subscriber")
 
 
 CASES = {
