@@ -108,8 +108,12 @@ bool PreloadVariables(std::vector<std::string>* vars, std::string* error) {
              "; point XTIMER_PRELOAD_LIB at libxtimer_preload.so (or unset it)";
     return false;
   }
-  // Prepend, keeping what the user preloads; a nested xtimer_launch does not add it twice.
+  // Prepend, keeping what the user preloads; a nested xtimer_launch does not add it twice. Its
+  // sibling libxtimer_cupti_handover.so, when there, comes right after it: a profiler started in
+  // the job takes CUPTI through it (preload/base/cupti_handover.h).
   std::string preload = resolved;
+  std::string handover = preload.substr(0, preload.rfind('/')) + "/libxtimer_cupti_handover.so";
+  if (access(handover.c_str(), R_OK) == 0) preload += ":" + handover;
   if (const char* old = std::getenv("LD_PRELOAD"); old != nullptr && *old != '\0') {
     if (std::strstr(old, resolved) != nullptr) {
       preload = old;

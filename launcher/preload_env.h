@@ -1,5 +1,6 @@
-// LD_PRELOAD for the processes xtimer_launch and xtimer_run start: libxtimer_preload.so first,
-// whatever the user preloads after it, never twice; and with XTIMER_PYTHON_HOOKS, the Python hook
+// LD_PRELOAD for the processes xtimer_launch and xtimer_run start: libxtimer_preload.so first
+// (with libxtimer_cupti_handover.so beside it, when there), whatever the user preloads after it,
+// never twice; and with XTIMER_PYTHON_HOOKS, the Python hook
 // module's folder (xtimer-site, beside the library) first on PYTHONPATH.
 #pragma once
 

@@ -20,14 +20,12 @@ const char* const* SonamesOf(Lib lib) {
   static const char* const kCublas[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so", nullptr};
   static const char* const kCublasLt[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so", nullptr};
   static const char* const kNccl[] = {"libnccl.so.2", "libnccl.so", nullptr};
-  static const char* const kCupti[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so", nullptr};
   switch (lib) {
     case Lib::kCudart: return kCudart;
     case Lib::kCuda: return kCuda;
     case Lib::kCublas: return kCublas;
     case Lib::kCublasLt: return kCublasLt;
     case Lib::kNccl: return kNccl;
-    case Lib::kCupti: return kCupti;
   }
   return kCuda;
 }

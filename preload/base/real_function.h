@@ -13,7 +13,7 @@
 namespace xtimer {
 
 // Which library a hooked symbol normally lives in; the sonames tried for RTLD_NOLOAD.
-enum class Lib { kCudart, kCuda, kCublas, kCublasLt, kNccl, kCupti };
+enum class Lib { kCudart, kCuda, kCublas, kCublasLt, kNccl };
 
 // The real address of `name`, or nullptr when the library is not loaded (then the hook can
 // only have been reached through a bogus call, and reports an error code).

@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/mutex.h"
+#include "preload/base/cupti_handover.h"
 #include "preload/base/hook_guard.h"
 #include "preload/base/own_gpu_calls.h"
 #include "preload/graphs/capture_mode.h"
@@ -78,7 +79,6 @@ std::atomic<bool> g_active{false};
 
 // Start and HandOver, one at a time: another client's first call and the library's Start may race.
 Mutex g_handover_mu;
-bool g_other_client XT_GUARDED_BY(g_handover_mu) = false;  // a client other than the library used CUPTI
 uint64_t g_started_ns XT_GUARDED_BY(g_handover_mu) = 0;
 char g_handover_note[192];  // written once under g_handover_mu, then published by g_note
 std::atomic<const char*> g_note{nullptr};
@@ -395,7 +395,10 @@ void SetLaunchPath(LaunchPath* launch) { g_launch.store(launch, std::memory_orde
 
 bool Start(std::string* reason) {
   MutexLock lock(g_handover_mu);
-  if (g_other_client) {
+  // From here on another client's CUPTI calls reach HandOver (which waits for this lock); one that
+  // came before keeps CUPTI.
+  auto handover_register = reinterpret_cast<CuptiHandoverRegisterFn>(dlsym(RTLD_DEFAULT, kCuptiHandoverRegister));
+  if (handover_register != nullptr && handover_register(&HandOver) != 0) {
     *reason =
         "another CUPTI client (a profiler such as PyTorch's or Nsight) came first: the subscriber slot and the "
         "activity buffers are its";
@@ -485,7 +488,6 @@ bool Active() { return g_active.load(std::memory_order_relaxed); }
 
 void HandOver(const char* entry_point) {
   MutexLock lock(g_handover_mu);
-  g_other_client = true;
   if (!g_active.load(std::memory_order_acquire)) return;
   State& st = *g_state;
   Api& a = st.api;

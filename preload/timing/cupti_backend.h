@@ -15,11 +15,12 @@
 // Hangs: records exist only once an op has ended, so CUPTI's API callback on every kernel and
 // graph launch (and stream destroy) tells Watch() which streams have unfinished work.
 //
-// Another client (torch.profiler's Kineto, a tool using the Activity API) comes second: the hooks
-// of the CUPTI entry points it calls (hooks/cupti_hooks.cc) call HandOver first, and the library
-// lets go of CUPTI (its records flushed for the poller, its kinds and callbacks disabled, the slot
-// freed), says so once and times with event pairs from then on, for the rest of the process. A
-// client that comes first (it called CUPTI before the library's Start) keeps CUPTI: Start refuses.
+// Another client (torch.profiler's Kineto, a tool using the Activity API) comes second: Start
+// registers HandOver with libxtimer_cupti_handover.so (base/cupti_handover.h), whose CUPTI entry
+// points call it first, and the library lets go of CUPTI (its records flushed for the poller, its
+// kinds and callbacks disabled, the slot freed), says so once and times with event pairs from
+// then on, for the rest of the process. A client that comes first (it called CUPTI before the
+// library's Start) keeps CUPTI: Start refuses.
 //
 // Threads: Start and SetLaunchPath run once under the tracker's creation lock; Active/Enter/Leave
 // and the API callback on the launch path (no lock, no allocation of ours); Drain on the poller
@@ -68,10 +69,10 @@ void SetLaunchPath(LaunchPath* launch);
 // the library handed CUPTI over.
 bool Active();
 
-// Another CUPTI client calls `entry_point` (hooks/cupti_hooks.cc). If the library holds CUPTI it
-// lets go before returning: it disables its API callbacks and activity kinds, flushes its records
-// (Drain still reads them), unsubscribes, logs one line and Active() is false. Whether or not it
-// held CUPTI, a later Start refuses (the other client came first). Safe from any thread.
+// Another CUPTI client calls `entry_point` (hooks/cupti_handover.cc, once Start registered this).
+// If the library holds CUPTI it lets go before returning: it disables its API callbacks and
+// activity kinds, flushes its records (Drain still reads them), unsubscribes, logs one line and
+// Active() is false. Safe from any thread.
 void HandOver(const char* entry_point);
 
 // Why kernels are no longer timed from CUPTI after a hand-over, for the summary's timing_note;

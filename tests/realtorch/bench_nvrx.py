@@ -20,7 +20,7 @@ Tools, one job each:
           every --report s (its interval; the ranks agree on it), identify_stragglers() at its
           default thresholds (0.75) on rank 0
   both    the two in one job: nvrx's CUPTI calls reach xtimer's hand-over (its libcupti.so.12
-          references bind to the preload's cupti* entry points), so xtimer goes on with event
+          references bind to libxtimer_cupti_handover.so's entry points), so xtimer goes on with event
           pairs; each one's namings, and xtimer's CUPTI line
 For each run: anything named while healthy, the seconds from the onset to the first naming of
 rank 1, and what named it (xtimer: the cause; nvrx: which score). Prints a Markdown table.
