@@ -41,9 +41,9 @@ Fn Real(const char* name) {
 
 }  // namespace
 
-#define XTIMER_CUPTI_FORWARD(fn, ...)                                                       \
-  Before(#fn);                                                                              \
-  static const auto real = Real<decltype(&::fn)>(#fn);                                      \
+#define XTIMER_CUPTI_FORWARD(fn, ...)                  \
+  Before(#fn);                                         \
+  static const auto real = Real<decltype(&::fn)>(#fn); \
   return real != nullptr ? real(__VA_ARGS__) : CUPTI_ERROR_NOT_INITIALIZED
 
 XTIMER_HANDOVER_EXPORT int xtimer_cupti_handover_register(xtimer::CuptiHandOverFn fn) {
