@@ -1,8 +1,10 @@
 #include "ckpt/copier.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 namespace xtimer::ckpt {
@@ -69,6 +71,7 @@ void CopyPool::Worker(int i) {
 void CopyPool::ParallelFor(size_t n, int threads, const std::function<void(size_t)>& fn) {
   if (n == 0) return;
   MutexLock call(call_mu_);
+  if (threads <= 0) threads = size();  // automatic: every thread of the pool
   int helpers = std::clamp(threads - 1, 0, static_cast<int>(workers_.size()));
   helpers = static_cast<int>(std::min<size_t>(helpers, n - 1));
   {
@@ -186,6 +189,22 @@ Fletcher ParallelCopy(void* dst, const void* src, uint64_t len, int threads, boo
   Fletcher f;
   for (const Fletcher& part : parts) f.Append(part);
   return f;
+}
+
+int PopulateParallel(unsigned char* base, uint64_t size, int threads) {
+  constexpr uint64_t kStep = 64ull << 20;
+  const size_t n = static_cast<size_t>((size + kStep - 1) / kStep);
+  std::atomic<int> err{0};
+  CopyPool::Get(threads).ParallelFor(n, threads, [&](size_t k) {
+    const uint64_t off = k * kStep;
+    if (err.load(std::memory_order_relaxed) != 0) return;
+    int rc;
+    do {
+      rc = madvise(base + off, std::min(kStep, size - off), MADV_POPULATE_WRITE);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) err.store(errno, std::memory_order_relaxed);
+  });
+  return err.load();
 }
 
 int64_t CopyOutVerified(const std::vector<const void*>& src, const std::vector<void*>& dst,

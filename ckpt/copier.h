@@ -35,7 +35,8 @@ class CopyPool {
   static CopyPool& Get(int threads);
   ~CopyPool();
 
-  // fn(i) for every i in [0, n), on up to `threads` threads, the caller included.
+  // fn(i) for every i in [0, n), on up to `threads` threads, the caller included (<= 0: all of
+  // the pool's).
   void ParallelFor(size_t n, int threads, const std::function<void(size_t)>& fn) XT_EXCLUDES(call_mu_, mu_);
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
@@ -68,6 +69,13 @@ void CopyHostSources(const std::vector<Source>& sources, const std::vector<size_
 
 // Copies len bytes src -> dst on up to `threads` threads; returns the checksum.
 Fletcher ParallelCopy(void* dst, const void* src, uint64_t len, int threads, bool stream);
+
+// Allocates and maps every page of [base, base+size), a shared file mapping, on up to `threads`
+// threads (<= 0: all of the pool's), in 64 MiB pieces. The first touch of a tmpfs page (its
+// allocation, zeroing and page table) costs a few times a copy of it; threads do it in parallel,
+// where posix_fallocate holds the file's lock. 0, or the errno: EFAULT where a write would raise
+// SIGBUS (the file system is full, or the range is past the file's end), EINVAL before Linux 5.14.
+int PopulateParallel(unsigned char* base, uint64_t size, int threads);
 
 // Copies each (src_i -> dst_i, len_i) and compares with expected[i]; returns the index of the
 // first mismatch or -1. Used by loads: the data reaches the caller only once it verified.

@@ -18,6 +18,7 @@
 #include <system_error>
 #include <thread>
 
+#include "ckpt/copier.h"
 #include "ckpt/cuda_copy.h"
 #include "ckpt/proc.h"
 #include "common/log.h"
@@ -63,10 +64,6 @@ class FileLock {
 };
 
 void SleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  // Linux 5.14
-#endif
 
 // Faults in [base, base+size) of a shared mapping without changing a byte, in 64 MiB steps so
 // that `stop` is seen soon. The first touch of a tmpfs page (allocation, zeroing, page table)
@@ -445,7 +442,7 @@ void Segment::StartPrefault(int slot, uint64_t from, uint64_t cap) {
   }
 }
 
-Status Segment::MapSlot(int slot, bool create) {
+Status Segment::MapSlot(int slot, bool create, bool populate) {
   Map& m = maps_[slot];
   std::string path = slot_path(slot);
   if (m.fd < 0) {
@@ -461,7 +458,7 @@ Status Segment::MapSlot(int slot, bool create) {
     if (m.base != nullptr) munmap(m.base, m.size);
     close(m.fd);
     m = Map{};
-    return MapSlot(slot, create);
+    return MapSlot(slot, create, populate);
   }
   if (size == m.size && m.base != nullptr) return Status::Ok();
   if (m.base != nullptr) munmap(m.base, m.size);
@@ -469,14 +466,14 @@ Status Segment::MapSlot(int slot, bool create) {
   m.size = 0;
   if (size == 0) return Status::Ok();
   int prot = writable_ ? PROT_READ | PROT_WRITE : PROT_READ;
-  void* p = mmap(nullptr, size, prot, MAP_SHARED | MAP_POPULATE, m.fd, 0);
+  void* p = mmap(nullptr, size, prot, MAP_SHARED | (populate ? MAP_POPULATE : 0), m.fd, 0);
   if (p == MAP_FAILED) return Status::Error("cannot map " + path + ": " + ErrnoText(errno));
   m.base = static_cast<unsigned char*>(p);
   m.size = size;
   return Status::Ok();
 }
 
-Status Segment::EnsureCapacity(uint64_t need) {
+Status Segment::EnsureCapacity(uint64_t need, int threads) {
   JoinPrefault();  // the reservation behind the last save: its capacity is read below
   uint64_t have[2] = {A(ctl_->slot[0].capacity).load(), A(ctl_->slot[1].capacity).load()};
   int target = CurrentSlot() == 0 ? 1 : 0;
@@ -512,18 +509,30 @@ Status Segment::EnsureCapacity(uint64_t need) {
       continue;
     }
     Map& m = maps_[s];
-    // posix_fallocate reserves the pages now: running out of room is an error here, never a
-    // SIGBUS during a copy.
-    int err = ReserveFile(m.fd, have[s], cap, nullptr);
+    // Every page is allocated now, on the copy threads: running out of room is an error here,
+    // never a SIGBUS during a copy. Where that cannot be done in parallel (not a tmpfs, or a
+    // kernel before 5.14), posix_fallocate reserves the pages and the copy touches them.
+    int err = ftruncate(m.fd, static_cast<off_t>(cap)) == 0 ? 0 : errno;
+    if (err == 0) {
+      Status mapped = MapSlot(s, false, /*populate=*/false);
+      if (!mapped.ok()) {
+        if (ftruncate(m.fd, static_cast<off_t>(have[s])) != 0) {
+        }
+        return mapped;
+      }
+      err = PopulateParallel(m.base, cap, threads);
+      if (err == EINVAL) err = ReserveFile(m.fd, have[s], cap, nullptr);
+    }
     if (err != 0) {
       if (ftruncate(m.fd, static_cast<off_t>(have[s])) != 0) {
       }
-      return Status::NoSpace("cannot reserve " + Bytes(cap) + " for " + slot_path(s) + ": " + ErrnoText(err) +
-                             " (needed " + Bytes(inc) + ", " + Bytes(avail) + " were available)" + advice);
+      return Status::NoSpace("cannot reserve " + Bytes(cap) + " for " + slot_path(s) + ": " +
+                             (err == EFAULT ? std::string("no room left") : ErrnoText(err)) + " (needed " + Bytes(inc) +
+                             ", " + Bytes(avail) + " were available)" + advice);
     }
     A(ctl_->slot[s].capacity).store(cap);
   }
-  // Map the new sizes (the target now; the other one behind this save, see StartPrefault).
+  // The target is mapped at its new size; the other one is mapped behind this save (StartPrefault).
   return MapSlot(target, false);
 }
 
@@ -676,7 +685,7 @@ Status Segment::Save(const SaveArgs& args, SaveResult* result, std::string* skip
     ~Unlock() { s->ReleaseWrite(slot); }
   } unlock{this, target};
 
-  XT_RETURN_IF_ERROR(EnsureCapacity(need));
+  XT_RETURN_IF_ERROR(EnsureCapacity(need, args.threads));
   XT_RETURN_IF_ERROR(MapSlot(target, false));
   Map& m = maps_[target];
   if (m.size < need) return Status::Error(slot_path(target) + " is smaller than its recorded capacity");

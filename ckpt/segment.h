@@ -194,8 +194,10 @@ class Segment {
 
  private:
   Segment() = default;
-  Status MapSlot(int slot, bool create);
-  Status EnsureCapacity(uint64_t need);
+  // Maps the slot file at its size; `populate`: with its pages (MAP_POPULATE).
+  Status MapSlot(int slot, bool create, bool populate = true);
+  // Grows both slots to hold `need` bytes; the target's pages are allocated on `threads` threads.
+  Status EnsureCapacity(uint64_t need, int threads);
   void StartPrefault(int slot, uint64_t from, uint64_t cap);
   Status AcquireWrite(int slot, std::string* why);
   void ReleaseWrite(int slot);
@@ -212,13 +214,12 @@ class Segment {
     unsigned char* base = nullptr;
     uint64_t size = 0;
   } maps_[2];
-  // The first save of a size reserves (posix_fallocate) and touches (allocation, zeroing, page
-  // tables: about a copy's time) only its own slot. The other one is left pending_ by
-  // EnsureCapacity, whose room check covered it, and after the save prefault_ (nice 10) reserves
-  // it, records its capacity and touches its pages (MADV_POPULATE_WRITE) in a mapping of its
-  // own, which JoinPrefault makes the slot's. The next save joins it before reading capacities
-  // (it waits only if the thread is still at work); if the reservation failed (the room went
-  // meanwhile), that save reserves the slot itself and names the error before any copy. The
+  // The first save of a size allocates and maps the pages of its own slot only (allocation,
+  // zeroing, page tables: a few times a copy's time), in parallel on the copy threads. The other one is left pending_
+  // by EnsureCapacity, whose room check covered it, and after the save prefault_ (nice 10) reserves it, records its
+  // capacity and touches its pages (MADV_POPULATE_WRITE) in a mapping of its own, which JoinPrefault makes the slot's.
+  // The next save joins it before reading capacities (it waits only if the thread is still at work); if the reservation
+  // failed (the room went meanwhile), that save reserves the slot itself and names the error before any copy. The
   // thread never writes data into a slot.
   int pending_slot_ = -1;
   uint64_t pending_from_ = 0, pending_cap_ = 0;

@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -114,6 +116,39 @@ TEST(Copier, GathersAnyStrides) {
   EXPECT_EQ(out2, (std::vector<float>{0, 1, 2, 0, 1, 2}));
   EXPECT_TRUE((Source{m.data(), 48, 4, {3, 4}, {4, 1}, -1}).Contiguous());
   EXPECT_TRUE((Source{m.data(), 16, 4, {1, 4}, {99, 1}, -1}).Contiguous());
+}
+
+TEST(Copier, AutomaticThreadsAreThePool) {
+  // threads = 0 (the options' "automatic") runs on the pool's threads, not on the caller alone:
+  // two items that each wait for the other to start finish only on two threads.
+  CopyPool& pool = CopyPool::Get(2);
+  ASSERT_GE(pool.size(), 2);
+  std::atomic<int> started{0};
+  std::atomic<bool> met[2] = {false, false};
+  pool.ParallelFor(2, 0, [&](size_t k) {
+    started.fetch_add(1);
+    for (int i = 0; i < 10000 && started.load() < 2; ++i) usleep(1000);  // 10 s at most: no hang
+    met[k] = started.load() == 2;
+  });
+  EXPECT_TRUE(met[0] && met[1]) << "the two items ran one after the other";
+}
+
+TEST(Copier, PopulatingPastAFilesEndIsAnErrorNotASignal) {
+  TempDirs dirs("populate");
+  const long page = sysconf(_SC_PAGESIZE);
+  std::string path = dirs.shm() + "/populate";
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 4 * page), 0);
+  void* p = mmap(nullptr, static_cast<size_t>(8 * page), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  auto* base = static_cast<unsigned char*>(p);
+  EXPECT_EQ(PopulateParallel(base, static_cast<uint64_t>(4 * page), 0), 0);
+  base[4 * page - 1] = 1;  // populated and writable
+  // The last four pages lie past the end: a write there would raise SIGBUS.
+  EXPECT_EQ(PopulateParallel(base, static_cast<uint64_t>(8 * page), 0), EFAULT);
+  munmap(p, static_cast<size_t>(8 * page));
+  close(fd);
 }
 
 // An image built in memory, for the format tests.
