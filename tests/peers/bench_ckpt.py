@@ -4,8 +4,10 @@ agent persists), ours (xtimer.ckpt.DdpCheckpointer under xtimer_run, whose node 
 torch.distributed.checkpoint.async_save (under torchrun), on the same state, one worker each.
 
 For each: the time the training loop is blocked by a disk save, the time until that step is on
-disk, and the time a new job takes to load it. Prints a table and ratios (peer / ours: above 1,
-we are faster). ckpt_bench_worker.py says exactly what is timed.
+disk by the method's own account and until its files are synced (durable), and the time a
+new job takes to load it. Before each method, os.sync(): none writes back another's files.
+Prints a table and ratios (peer / ours: above 1, we are faster). ckpt_bench_worker.py says
+exactly what is timed.
 
   bench_ckpt.py --peers DIR --bin BUILD/bin --pypath BUILD/lib/python [--size 1G] [--repeats 3]
                [--shm-dir /dev/shm]
@@ -69,6 +71,10 @@ def main():
         try:
             for method in ("dlrover", "xtimer", "dcp"):
                 for phase in ("save", "load"):
+                    # Each starts with nothing of another's left to write back: DLRover's saves
+                    # leave their files dirty in the page cache, written back while the next
+                    # method's saves sync theirs.
+                    os.sync()
                     env = base_env(
                         out,
                         args.pypath,
@@ -103,14 +109,16 @@ def main():
         f"(the first, then the median from the third on)"
     )
     print(
-        f"{'':24s} {'blocked first':>13s} {'blocked':>9s} {'on disk first':>13s} {'on disk':>9s} {'load':>8s}  loaded"
+        f"{'':24s} {'blocked first':>13s} {'blocked':>9s} {'on disk first':>13s} {'on disk':>9s} {'durable':>9s} "
+        f"{'load':>8s}  loaded"
     )
     names = {"dlrover": "DLRover DdpCheckpointer", "xtimer": "xtimer DdpCheckpointer", "dcp": "DCP async_save"}
     for m in ("dlrover", "xtimer", "dcp"):
         r = res[m]
         print(
             f"{names[m]:24s} {r['blocked'][0]:12.3f}s {steady(r['blocked']):8.3f}s {r['on_disk'][0]:12.3f}s "
-            f"{steady(r['on_disk']):8.3f}s {r['load']:7.3f}s  step {r.get('loaded_step')} "
+            f"{steady(r['on_disk']):8.3f}s {steady(r['durable']):8.3f}s {r['load']:7.3f}s  "
+            f"step {r.get('loaded_step')} "
             f"{'intact' if r.get('loaded_ok') else 'WRONG'}"
         )
     print("a save's cost in the worker, steady (median from the third): CPU seconds, minor and major page faults")
@@ -127,7 +135,8 @@ def main():
         r = res[m]
         print(
             f"ratio {names[m]} / ours: blocked {steady(r['blocked']) / steady(x['blocked']):.2f}, "
-            f"on disk {steady(r['on_disk']) / steady(x['on_disk']):.2f}, load {r['load'] / x['load']:.2f}"
+            f"on disk {steady(r['on_disk']) / steady(x['on_disk']):.2f}, "
+            f"durable {steady(r['durable']) / steady(x['durable']):.2f}, load {r['load'] / x['load']:.2f}"
         )
     bad = [m for m in res if not res[m].get("loaded_ok")]
     if bad:

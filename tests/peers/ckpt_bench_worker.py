@@ -6,6 +6,9 @@ xtimer_run, torchrun). Saves the same state REPEATS times to disk with METHOD an
   on_disk  from the call until the step is on disk: DLRover's tracker file (dlrover_latest.txt,
            polled every 10 ms: DLRover's own wait_latest_checkpoint polls every 3 s), our
            Checkpointer.wait(), DCP's future.result()
+  durable  from the call until the step's files are synced to the disk: ours and DCP's (its
+           FileSystemWriter syncs by default) are synced when on_disk ends; DLRover's tracker
+           is written before its state file is synced, so its files are fsync'ed then
   load     (PHASE=load) a new job resumes the newest step into its model's tensors (see
            load_phase); each from wherever it finds the step (a new job: disk, in the page cache)
 
@@ -57,7 +60,7 @@ def usage():
 
 
 def save_phase(res):
-    blocked, on_disk, cost = [], [], []
+    blocked, on_disk, durable, cost = [], [], [], []
     if METHOD == "dcp":
         import torch.distributed.checkpoint as dcp
 
@@ -88,13 +91,32 @@ def save_phase(res):
                 tracker = os.path.join(CKPT_DIR, "dlrover_latest.txt")
                 while disk_step(tracker) != step:
                     time.sleep(0.01)
+                on_disk.append(time.perf_counter() - t0)
+                # DLRover's saver writes the state with torch.save and no fsync (only its tracker
+                # file is synced): the step is durable once its files are.
+                fsync_tree(os.path.join(CKPT_DIR, str(step)))
+                durable.append(time.perf_counter() - t0)
             else:
                 ck.save_checkpoint(step, state, storage_type=StorageType.DISK)
                 blocked.append(time.perf_counter() - t0)
                 cost.append([b - a for a, b in zip(u0, usage())])
-                ck.wait()
-            on_disk.append(time.perf_counter() - t0)
-    res.update(blocked=blocked, on_disk=on_disk, save_cost=cost)
+                ck.wait()  # returns once the files and the folder are synced
+                on_disk.append(time.perf_counter() - t0)
+                durable.append(on_disk[-1])
+    res.update(blocked=blocked, on_disk=on_disk, durable=durable or on_disk, save_cost=cost)
+
+
+def fsync_tree(folder):
+    """fsync every file under `folder` and the folder itself; raises if it holds no file."""
+    files = [os.path.join(d, n) for d, _, names in os.walk(folder) for n in names]
+    if not files:
+        raise RuntimeError(f"no files in {folder} to sync")
+    for path in files + [folder]:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def load_phase(res):
