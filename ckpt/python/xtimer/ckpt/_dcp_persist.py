@@ -22,6 +22,7 @@ import os
 import shutil
 import stat
 import sys
+import time
 
 from xtimer.ckpt._persister import fsync_dir, serve, write_atomic
 
@@ -146,10 +147,58 @@ def write_snapshot(core, step, step_dir, copied):
 # the rank's files of that save, and .metadata if this rank was the last, are written.
 DONE = ".xtimer-done-rank_%d"  # JSON {"save": N}
 FAILED = ".xtimer-failed-rank_%d"  # JSON {"save": N, "error": why}
+# JSON {"save": N}: the request's function has started (in megatron's async process, or in the
+# training process for a synchronous save). A request with {"go_within": seconds} waits for it,
+# or that long: megatron's caller forks the training process when it starts the request, and on
+# a few cores a persister already at work makes that fork, which the training loop waits for,
+# take up to several times as long.
+GO = ".xtimer-go-rank_%d"
+
+
+def read_marker(path):
+    """A marker's JSON object, or None while it is missing, partial or not a regular file (never
+    a FIFO, never waited on)."""
+    from xtimer.ckpt._files import open_regular
+    from xtimer.ckpt.checkpointer import CheckpointError
+
+    try:
+        with os.fdopen(open_regular(path, follow=False, max_bytes=4096), "rb") as f:
+            got = json.loads(f.read(4096))
+    except (OSError, ValueError, CheckpointError):  # missing, planted, cut short: not the marker (yet)
+        return None
+    return got if isinstance(got, dict) else None
+
+
+def wait_go(folder, rank, save, within):
+    """Until the request's function said go for `save`, at most `within` seconds; the marker is
+    removed."""
+    path = os.path.join(folder, GO % rank)
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        got = read_marker(path)
+        if got is not None and got.get("save") == save:
+            break
+        time.sleep(0.002)
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def say_go(folder, rank, save):
+    """The request's side of wait_go (no fsync: nothing reads it after a crash)."""
+    path = os.path.join(folder, GO % rank)
+    tmp = f"{path}.tmp{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(json.dumps({"save": save}).encode())
+    os.rename(tmp, path)
 
 
 def persist_into(core, rank, save, extra, copied):
     folder = extra["dir"]
+    if extra.get("go_within"):
+        wait_go(folder, rank, save, float(extra["go_within"]))
     try:
         write_snapshot(core, save, folder, copied)
     except Exception as e:

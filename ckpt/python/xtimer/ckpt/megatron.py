@@ -47,8 +47,7 @@ from .fsdp import (
     _Reader,
     _tree_json,
 )
-from ._dcp_persist import DONE, FAILED
-from ._files import open_regular
+from ._dcp_persist import DONE, FAILED, read_marker, say_go
 from ._persister import Persister
 from megatron.core.dist_checkpointing.strategies import torch as _mt
 from torch.distributed.checkpoint.api import CheckpointException as DcpCheckpointException
@@ -64,6 +63,7 @@ log = logging.getLogger("xtimer.ckpt")
 __all__ = ["FlashSaveStrategy", "FlashLoadStrategy", "register", "CheckpointError", "BACKEND"]
 
 BACKEND = "xtimer_flash"  # the name under which register() puts the strategies
+GO_WITHIN = 5.0  # seconds a persister waits for the request to start (see _dcp_persist.GO)
 
 
 def _real(path):
@@ -120,18 +120,15 @@ def _wait_written(folder, rank, save, persister_pid, timeout=3600.0):
     """The AsyncRequest's function: waits until the persister of `rank` has written its files of
     `save` (and .metadata if it was the last); raises its error, or if it exited. Runs in
     megatron's async process (module level: pickled by its persistent caller) or in the
-    training process."""
+    training process. It first tells the persister to start (the request's go_within)."""
+    say_go(folder, rank, save)
     done, failed = os.path.join(folder, DONE % rank), os.path.join(folder, FAILED % rank)
     deadline = time.monotonic() + timeout
     pause = 0.002
     while True:
         for path, ok in ((done, True), (failed, False)):
-            try:
-                with os.fdopen(open_regular(path, follow=False), "rb") as f:  # never a FIFO, never waited on
-                    got = json.loads(f.read(4096))
-            except (OSError, ValueError, CheckpointError):
-                continue
-            if isinstance(got, dict) and got.get("save") == save:
+            got = read_marker(path)
+            if got is not None and got.get("save") == save:
                 if ok:
                     return
                 raise CheckpointError(f"xtimer.ckpt: rank {rank}'s files in {folder}: {got.get('error')}")
@@ -208,7 +205,9 @@ class FlashSaveStrategy(AsyncSaveShardedStrategy):
             del keep
             if not saved:
                 raise CheckpointError(f"xtimer.ckpt: the copy into shared memory was skipped: {why}")
-            persister.request(save, {"dir": folder})
+            # The persister starts once megatron's caller has started the request (it forks the
+            # training process first), or after GO_WITHIN seconds if nobody starts it.
+            persister.request(save, {"dir": folder, "go_within": GO_WITHIN})
             now = time.perf_counter()
             self.last_save = {"folder": folder, "save": save, "copy_s": now - t0, "strategy_s": now - started}
 
