@@ -109,15 +109,15 @@ def main():
         f"(the first, then the median from the third on)"
     )
     print(
-        f"{'':24s} {'blocked first':>13s} {'blocked':>9s} {'on disk first':>13s} {'on disk':>9s} {'durable':>9s} "
-        f"{'load':>8s}  loaded"
+        f"{'':24s} {'blocked first':>13s} {'blocked':>9s} {'on disk first':>13s} {'on disk':>9s} "
+        f"{'durable first':>13s} {'durable':>9s} {'load':>8s}  loaded"
     )
     names = {"dlrover": "DLRover DdpCheckpointer", "xtimer": "xtimer DdpCheckpointer", "dcp": "DCP async_save"}
     for m in ("dlrover", "xtimer", "dcp"):
         r = res[m]
         print(
             f"{names[m]:24s} {r['blocked'][0]:12.3f}s {steady(r['blocked']):8.3f}s {r['on_disk'][0]:12.3f}s "
-            f"{steady(r['on_disk']):8.3f}s {steady(r['durable']):8.3f}s {r['load']:7.3f}s  "
+            f"{steady(r['on_disk']):8.3f}s {r['durable'][0]:12.3f}s {steady(r['durable']):8.3f}s {r['load']:7.3f}s  "
             f"step {r.get('loaded_step')} "
             f"{'intact' if r.get('loaded_ok') else 'WRONG'}"
         )
