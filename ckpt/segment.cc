@@ -510,8 +510,8 @@ Status Segment::EnsureCapacity(uint64_t need, int threads) {
     }
     Map& m = maps_[s];
     // Every page is allocated now, on the copy threads: running out of room is an error here,
-    // never a SIGBUS during a copy. Where that cannot be done in parallel (not a tmpfs, or a
-    // kernel before 5.14), posix_fallocate reserves the pages and the copy touches them.
+    // never a SIGBUS during a copy. Before Linux 5.14 (no MADV_POPULATE_WRITE),
+    // posix_fallocate reserves the pages and the copy touches them.
     int err = ftruncate(m.fd, static_cast<off_t>(cap)) == 0 ? 0 : errno;
     if (err == 0) {
       Status mapped = MapSlot(s, false, /*populate=*/false);
@@ -525,6 +525,11 @@ Status Segment::EnsureCapacity(uint64_t need, int threads) {
     }
     if (err != 0) {
       if (ftruncate(m.fd, static_cast<off_t>(have[s])) != 0) {
+      }
+      if (m.base != nullptr && m.size > have[s]) {  // nothing may touch the mapping past the file's end
+        munmap(m.base, m.size);
+        m.base = nullptr;
+        m.size = 0;
       }
       return Status::NoSpace("cannot reserve " + Bytes(cap) + " for " + slot_path(s) + ": " +
                              (err == EFAULT ? std::string("no room left") : ErrnoText(err)) + " (needed " + Bytes(inc) +
