@@ -10,7 +10,8 @@ xtimer_run, torchrun). Saves the same state REPEATS times to disk with METHOD an
            FileSystemWriter syncs by default) are synced when on_disk ends; DLRover's tracker
            is written before its state file is synced, so its files are fsync'ed then
   load     (PHASE=load) a new job resumes the newest step into its model's tensors (see
-           load_phase); each from wherever it finds the step (a new job: disk, in the page cache)
+           load_phase); each from wherever it finds the step (a new job: disk; DLRover's and
+           DCP's files are in the page cache, ours are not: our saver writes around it)
 
 METHOD: dlrover | xtimer | dcp. SIZE bytes of float32 in 16 tensors. Writes $OUT/<METHOD>-<PHASE>.json.
 """
