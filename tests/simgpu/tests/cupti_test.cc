@@ -429,13 +429,18 @@ void LaunchOne() {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
+// A client as xtimer and Kineto start: subscribes, takes the activity buffers, enables kernels.
+void StartClient(CUpti_SubscriberHandle* handle, CUpti_BuffersCallbackCompleteFunc completed) {
+  ASSERT_EQ(cuptiSubscribe(handle, nullptr, nullptr), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityRegisterCallbacks(Requested, completed), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+}
+
 TEST(CuptiClients, ASecondClientGetsTheSlotAndTheRecordsOnceTheFirstLetGo) {
   ASSERT_EQ(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), CUPTI_SUCCESS);  // the fixture's leftovers
   g_kernels_a = g_kernels_b = 0;
   CUpti_SubscriberHandle a, b;
-  ASSERT_EQ(cuptiSubscribe(&a, nullptr, nullptr), CUPTI_SUCCESS);
-  ASSERT_EQ(cuptiActivityRegisterCallbacks(Requested, CompletedA), CUPTI_SUCCESS);
-  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(StartClient(&a, CompletedA));
   LaunchOne();
   EXPECT_EQ(cuptiSubscribe(&b, nullptr, nullptr), CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
       << "the profiler is refused while the first client holds the slot";
@@ -445,9 +450,7 @@ TEST(CuptiClients, ASecondClientGetsTheSlotAndTheRecordsOnceTheFirstLetGo) {
   ASSERT_EQ(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
   ASSERT_EQ(cuptiUnsubscribe(a), CUPTI_SUCCESS);
   LaunchOne();  // no kind enabled: a record for nobody
-  ASSERT_EQ(cuptiSubscribe(&b, nullptr, nullptr), CUPTI_SUCCESS);
-  ASSERT_EQ(cuptiActivityRegisterCallbacks(Requested, CompletedB), CUPTI_SUCCESS);
-  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(StartClient(&b, CompletedB));
   LaunchOne();
   LaunchOne();
   ASSERT_EQ(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), CUPTI_SUCCESS);
@@ -494,9 +497,7 @@ TEST(CuptiClients, ATimestampCallbackPutsRecordsOnTheClientsClock) {
 TEST(CuptiClients, FinalizeDetachesTheSubscriberKindsAndBufferCallbacks) {
   g_kernels_a = g_kernels_b = 0;
   CUpti_SubscriberHandle a, b;
-  ASSERT_EQ(cuptiSubscribe(&a, nullptr, nullptr), CUPTI_SUCCESS);
-  ASSERT_EQ(cuptiActivityRegisterCallbacks(Requested, CompletedA), CUPTI_SUCCESS);
-  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(StartClient(&a, CompletedA));
   LaunchOne();
   ASSERT_EQ(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), CUPTI_SUCCESS);
   EXPECT_EQ(g_kernels_a.load(), 1);
