@@ -186,6 +186,7 @@ std::vector<std::string> WorkerEnvironment(const RunOptions& o, const Round& rou
       {"TORCHELASTIC_RUN_ID", o.rdzv_id},
       // Rank 0 hosts the TCP store, as under torchrun without an agent store.
       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+      {"TORCHELASTIC_SIGNALS_TO_HANDLE", o.signals_to_handle},
   };
   std::string nccl_async = "1";  // torchrun passes it on when set, else sets it to 1
   for (const std::string& kv : base)
@@ -441,13 +442,14 @@ void ElasticAgent::PrintFailureSummary(const std::string& headline) {
   // lines of the failed worker's stderr.
   auto describe = [](const WorkerExit& f, std::string* out) {
     int code = WIFSIGNALED(f.status) ? -WTERMSIG(f.status) : WEXITSTATUS(f.status);
+    const char* abbrev = WIFSIGNALED(f.status) ? sigabbrev_np(WTERMSIG(f.status)) : nullptr;
+    const std::string signal_name = abbrev ? std::string(" (SIG") + abbrev + ")" : "";  // " (SIGKILL)"
     std::string traceback;
     if (!f.error_file.empty()) traceback = ErrorFileTraceback(f.error_file);
     if (traceback.empty()) {
       if (WIFSIGNALED(f.status)) {
-        const char* name = sigabbrev_np(WTERMSIG(f.status));
-        traceback = "Signal " + std::to_string(WTERMSIG(f.status)) + (name ? std::string(" (SIG") + name + ")" : "") +
-                    " received by PID " + std::to_string(f.pid);
+        traceback =
+            "Signal " + std::to_string(WTERMSIG(f.status)) + signal_name + " received by PID " + std::to_string(f.pid);
       } else {
         traceback = "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html";
       }
@@ -458,7 +460,8 @@ void ElasticAgent::PrintFailureSummary(const std::string& headline) {
     *out += "  time      : " + LocalTime(f.when_unix_ms) + "\n";
     *out += "  host      : " + HostName() + "\n";
     *out += "  rank      : " + std::to_string(f.rank) + " (local_rank: " + std::to_string(f.local_rank) + ")\n";
-    *out += "  exitcode  : " + std::to_string(code) + " (pid: " + std::to_string(f.pid) + ")\n";
+    // torchrun 2.9+ appends the signal's name after a space that is always there.
+    *out += "  exitcode  : " + std::to_string(code) + " (pid: " + std::to_string(f.pid) + ") " + signal_name + "\n";
     *out += "  error_file: " + (f.error_file.empty() ? std::string("<N/A>") : f.error_file) + "\n";
     *out += "  traceback : " + indented + "\n";
   };

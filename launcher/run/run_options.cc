@@ -293,6 +293,26 @@ const FlagSpec
                    if (v == "spawn" || v == "fork" || v == "forkserver") return true;
                    return p.Fail(f + " takes spawn, fork or forkserver, not '" + v + "'");
                  }},
+                {"--signals-to-handle", nullptr, A::kValue, G::kTorchrun, "SIG,SIG",
+                 "told to the workers (TORCHELASTIC_SIGNALS_TO_HANDLE); xtimer_run always stops on\n"
+                 "SIGINT, SIGTERM, SIGHUP, SIGQUIT and passes SIGUSR1, SIGUSR2 on",
+                 [](Parser& p, Arg f, Arg v) {
+                   static const std::set<std::string> kHandled = {"SIGTERM", "SIGINT",  "SIGHUP",
+                                                                  "SIGQUIT", "SIGUSR1", "SIGUSR2"};
+                   std::stringstream items(v);
+                   std::string name;
+                   int count = 0;
+                   while (std::getline(items, name, ',')) {
+                     ++count;
+                     if (!kHandled.count(name))
+                       return p.Fail(f + ": '" + name +
+                                     "' is not a signal xtimer_run handles (SIGTERM, SIGINT, SIGHUP, SIGQUIT, "
+                                     "SIGUSR1, SIGUSR2)");
+                   }
+                   if (count == 0) return p.Fail(f + " needs a comma-separated list of signal names");
+                   p.o->signals_to_handle = v;
+                   return true;
+                 }},
                 {"--logs-specs", nullptr, A::kValue, G::kTorchrun, "NAME",
                  "accepted, no effect (a Python plugin of torchrun)",
                  [](Parser& p, Arg f, Arg) {

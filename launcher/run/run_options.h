@@ -40,6 +40,10 @@ struct RunOptions {
   int redirects = kNone, tee = kNone;
   std::vector<int> local_ranks_filter;  // --local-ranks-filter: local ranks shown on the terminal (empty: all)
   bool run_path = false;                // --run-path: the script runs with Python, whatever --no-python/-m say
+  // --signals-to-handle: told to the workers in TORCHELASTIC_SIGNALS_TO_HANDLE, as torchrun 2.9+
+  // does. xtimer_run itself always stops on SIGINT, SIGTERM, SIGHUP, SIGQUIT and passes SIGUSR1,
+  // SIGUSR2 on, so a list may name only those.
+  std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   // dlrover-run's (and ours).
   bool network_check = false;
   bool exclude_straggler = false;

@@ -135,6 +135,8 @@ TEST(RunOptions, BadInputGetsOneLineNamingTheFlag) {
       {{"--precheck", "3", "t.py"}, "--precheck takes a whole number from 0 to 2, not '3'"},
       {{"--accelerator", "tpu", "t.py"}, "--accelerator takes nvidia.com/gpu, ascend-npu or mthreads.com/gpu"},
       {{"--start-method", "thread", "t.py"}, "--start-method takes spawn, fork or forkserver"},
+      {{"--signals-to-handle", "SIGTERM,SIGKILL", "t.py"}, "'SIGKILL' is not a signal xtimer_run handles"},
+      {{"--signals-to-handle", "", "t.py"}, "--signals-to-handle needs a comma-separated list"},
       {{"--box-pairs", "t.py"}, "--box-pairs needs one or more socket pairs"},
       {{"--network-check=1", "t.py"}, "--network-check is a switch and takes no value"},
       {{"--min-bandwidth", "-5", "t.py"}, "--min-bandwidth takes MB/s"},
@@ -189,6 +191,7 @@ TEST(RunOptions, EveryDlroverRunFlagInBothSpellings) {
       {"--max-restarts", "3", {}, [](auto& o) { return o.max_restarts == 3; }},
       {"--monitor-interval", "0.5", {}, [](auto& o) { return o.monitor_interval_s == 0.5; }},
       {"--start-method", "forkserver", {}, [](auto& o) { return o.warnings.empty(); }},
+      {"--signals-to-handle", "SIGTERM,SIGUSR1", {}, [](auto& o) { return o.signals_to_handle == "SIGTERM,SIGUSR1"; }},
       {"--role", "trainer", {}, [](auto& o) { return o.role == "trainer"; }},
       {"--module", "", {}, [](auto& o) { return o.module; }},
       {"--no-python", "", {}, [](auto& o) { return o.no_python; }},
@@ -490,6 +493,7 @@ TEST(WorkerEnvironment, TorchrunVariables) {
   EXPECT_EQ(m["TORCHELASTIC_RESTART_COUNT"], "1");
   EXPECT_EQ(m["TORCHELASTIC_MAX_RESTARTS"], "3");
   EXPECT_EQ(m["TORCHELASTIC_RUN_ID"], "job");
+  EXPECT_EQ(m["TORCHELASTIC_SIGNALS_TO_HANDLE"], "SIGTERM,SIGINT,SIGHUP,SIGQUIT");  // torchrun 2.9+'s default
   EXPECT_EQ(m["OMP_NUM_THREADS"], "1");
   EXPECT_EQ(m["PATH"], "/bin");
   EXPECT_EQ(std::count_if(env.begin(), env.end(), [](auto& kv) { return kv.rfind("RANK=", 0) == 0; }), 1);
