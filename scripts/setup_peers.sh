@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Installs the peers: the tools our users would otherwise pick (torchrun and DCP from PyTorch 2.x,
-# DLRover's dlrover-run and flash checkpoint, py-spy), pinned in scripts/peers-requirements.txt,
-# in a Python 3.11 virtual environment that the peer tests (tests/peers/) run beside ours.
+# Installs the peers: the tools our users would otherwise pick (torchrun and DCP from PyTorch 2.15,
+# py-spy, DeepSpeed, transformers, megatron-core), pinned in scripts/peers-requirements.txt, in a
+# Python 3.11 virtual environment that the peer tests (tests/peers/) run beside ours, and that runs
+# real torch on the simulated GPUs (tests/realtorch, scripts/simgpu.sh).
 #
 #   scripts/setup_peers.sh           build it if missing, link .peers to it, print its path
 #   scripts/setup_peers.sh --check   exit 0 if .peers is ready, 1 if not (installs nothing)
-#   scripts/setup_peers.sh --for realtorch [--check]
-#                                    the same for .realtorch, from scripts/realtorch-requirements.txt:
-#                                    torch 2.15 (CUDA 13) for the realtorch tests on the simulated GPUs
+#   scripts/setup_peers.sh --for dlrover [--check]
+#                                    the same for .dlrover, from scripts/dlrover-requirements.txt:
+#                                    DLRover's dlrover-run and flash checkpoint with torch 2.8, the
+#                                    newest torch that DLRover runs with
 #
 # The environment lives outside the checkout, in
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/xtimer/peers-<first 16 hex of the requirements' sha256>
@@ -22,12 +24,12 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 name=peers
 if [ "${1:-}" = "--for" ]; then
-  name=${2:?"setup_peers: --for needs a name (realtorch)"}
+  name=${2:?"setup_peers: --for needs a name (dlrover)"}
   shift 2
 fi
 req=$root/scripts/$name-requirements.txt
 if [ ! -f "$req" ]; then
-  echo "setup_peers: $req is missing; --for takes peers or realtorch" >&2
+  echo "setup_peers: $req is missing; --for takes peers or dlrover" >&2
   exit 2
 fi
 python=/usr/bin/python3.11  # Debian's: the interpreter the build's xtimer._ckpt module is built for
@@ -92,18 +94,23 @@ trap 'rm -rf "$tmp" "$tmp.req"' EXIT
 rm -rf "$tmp" "$tmp.log"
 start=$(date +%s)
 
-# Seed: the newest complete environment of other pins (last used first), copied as hard links,
-# so that pip installs only what differs (a pin change costs seconds, not a 4 GB download).
+# Seed: the newest complete environment of other pins (last used first) with the same torch, else
+# the newest of any torch, copied as hard links, so that pip installs only what differs (a pin
+# change costs seconds, not a 4 GB download; .peers and .dlrover pin different torches).
 # That never alters the seed: pip removes a file before writing its replacement (uninstall moves
 # files away, install unlinks an existing destination first), and every file this script changes
 # is rewritten into a new file (sed -i, rm before writing). `.complete` is not copied: touching a
 # shared inode would refresh the seed's "last used" time.
-seed=
+seed= any=
+torch_pin=$(sed -n 's/^torch==//p' "$req")
 for c in $(ls -t "$cache"/peers-*/.complete 2>/dev/null); do
   d=$(dirname "$c")
   [[ $(basename "$d") =~ ^peers-[0-9a-f]{16}$ ]] || continue  # not a temporary folder
-  if [ "$d" != "$venv" ] && [ -x "$d/bin/python" ]; then seed=$d && break; fi
+  [ "$d" != "$venv" ] && [ -x "$d/bin/python" ] || continue
+  any=${any:-$d}
+  if compgen -G "$d/lib/python3*/site-packages/torch-$torch_pin.dist-info" >/dev/null; then seed=$d && break; fi
 done
+seed=${seed:-$any}
 if [ -n "$seed" ] && cp -al "$seed" "$tmp" 2>/dev/null; then
   rm -f "$tmp/.complete"
   # The seed's recorded paths (console scripts' shebangs, pyvenv.cfg) become the new folder's.

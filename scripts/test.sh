@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds everything and runs the whole test suite.
 #   scripts/test.sh [--long]     release build in build/, every test but label "long" (--long:
-#                                those too); the peers too (scripts/setup_peers.sh, once per pins)
+#                                those too); the peers and DLRover too (scripts/setup_peers.sh, once per pins)
 #   scripts/test.sh --asan       ASan+UBSan build in build-asan/, tests labelled "unit"
 #   scripts/test.sh --tsan       TSan build in build-tsan/, tests labelled "concurrent"
 # Extra arguments go to ctest (e.g. -R viewer, -L unit).
@@ -18,15 +18,16 @@ case "${1:-}" in
   --asan) build=build-asan sanitize=address select=(-L unit -LE long); shift ;;
   --tsan) build=build-tsan sanitize=thread select=(-L concurrent -LE long); shift ;;
 esac
-# The peers (torchrun, dlrover-run, py-spy from PyPI) for tests/peers: optional. Without them
-# those tests skip with one line; the rest of the suite never needs them.
+# The peers (torchrun, DCP, py-spy, DeepSpeed, transformers, megatron-core with torch 2.15 from
+# PyPI) for tests/peers and tests/realtorch: optional. Without them those tests skip with one line;
+# the rest of the suite never needs them.
 if [ "$build" = build ] && ! "$root/scripts/setup_peers.sh" >/dev/null; then
-  echo "test: the peer environment is not installed; the peer tests will skip (retry: scripts/setup_peers.sh)" >&2
+  echo "test: the peer environment is not installed; the peer and realtorch tests will skip (retry: scripts/setup_peers.sh)" >&2
 fi
-# Real PyTorch 2.15 (CUDA 13) for tests/realtorch, in an environment of its own (the peers' dlrover
-# cannot run with it: scripts/realtorch-requirements.txt). Optional in the same way.
-if [ "$build" = build ] && ! "$root/scripts/setup_peers.sh" --for realtorch >/dev/null; then
-  echo "test: the real-torch environment is not installed; the realtorch tests will skip (retry: scripts/setup_peers.sh --for realtorch)" >&2
+# DLRover (dlrover-run, its flash checkpoint) with torch 2.8, in an environment of its own (it
+# cannot run with torch 2.15: scripts/dlrover-requirements.txt). Optional in the same way.
+if [ "$build" = build ] && ! "$root/scripts/setup_peers.sh" --for dlrover >/dev/null; then
+  echo "test: the DLRover environment is not installed; the comparisons with DLRover will skip (retry: scripts/setup_peers.sh --for dlrover)" >&2
 fi
 
 # ccache (setup.sh installs it) keeps compiled objects across clones on this machine: CI builds a

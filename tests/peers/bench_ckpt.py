@@ -28,7 +28,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from peers import base_env, dlrover_buffers_removed, peers_or_skip, run  # noqa: E402
+from peers import base_env, dlrover_buffers_removed, dlrover_or_skip, run  # noqa: E402
 
 WORKER = os.path.join(HERE, "ckpt_bench_worker.py")
 
@@ -60,7 +60,7 @@ def main():
         help="where our segments go (a folder is made there and removed); DLRover's are in /dev/shm",
     )
     args = ap.parse_args()
-    peers = peers_or_skip(args.peers)
+    peers = dlrover_or_skip(args.peers)
     out = args.out or tempfile.mkdtemp(prefix="xtimer-peers-bench-ckpt-")
     os.makedirs(out, exist_ok=True)
     # Not under OUT: a folder on disk would make our "shared memory" a disk file's page cache,

@@ -19,7 +19,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from peers import base_env, peers_or_skip, run  # noqa: E402
+from peers import base_env, dlrover_or_skip, run  # noqa: E402
 
 WORKER = os.path.join(HERE, "fsdp_bench_worker.py")
 NAMES = {"xtimer": "xtimer FsdpShardCheckpointer", "dlrover": "DLRover FSDP engine", "dcp": "DCP async_save"}
@@ -48,7 +48,7 @@ def main():
     ap.add_argument("--methods", default="xtimer,dlrover,dcp")
     ap.add_argument("--out", help="keep the outputs here (default: a temporary folder, removed)")
     args = ap.parse_args()
-    peers = peers_or_skip(args.peers)
+    peers = dlrover_or_skip(args.peers)
     out = args.out or tempfile.mkdtemp(prefix="xtimer-peers-bench-fsdp-")
     os.makedirs(out, exist_ok=True)
     # Snapshots go to a tmpfs, as in a job (/dev/shm); a folder on the disk would add the

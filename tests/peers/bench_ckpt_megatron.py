@@ -3,7 +3,7 @@
 (xtimer.ckpt.megatron.FlashSaveStrategy) against megatron-core's own asynchronous save (its
 default torch_dist strategy, TorchDistSaveShardedStrategy, through dist_checkpointing.save(...,
 async_sharded_save=True) and megatron's AsyncCallsQueue, as Megatron-LM's --async-save does).
-Real torch 2.15 and megatron-core 0.16.1 (.realtorch) on simulated GPUs: GPT with 2 layers,
+Real torch 2.15 and megatron-core 0.16.1 (.peers) on simulated GPUs: GPT with 2 layers,
 tensor parallel over NPROC ranks, megatron's distributed optimizer (Adam), one step taken.
 
 Per round, on every rank, the same sharded state dict made afresh each time (not timed):
@@ -25,7 +25,7 @@ The two savers alternate in order from round to round; medians over the rounds a
 xtimer blocked / (memcpy + mcore + queue) (the goal: at most 1.3),
 megatron / xtimer for blocked and to disk (above 1: xtimer is ahead).
 
-  python3 tests/peers/bench_ckpt_megatron.py --peers .realtorch --pypath build/lib/python \\
+  python3 tests/peers/bench_ckpt_megatron.py --peers .peers --pypath build/lib/python \\
       --simgpu build/lib/simgpu [--nproc 2 --hidden 1280 --rounds 4] [--persistent]
 
 --persistent (megatron's persistent async worker, one spawned process, for both savers) needs a
@@ -187,7 +187,7 @@ def report(rows, rounds):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--peers", required=True, help="the real-torch environment (.realtorch)")
+    ap.add_argument("--peers", required=True, help="the peer environment (.peers: torch 2.15)")
     ap.add_argument("--pypath", required=True)
     ap.add_argument("--simgpu", required=True)
     ap.add_argument("--nproc", type=int, default=2)
@@ -206,9 +206,9 @@ def main():
         worker(args.worker, args.hidden, args.vocab, args.rounds, args.persistent)
         return
     sys.path.insert(0, HERE)
-    from peers import realtorch_or_skip
+    from peers import peers_or_skip
 
-    peers = realtorch_or_skip(args.peers)
+    peers = peers_or_skip(args.peers)
     out = args.out or tempfile.mkdtemp(prefix="xtimer-bench-megatron-")
     os.makedirs(out, exist_ok=True)
     shm = tempfile.mkdtemp(prefix="xtimer-bench-megatron-", dir="/dev/shm" if os.path.isdir("/dev/shm") else out)

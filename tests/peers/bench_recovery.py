@@ -31,7 +31,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from peers import base_env, peers_or_skip  # noqa: E402
+from peers import base_env, dlrover_or_skip  # noqa: E402
 
 TRAIN = os.path.join(HERE, "..", "launcher", "elastic_train.py")
 HANG = os.path.join(HERE, "..", "launcher", "elastic_hang.py")
@@ -223,7 +223,7 @@ def main():
     ap.add_argument("--train-s", type=float, default=30, help="kill: seconds rank 1 trains before it is killed")
     ap.add_argument("--out")
     args = ap.parse_args()
-    peers = peers_or_skip(args.peers)
+    peers = dlrover_or_skip(args.peers)
     root = args.out or tempfile.mkdtemp(prefix="xtimer-peers-bench-recovery-")
     scenarios = {"kill": kill_scenario, "hang": hang_scenario}
     res = {}

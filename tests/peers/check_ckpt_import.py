@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 from checks import check, failures  # noqa: E402
-from peers import base_env, dlrover_buffers_removed, peers_or_skip, rows, run  # noqa: E402
+from peers import base_env, dlrover_buffers_removed, dlrover_or_skip, rows, run  # noqa: E402
 
 DLROVER_IMPORT = "from dlrover.trainer.torch.flash_checkpoint.ddp import DdpCheckpointer, StorageType\n"
 XTIMER_IMPORT = "from xtimer.ckpt import DdpCheckpointer, StorageType\n"
@@ -80,7 +80,7 @@ def main():
         help="also run DLRover's second job (its result is only printed; about a minute more)",
     )
     args = ap.parse_args()
-    peers = peers_or_skip(args.peers)
+    peers = dlrover_or_skip(args.peers)
     out = tempfile.mkdtemp(prefix="xtimer-peers-ckpt-import-")
     try:
         original = os.path.join(HERE, "dlrover_train.py")

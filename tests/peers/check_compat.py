@@ -308,7 +308,7 @@ def c_logs(args, peers, out):
     res = {}
     for label in ("torchrun", "ours"):
         logs = os.path.join(out, f"logs-{label}")
-        # torchrun 2.8 shares its rendezvous store with the workers, and a restarted gloo group
+        # torchrun (2.8 to 2.15) shares its rendezvous store with the workers, and a restarted gloo group
         # can read the last round's addresses there (pytorch/pytorch#135712): its workaround.
         base = base_env(
             out,

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """FsdpShardCheckpointer loading from shared memory and step folders that others could have
-written or damaged: 2 gloo ranks (FSDP2, CPU), real torch 2.8 DCP. Every damaged case must load
+written or damaged: 2 gloo ranks (FSDP2, CPU), real torch 2.15 DCP. Every damaged case must load
 the newest intact step, equal to what was saved then, with one line naming what was wrong; a
 load that blocks is killed by the harness (--timeout) and fails the case.
 

@@ -1,6 +1,6 @@
-"""What the peer tests share: finding the peer environment (.peers, scripts/setup_peers.sh) or
-skipping with one line, the environment every launcher of a comparison gets, running one
-launcher; a real etcd and a free port come from tests/common/.
+"""What the peer tests share: finding the peer environment (.peers, scripts/setup_peers.sh; .dlrover
+for the comparisons with DLRover) or skipping with one line, the environment every launcher of a
+comparison gets, running one launcher; a real etcd and a free port come from tests/common/.
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from peers import Peers, free_port, ...
@@ -22,7 +22,8 @@ SKIP = 77  # ctest SKIP_RETURN_CODE
 
 
 class Peers:
-    """The peer virtual environment: its python, torchrun, dlrover-run, py-spy."""
+    """A peer virtual environment (.peers, or .dlrover for DLRover): its python, torchrun,
+    dlrover-run, py-spy."""
 
     def __init__(self, path):
         self.path = path
@@ -31,8 +32,8 @@ class Peers:
         self.dlrover_run = os.path.join(path, "bin", "dlrover-run")
         self.py_spy = os.path.join(path, "bin", "py-spy")
 
-    def missing(self, dlrover=True):
-        """What is missing, or None (without dlrover-run: the real-torch environment)."""
+    def missing(self, dlrover):
+        """What is missing, or None (dlrover-run only where `dlrover`: .dlrover has it)."""
         for exe in (self.python, self.torchrun) + ((self.dlrover_run,) if dlrover else ()):
             if not os.access(exe, os.X_OK):
                 return exe
@@ -48,27 +49,30 @@ def rows(path):
         return []
 
 
-def realtorch_or_skip(path):
-    """The real-torch environment at `path` (torch 2.15, .realtorch), or exit 77 with one line."""
-    env = Peers(path)
-    gone = env.missing(dlrover=False)
-    if gone:
-        print(
-            f"SKIP: real PyTorch for the simulated GPUs is not installed ({gone} missing): run "
-            f"scripts/setup_peers.sh --for realtorch (torch 2.15 from PyPI)"
-        )
-        sys.exit(SKIP)
-    return env
-
-
 def peers_or_skip(path):
-    """The Peers at `path`, or exit 77 with one line saying how to install them."""
+    """The Peers at `path` (.peers: torch 2.15 with torchrun, DCP, py-spy, DeepSpeed, transformers,
+    megatron-core; it runs on the CPU and on the simulated GPUs), or exit 77 with one line saying
+    how to install them."""
     peers = Peers(path)
-    gone = peers.missing()
+    gone = peers.missing(dlrover=False)
     if gone:
         print(
             f"SKIP: the peer tools are not installed ({gone} missing): run scripts/setup_peers.sh "
-            f"(torch 2.x, dlrover, py-spy from PyPI; about 4 GB to download once)"
+            f"(torch 2.15 and the frameworks from PyPI; about 5 GB to download once)"
+        )
+        sys.exit(SKIP)
+    return peers
+
+
+def dlrover_or_skip(path):
+    """The DLRover environment at `path` (.dlrover: dlrover-run and its flash checkpoint with torch
+    2.8, torchrun of that torch), or exit 77 with one line saying how to install it."""
+    peers = Peers(path)
+    gone = peers.missing(dlrover=True)
+    if gone:
+        print(
+            f"SKIP: DLRover is not installed ({gone} missing): run scripts/setup_peers.sh --for dlrover "
+            f"(dlrover 0.6.1 with torch 2.8 from PyPI; about 4 GB to download once)"
         )
         sys.exit(SKIP)
     return peers

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """xtimer beside PyTorch's Flight Recorder on the same hang, real torch on the simulated GPUs.
 
-    tests/realtorch/bench_flight_recorder.py --peers .realtorch --bin build/bin --simgpu build/lib/simgpu
+    tests/realtorch/bench_flight_recorder.py --peers .peers --bin build/bin --simgpu build/lib/simgpu
         [--timeout 20] [--cases hang,desync] [--tools fr,xtimer,both,detail]
 
 Cases (gpt_train.py, DDP, 2 ranks, `torchrun --standalone`):
@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "common"))
 sys.path.insert(0, os.path.join(HERE, "..", "peers"))
 from checks import free_port, kill_mentioning, load_json, wait_for  # noqa: E402
 from node_ranks import agent_env  # noqa: E402
-from peers import realtorch_or_skip  # noqa: E402
+from peers import peers_or_skip  # noqa: E402
 
 STALL_STEP = 15
 
@@ -165,7 +165,7 @@ def run(args, case, tool):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--peers", default=os.path.join(ROOT, ".realtorch"))
+    ap.add_argument("--peers", default=os.path.join(ROOT, ".peers"))
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--simgpu", default=os.path.join(ROOT, "build", "lib", "simgpu"))
     ap.add_argument("--timeout", type=float, default=20)
@@ -173,7 +173,7 @@ def main():
     ap.add_argument("--tools", default="fr,xtimer,both")
     ap.add_argument("--keep", action="store_true", help="keep each run's files and print where")
     args = ap.parse_args()
-    args.peers = realtorch_or_skip(args.peers)
+    args.peers = peers_or_skip(args.peers)
     rows = []
     for case in args.cases.split(","):
         for tool in args.tools.split(","):

@@ -2,7 +2,7 @@
 """xtimer's slowdown judge beside NVIDIA's straggler detection (nvidia-resiliency-ext 0.4.1), on
 the same slowdowns of real torch on the simulated GPUs.
 
-    tests/realtorch/bench_nvrx.py --peers .realtorch --bin build/bin --simgpu build/lib/simgpu
+    tests/realtorch/bench_nvrx.py --peers .peers --bin build/bin --simgpu build/lib/simgpu
         [--pypath build/lib/python] [--faults gpu,host,gc,data] [--tools xtimer,nvrx,both]
         [--healthy 30] [--watch 60] [--report 5]
 
@@ -35,7 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from check_realtorch import Job  # noqa: E402
 from checks import load_json  # noqa: E402
-from peers import realtorch_or_skip  # noqa: E402
+from peers import peers_or_skip  # noqa: E402
 
 FAULTS = {
     "gpu": ("rank=1 gpu_factor=2", []),
@@ -123,7 +123,7 @@ def main():
     ap.add_argument("--watch", type=float, default=60)
     ap.add_argument("--report", type=float, default=5, help="nvrx: its report interval (s)")
     args = ap.parse_args()
-    args.peers = realtorch_or_skip(args.peers)
+    args.peers = peers_or_skip(args.peers)
     rows = []
     for fault in args.faults.split(","):
         for tool in args.tools.split(","):

@@ -7,7 +7,7 @@ check of every collective across the ranks), so the two can be set side by side.
 an all-reduce of the loss from Python to each step (a collective that goes through
 torch.distributed, whose call site xtimer records, besides DDP's bucket all-reduces).
 
-    tests/realtorch/bench_overhead.py --peers .realtorch --bin build/bin --simgpu build/lib/simgpu
+    tests/realtorch/bench_overhead.py --peers .peers --bin build/bin --simgpu build/lib/simgpu
         [--rounds 5] [--steps 300] [--tflops 100] [--nproc 2] [--tool xtimer|detail] [--log-loss]
 
 The simulated GPU is fast (SIMGPU_TFLOPS 100 by default), so the step is bound by the host, the
@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "common"))
 sys.path.insert(0, os.path.join(HERE, "..", "peers"))
 from checks import free_port, kill_mentioning  # noqa: E402
 from node_ranks import agent_env  # noqa: E402
-from peers import realtorch_or_skip  # noqa: E402
+from peers import peers_or_skip  # noqa: E402
 
 WARMUP = 50
 
@@ -93,7 +93,7 @@ def step_time(args, with_xtimer):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--peers", default=os.path.join(ROOT, ".realtorch"))
+    ap.add_argument("--peers", default=os.path.join(ROOT, ".peers"))
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--simgpu", default=os.path.join(ROOT, "build", "lib", "simgpu"))
     ap.add_argument("--rounds", type=int, default=5)
@@ -103,7 +103,7 @@ def main():
     ap.add_argument("--tool", choices=("xtimer", "detail"), default="xtimer")
     ap.add_argument("--log-loss", action="store_true")
     args = ap.parse_args()
-    args.peers = realtorch_or_skip(args.peers)
+    args.peers = peers_or_skip(args.peers)
     ratios, cpu_ratios = [], []
     for r in range(args.rounds):
         # Alternate which goes first, so that a drift of the machine does not favour one.

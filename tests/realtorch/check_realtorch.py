@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Every diagnosis on real PyTorch: torch 2.15 (.realtorch, the CUDA 13 build from PyPI, unmodified)
+"""Every diagnosis on real PyTorch: torch 2.15 (.peers, the CUDA 13 build from PyPI, unmodified)
 trains a small GPT (gpt_train.py) on simulated GPUs with backend nccl, under
 `xtimer_launch torchrun` or `xtimer_run` (scripts/simgpu.sh), and the checks read what xtimer
 names.
 
-  check_realtorch.py CASE --peers .realtorch --bin build/bin --simgpu build/lib/simgpu [--pypath ...]
+  check_realtorch.py CASE --peers .peers --bin build/bin --simgpu build/lib/simgpu [--pypath ...]
 
 CASE:
   timings        DDP, 2 ranks: each rank's summary names torch's own kernels (demangled), the
@@ -79,7 +79,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "common"))
 sys.path.insert(0, os.path.join(HERE, "..", "peers"))
 from checks import check, failures, free_port, kill_mentioning, load_json, wait_for  # noqa: E402
 from node_ranks import agent_env  # noqa: E402
-from peers import realtorch_or_skip  # noqa: E402
+from peers import peers_or_skip  # noqa: E402
 
 WORLD = 2
 # Slow enough a simulated GPU that the step is GPU-bound on a loaded 2-core host, as a real
@@ -903,7 +903,7 @@ def main():
     ap.add_argument("--pypath", default="")
     ap.add_argument("--seconds", type=float, default=240, help="healthy: how long the judge is watched")
     args = ap.parse_args()
-    args.peers = realtorch_or_skip(args.peers)
+    args.peers = peers_or_skip(args.peers)
     out = tempfile.mkdtemp(prefix=f"xtimer-realtorch-{args.case}-")
     started = time.time()
     CASES[args.case](args, out)

@@ -11,7 +11,7 @@ Values are written with host-to-device copies and read back with device-to-host 
 simulated GPU copies bytes; its kernels compute nothing). Rank 0 writes DIR/<MODE>.json with what
 each rank saw.
 
-  scripts/simgpu.sh .realtorch/bin/torchrun --standalone --nproc-per-node 2 megatron_ckpt.py DIR
+  scripts/simgpu.sh .peers/bin/torchrun --standalone --nproc-per-node 2 megatron_ckpt.py DIR
 """
 import json
 import os

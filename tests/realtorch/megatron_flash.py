@@ -24,7 +24,7 @@ parameters themselves; a bf16 run's separate main copies are not exercised); Tra
 Engine's per-layer extra state (TE is not installed; the local layer spec has none), for which
 a ShardedObject and the common `iteration` stand in.
 
-  SIMGPU_DEVICES=4 scripts/simgpu.sh .realtorch/bin/torchrun --standalone --nproc-per-node 4 \\
+  SIMGPU_DEVICES=4 scripts/simgpu.sh .peers/bin/torchrun --standalone --nproc-per-node 4 \\
       megatron_flash.py DIR        (MODE, SHM_EMPTY: a second, empty shared-memory folder)
 """
 import json
