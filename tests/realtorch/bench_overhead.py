@@ -17,15 +17,30 @@ seconds over those steps (every thread of the process: torch's, and xtimer's pol
 it), divided by their number, its CPU per step, which a late-scheduled thread moves less. With --nproc 2 on a
 2-core machine the ranks take both cores and xtimer's threads (the poller, the agent) compete
 with them; --nproc 1 leaves them a core, as a GPU node's spare cores would.
+
+The step threads' CPU per step: rank 0's main thread and torch's autograd thread (pt_autograd_*),
+the two that make the step, from each thread's own CPU clock over the same steps. It is what the
+hooks on the launch path add to the step, without the simulated GPU's threads (which spin and sleep
+with the scheduling) and without xtimer's own threads (its poller takes a spare core of a GPU node),
+whose CPU per step is printed apart. The ratios' median over rounds comes with a 90% interval from
+resampling the rounds (bootstrap), so that one can see whether the goal can be judged.
+
+--attribute S runs one job with xtimer instead and samples rank 0 with `perf record` for S seconds:
+the share of the step threads' CPU that ran xtimer's code, which the scheduling of other threads
+does not move as it moves the step time.
 """
 import argparse
+import collections
 import json
 import os
+import random
+import re
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -38,7 +53,8 @@ from peers import peers_or_skip  # noqa: E402
 WARMUP = 50
 
 
-def step_time(args, with_xtimer):
+def start_job(args, with_xtimer, steps):
+    """The job, started: (its Popen, its folder, its step log)."""
     out = tempfile.mkdtemp(prefix="xtimer-overhead-")
     log = os.path.join(out, "steps.jsonl")
     launcher = [args.peers.torchrun]
@@ -61,9 +77,11 @@ def step_time(args, with_xtimer):
         str(args.nproc),
         os.path.join(HERE, "gpt_train.py"),
         "--steps",
-        str(args.steps),
+        str(steps),
         "--step-log",
         log,
+        "--thread-cpu-steps",
+        f"{WARMUP},{steps - 1}",
         *(["--log-loss"] if args.log_loss else []),
     ]
     p = subprocess.Popen(
@@ -73,6 +91,11 @@ def step_time(args, with_xtimer):
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    return p, out, log
+
+
+def step_time(args, with_xtimer):
+    p, out, log = start_job(args, with_xtimer, args.steps)
     try:
         rc = p.wait(timeout=900)
     except subprocess.TimeoutExpired:
@@ -84,11 +107,94 @@ def step_time(args, with_xtimer):
             f"bench_overhead: the job {'with' if with_xtimer else 'without'} {args.tool} exited {rc}; files in {out}"
         )
     with open(log) as f:
-        rows = [r for r in map(json.loads, f) if r.get("rank") == 0 and "step" in r][WARMUP:]
+        mine = [r for r in map(json.loads, f) if r.get("rank") == 0]
+    rows = [r for r in mine if "step" in r][WARMUP:]
+    snaps = [r for r in mine if "threads_at" in r]
     gaps = [b["t"] - a["t"] for a, b in zip(rows, rows[1:])]
     cpu = (rows[-1]["cpu"] - rows[0]["cpu"]) / (len(rows) - 1)
+    steps = snaps[-1]["threads_at"] - snaps[0]["threads_at"]
+    used = {k: v - snaps[0]["threads"].get(k, 0.0) for k, v in snaps[-1]["threads"].items()}
+    pid = str(snaps[0]["pid"])
+
+    def per_step(pick):
+        return sum(v for k, v in used.items() if pick(*k.split(" ", 1))) / steps
+
+    step_threads = per_step(lambda tid, name: tid == pid or name.startswith("pt_autograd"))
+    xtimer_threads = per_step(lambda tid, name: name.startswith("xtimer"))
     subprocess.run(["rm", "-rf", out])
-    return statistics.median(gaps), cpu
+    return statistics.median(gaps), cpu, step_threads, xtimer_threads
+
+
+def attribute(args):
+    """Where rank 0's CPU goes under xtimer, by sampling: `perf record -F 999` of the rank for
+    --attribute seconds after the warm-up, each sample counted by its thread and the library it
+    was in (the leaf frame, no call chains: a hook's frame is on every CUDA call's chain, so only
+    the innermost frame says whose code ran)."""
+    p, out, log = start_job(args, True, 1_000_000)
+    try:
+        pid = None
+        for _ in range(1200):  # the warm-up: up to 2 minutes
+            with open(log) if os.path.exists(log) else open(os.devnull) as f:
+                rows = [r for r in map(json.loads, f) if r.get("rank") == 0 and "step" in r]
+            if len(rows) > WARMUP:
+                pid = rows[-1]["pid"]
+                break
+            if p.poll() is not None:
+                break
+            time.sleep(0.1)
+        if pid is None:
+            sys.exit(f"bench_overhead: the job did not reach step {WARMUP}; files in {out}")
+        data = os.path.join(out, "perf.data")
+        rec = subprocess.run(
+            ["perf", "record", "-F", "999", "-p", str(pid), "-o", data, "--", "sleep", str(args.attribute)],
+            capture_output=True,
+            text=True,
+        )
+        if rec.returncode != 0:
+            sys.exit(f"bench_overhead: perf record failed (is perf installed and allowed?): {rec.stderr.strip()}")
+        lines = subprocess.run(
+            ["perf", "script", "-i", data, "-F", "comm,tid,ip,dso"], capture_output=True, text=True
+        ).stdout.splitlines()
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        kill_mentioning(out)
+    step, mine, total = collections.Counter(), collections.Counter(), 0
+    for line in lines:
+        m = re.match(r"\s*(.+?)\s+(\d+)\s+[0-9a-f]+\s+\((.*)\)\s*$", line)
+        if not m:
+            continue
+        comm, tid, dso = m.group(1), int(m.group(2)), os.path.basename(m.group(3))
+        total += 1
+        if tid == pid or comm.startswith("pt_autograd"):
+            step[dso] += 1
+        if comm.startswith("xtimer"):
+            mine[comm] += 1
+    n = sum(step.values())
+    if n == 0:
+        sys.exit(f"bench_overhead: no samples of rank 0's step threads ({total} in all); files in {out}")
+    hooks = step["libxtimer_preload.so"]
+    cupti = step["libcupti.so.13"]
+    print(
+        f"rank 0 (pid {pid}), {args.attribute} s at 999 Hz: {total} samples, "
+        f"{n} on the step threads (main, autograd)"
+    )
+    print(f"  xtimer's code on the step threads: {hooks} samples, {100 * hooks / n:.2f}% of their CPU; goal < 1%")
+    print(
+        f"  with the simulated CUPTI's callbacks that xtimer's subscription turns on: {hooks + cupti} samples, "
+        f"{100 * (hooks + cupti) / n:.2f}%"
+    )
+    for comm, k in mine.most_common():
+        print(f"  xtimer's thread {comm}: {k} samples, {100 * k / n:.2f}% of the step threads' CPU")
+    print("  the step threads' CPU by library: " + ", ".join(f"{d} {100 * k / n:.1f}%" for d, k in step.most_common(8)))
+    subprocess.run(["rm", "-rf", out])
+
+
+def interval(values, rounds=2000, seed=1):
+    """A 90% bootstrap interval of the median of `values` (the rounds resampled with replacement)."""
+    rng = random.Random(seed)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(rounds))
+    return medians[int(0.05 * rounds)], medians[int(0.95 * rounds) - 1]
 
 
 def main():
@@ -102,26 +208,44 @@ def main():
     ap.add_argument("--nproc", type=int, default=2)
     ap.add_argument("--tool", choices=("xtimer", "detail"), default="xtimer")
     ap.add_argument("--log-loss", action="store_true")
+    ap.add_argument("--attribute", type=float, default=0, help="S: sample the job with xtimer for S s instead")
     args = ap.parse_args()
     args.peers = peers_or_skip(args.peers)
-    ratios, cpu_ratios = [], []
+    if args.attribute > 0:
+        attribute(args)
+        return
+    ratios, cpu_ratios, thread_ratios, own = [], [], [], []
     for r in range(args.rounds):
         # Alternate which goes first, so that a drift of the machine does not favour one.
         order = (False, True) if r % 2 == 0 else (True, False)
         times = {w: step_time(args, w) for w in order}
         ratios.append(times[True][0] / times[False][0])
         cpu_ratios.append(times[True][1] / times[False][1])
+        thread_ratios.append(times[True][2] / times[False][2])
+        own.append(times[True][3] / times[False][0])
         print(
             f"round {r + 1}: step {times[False][0] * 1e3:.2f} ms without, {times[True][0] * 1e3:.2f} ms with "
             f"{args.tool}: ratio {ratios[-1]:.4f}; rank 0's CPU per step {times[False][1] * 1e3:.2f} / "
-            f"{times[True][1] * 1e3:.2f} ms: ratio {cpu_ratios[-1]:.4f}",
+            f"{times[True][1] * 1e3:.2f} ms: ratio {cpu_ratios[-1]:.4f}; its step threads' "
+            f"{times[False][2] * 1e3:.3f} / {times[True][2] * 1e3:.3f} ms: ratio {thread_ratios[-1]:.4f}; "
+            f"xtimer's threads {times[True][3] * 1e3:.3f} ms",
             flush=True,
         )
     goal = "; goal < 1.01" if args.tool == "xtimer" else ""
-    for name, rs in (("step time", ratios), ("rank 0's CPU seconds per step (every thread)", cpu_ratios)):
+    for name, rs in (
+        ("step time", ratios),
+        ("rank 0's CPU seconds per step (every thread)", cpu_ratios),
+        ("rank 0's step threads' CPU seconds per step (main, autograd)", thread_ratios),
+    ):
+        lo, hi = interval(rs)
         print(
             f"{name}: ratio with/without {args.tool}, median of {args.rounds} rounds: {statistics.median(rs):.4f} "
-            f"(min {min(rs):.4f}, max {max(rs):.4f}){goal}"
+            f"(90% interval {lo:.4f}-{hi:.4f}; min {min(rs):.4f}, max {max(rs):.4f}){goal}"
+        )
+    if args.tool == "xtimer":
+        print(
+            f"xtimer's own threads (its poller, on a spare core of a GPU node): CPU per step "
+            f"{statistics.median(own):.4f} of the step without it (median of {args.rounds} rounds)"
         )
 
 

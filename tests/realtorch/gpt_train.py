@@ -27,6 +27,9 @@ section "step" with CUDA profiling (its CUPTI module), and every S seconds rank 
 ({"nvrx": time, "stragglers", "gpu_relative", ...}): what tests/realtorch/bench_nvrx.py compares.
 Each rank appends one JSON line per step to --step-log: {"rank", "step", "t", "cpu", "restart"}
 ("cpu": the process' CPU seconds so far, every thread's, a preloaded library's too).
+--thread-cpu-steps A,B adds, after steps A and B, {"threads_at": A, "threads": {"<tid> <name>": s}}:
+each thread's own CPU seconds so far (its per-thread clock, in nanoseconds), so that a benchmark
+can tell the threads that make the step (the main thread, torch's autograd thread) from the rest.
 --profile-steps=A:B --profile-dir DIR runs torch.profiler (CPU and CUDA activities) from the start
 of step A to the end of step B-1, as a user profiles a few steps mid-job, and exports its Chrome
 trace to DIR/rank<R>.json ({"profiled": [A, B]}). A of -1 starts it before the first CUDA call.
@@ -143,6 +146,20 @@ def collect_garbage(heap):
     if len(heap) < want:
         heap.extend({"i": i, "next": None} for i in range(want - len(heap)))
     gc.collect()
+
+
+def thread_cpu():
+    """{"<tid> <name>": CPU seconds} of every thread of this process, from each thread's CPU clock
+    (Linux makes a thread's clock id from its tid: ~tid << 3 | CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED)."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read().strip()
+            out[f"{tid} {name}"] = time.clock_gettime((~int(tid) << 3) | 6)
+        except OSError:
+            pass  # the thread ended meanwhile
+    return out
 
 
 def load_shard_slowly(seconds):
@@ -348,6 +365,7 @@ def main():
     p.add_argument("--eval-every", type=int, default=0)
     p.add_argument("--eval-batches", type=int, default=8)
     p.add_argument("--step-log", default="")
+    p.add_argument("--thread-cpu-steps", default="", help="A,B: each thread's CPU seconds after steps A and B")
     p.add_argument("--nvrx-report", type=float, default=0)
     p.add_argument("--profile-steps", default="", help="A:B (A = -1: from before the first CUDA call)")
     p.add_argument("--profile-dir", default=".")
@@ -480,6 +498,8 @@ def main():
         if nvrx:
             nvrx.end()
         note(step=step, t=time.time(), cpu=time.process_time())
+        if str(step) in args.thread_cpu_steps.split(","):
+            note(threads_at=step, threads=thread_cpu())
     if checkpointer and rank == 0:
         checkpointer.wait_latest_checkpoint(timeout=120)
     dist.barrier()
