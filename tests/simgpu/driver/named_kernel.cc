@@ -86,7 +86,7 @@ int64_t run_named_kernel(const NamedKernel& k, uint64_t threads, int64_t start) 
   const Model& m = model();
   const double ns = std::max(m.floor_ns, double(threads) * m.ns_per_thread) * current_faults().gpu_factor;
   const int64_t end = start + int64_t(ns);
-  sleep_until_ns(end);
+  device_sleep_until_ns(end);
   return end;
 }
 

@@ -28,7 +28,8 @@ const NamedKernel* as_named_kernel(const void* f);
 
 // Runs one launch of `k` with `threads` threads on the calling stream worker, from `start` on
 // the device clock; returns its end: start + its modelled time, exactly (a worker that begins it
-// late catches up, as with simgpu_kernel_sleep_ns). A stuck launch never returns.
+// late catches up, as with simgpu_kernel_sleep_ns; the device clock may lead real time by
+// kDeviceLeadNs). A stuck launch never returns.
 int64_t run_named_kernel(const NamedKernel& k, uint64_t threads, int64_t start);
 
 constexpr uint32_t kNamedKernelMagic = 0x4b4e4d44;
