@@ -11,7 +11,7 @@
 namespace xtimer::python {
 namespace {
 
-constexpr size_t kQueue = 8192;  // spans between two polls (1 ms apart) is a handful
+constexpr size_t kQueue = 8192;  // spans between two polls (5 ms apart) is a handful
 
 std::atomic<MpmcQueue<Span>*> g_queue{nullptr};
 std::atomic<bool> g_on{false};

@@ -44,12 +44,11 @@ void Poller::Loop() {
   next_report_ns_ = interval > 0 ? MonotonicNs() + static_cast<uint64_t>(interval * 1e9) : UINT64_MAX;
   while (!stop_.load(std::memory_order_acquire)) {
     heartbeat_ns_.store(MonotonicNs(), std::memory_order_relaxed);
-    bool pending;
     const uint64_t flushed = cupti::Flush(false);  // outside mu_: the watchdog's Snapshot must not wait for CUPTI
     {
       MutexLock lock(mu_);
       DrainQueue();
-      pending = CompleteFinished();
+      CompleteFinished();
       cupti::Drain([](void* self, const CuptiOp& op) { static_cast<Poller*>(self)->AccountCupti(op); }, this);
       // Streams are judged only on a flush: every op that had ended by then has been drained.
       if (StreamWatch* watch = cupti::Watch(); watch != nullptr && flushed != 0)
@@ -69,11 +68,12 @@ void Poller::Loop() {
     }
     if (steps_ != nullptr) steps_->Publish(MonotonicNs());  // file and agent, outside mu_
     launch_.pools().Grow();
-    // 1 ms while ops are in flight bounds how late a completion is noticed (durations come
-    // from GPU events, so this is not a timing error); idle, poll less often.
+    // Every 5 ms. Durations come from GPU events and CUPTI records, so how late a completion is
+    // noticed is no timing error; what it bounds (an in-flight op's host-clock start, the queue
+    // and pools in use) needs no more. Each wake-up can preempt a training thread: at 1 ms they
+    // cost a host-bound step on a shared core more than all the hooks (docs/benchmarks.md).
     MutexLock lock(wake_mu_);
-    wake_.WaitFor(wake_mu_, std::chrono::milliseconds(pending ? 1 : 5),
-                  [this] { return stop_.load(std::memory_order_acquire); });
+    wake_.WaitFor(wake_mu_, std::chrono::milliseconds(5), [this] { return stop_.load(std::memory_order_acquire); });
   }
 }
 
@@ -100,8 +100,7 @@ uint64_t Poller::OldestPending() const {
   return oldest;
 }
 
-bool Poller::CompleteFinished() {
-  bool pending = false;
+void Poller::CompleteFinished() {
   const uint64_t now = MonotonicNs();
   EventPools& pools = launch_.pools();
   for (auto it = streams_.begin(); it != streams_.end();) {
@@ -119,7 +118,6 @@ bool Poller::CompleteFinished() {
       fifo.pop_front();
     }
     if (!fifo.empty()) {
-      pending = true;
       ++it;
     } else if (tail.end_event != kNoEvent && tail.end_ns != 0 && tail.end_ns + kTailKeepNs > now) {
       ++it;
@@ -128,7 +126,6 @@ bool Poller::CompleteFinished() {
       it = streams_.erase(it);
     }
   }
-  return pending;
 }
 
 gpu::Query Poller::Complete(StreamTail& tail, const Pending& p) {

@@ -58,8 +58,8 @@ class Poller {
   };
   void Loop();
   void DrainQueue() XT_REQUIRES(mu_);
-  // Completes finished heads; returns true if anything is still pending.
-  bool CompleteFinished() XT_REQUIRES(mu_);
+  // Completes each stream's finished heads.
+  void CompleteFinished() XT_REQUIRES(mu_);
   // The stream's head op: kNotReady while it runs; else accounts it (its duration and GPU start),
   // gives its events back and moves the stream's tail to its end.
   gpu::Query Complete(StreamTail& tail, const Pending& p);
