@@ -9,6 +9,7 @@ torch.distributed, whose call site xtimer records, besides DDP's bucket all-redu
 
     tests/realtorch/bench_overhead.py --peers .peers --bin build/bin --simgpu build/lib/simgpu
         [--rounds 5] [--steps 300] [--tflops 100] [--nproc 2] [--tool xtimer|detail] [--log-loss]
+        [--paired] [--attribute S]
 
 The simulated GPU is fast (SIMGPU_TFLOPS 100 by default), so the step is bound by the host, the
 worst case for a preloaded library: every microsecond the hooks add on the launch path shows.
@@ -25,9 +26,18 @@ with the scheduling) and without xtimer's own threads (its poller takes a spare 
 whose CPU per step is printed apart. The ratios' median over rounds comes with a 90% interval from
 resampling the rounds (bootstrap), so that one can see whether the goal can be judged.
 
---attribute S runs one job with xtimer instead and samples rank 0 with `perf record` for S seconds:
-the share of the step threads' CPU that ran xtimer's code, which the scheduling of other threads
-does not move as it moves the step time.
+--tflops 0.02 makes the step GPU-bound instead, as a real training step is: what a user sees, the
+host cost hidden behind the GPU's time unless it outgrows the host's slack.
+
+--paired runs both jobs of a round at once, each pinned to a core of its own (swapped every
+round): this VM's speed drifts by tens of percent within seconds (a fixed Python loop took
+119-189 ms of CPU over 20 s), and a pair run at once sees the same drift. Each job then shares its
+one core with its simulated GPU's threads and, with xtimer, its poller: the worst case.
+
+--attribute S runs one job with xtimer and one without instead and samples rank 0 of each with
+`perf record` for S seconds: the share of the step threads' CPU that ran xtimer's code, which the
+scheduling of other threads does not move as it moves the step time, and per library the step
+threads' samples per step in both jobs, which shows what the hooks make other code do.
 """
 import argparse
 import collections
@@ -53,8 +63,8 @@ from peers import peers_or_skip  # noqa: E402
 WARMUP = 50
 
 
-def start_job(args, with_xtimer, steps):
-    """The job, started: (its Popen, its folder, its step log)."""
+def start_job(args, with_xtimer, steps, cpu=None):
+    """The job, started (on CPU `cpu` alone when given): (its Popen, its folder, its step log)."""
     out = tempfile.mkdtemp(prefix="xtimer-overhead-")
     log = os.path.join(out, "steps.jsonl")
     launcher = [args.peers.torchrun]
@@ -70,6 +80,7 @@ def start_job(args, with_xtimer, steps):
     elif with_xtimer:
         env.update(TORCH_DISTRIBUTED_DEBUG="DETAIL")
     cmd = [
+        *(["taskset", "-c", str(cpu)] if cpu is not None else []),
         os.path.join(ROOT, "scripts", "simgpu.sh"),
         *launcher,
         "--standalone",
@@ -95,7 +106,20 @@ def start_job(args, with_xtimer, steps):
 
 
 def step_time(args, with_xtimer):
-    p, out, log = start_job(args, with_xtimer, args.steps)
+    return finish_job(args, with_xtimer, *start_job(args, with_xtimer, args.steps))
+
+
+def step_times_paired(args, round_no):
+    """Both jobs at once, each on a core of its own (swapped every round, so that neither core
+    favours one): the machine's drift over time then moves both alike."""
+    cpus = (0, 1) if round_no % 2 == 0 else (1, 0)
+    jobs = {w: start_job(args, w, args.steps, cpu) for w, cpu in zip((False, True), cpus)}
+    return {w: finish_job(args, w, *job) for w, job in jobs.items()}
+
+
+def finish_job(args, with_xtimer, p, out, log):
+    """Waits for a job; returns its step time, rank 0's CPU per step, its step threads' CPU per
+    step and xtimer's threads' CPU per step."""
     try:
         rc = p.wait(timeout=900)
     except subprocess.TimeoutExpired:
@@ -125,17 +149,24 @@ def step_time(args, with_xtimer):
     return statistics.median(gaps), cpu, step_threads, xtimer_threads
 
 
-def attribute(args):
-    """Where rank 0's CPU goes under xtimer, by sampling: `perf record -F 999` of the rank for
-    --attribute seconds after the warm-up, each sample counted by its thread and the library it
-    was in (the leaf frame, no call chains: a hook's frame is on every CUDA call's chain, so only
-    the innermost frame says whose code ran)."""
-    p, out, log = start_job(args, True, 1_000_000)
+def sample(args, with_xtimer):
+    """Where rank 0's CPU goes, by sampling: `perf record -F 999` of the rank for --attribute
+    seconds after the warm-up. Returns (the step threads' samples by library, the number of steps
+    rank 0 made meanwhile, xtimer's threads' samples by thread name, all samples). Each sample is
+    counted by its thread and the library it was in (the leaf frame, no call chains: a hook's frame
+    is on every CUDA call's chain, so only the innermost frame says whose code ran)."""
+    p, out, log = start_job(args, with_xtimer, 1_000_000)
+
+    def rank0_steps():
+        if not os.path.exists(log):
+            return []
+        with open(log) as f:
+            return [r for r in map(json.loads, f) if r.get("rank") == 0 and "step" in r]
+
     try:
         pid = None
         for _ in range(1200):  # the warm-up: up to 2 minutes
-            with open(log) if os.path.exists(log) else open(os.devnull) as f:
-                rows = [r for r in map(json.loads, f) if r.get("rank") == 0 and "step" in r]
+            rows = rank0_steps()
             if len(rows) > WARMUP:
                 pid = rows[-1]["pid"]
                 break
@@ -145,13 +176,16 @@ def attribute(args):
         if pid is None:
             sys.exit(f"bench_overhead: the job did not reach step {WARMUP}; files in {out}")
         data = os.path.join(out, "perf.data")
+        t0 = time.time()
         rec = subprocess.run(
             ["perf", "record", "-F", "999", "-p", str(pid), "-o", data, "--", "sleep", str(args.attribute)],
             capture_output=True,
             text=True,
         )
+        t1 = time.time()
         if rec.returncode != 0:
             sys.exit(f"bench_overhead: perf record failed (is perf installed and allowed?): {rec.stderr.strip()}")
+        steps = sum(1 for r in rank0_steps() if t0 <= r["t"] <= t1)
         lines = subprocess.run(
             ["perf", "script", "-i", data, "-F", "comm,tid,ip,dso"], capture_output=True, text=True
         ).stdout.splitlines()
@@ -170,14 +204,24 @@ def attribute(args):
             step[dso] += 1
         if comm.startswith("xtimer"):
             mine[comm] += 1
-    n = sum(step.values())
-    if n == 0:
-        sys.exit(f"bench_overhead: no samples of rank 0's step threads ({total} in all); files in {out}")
-    hooks = step["libxtimer_preload.so"]
-    cupti = step["libcupti.so.13"]
+    if not step or not steps:
+        sys.exit(f"bench_overhead: no samples of rank 0's step threads, or no step ({total} samples); files in {out}")
+    subprocess.run(["rm", "-rf", out])
+    return step, steps, mine, total
+
+
+def attribute(args):
+    """The job with xtimer, then without it, each sampled for --attribute seconds: xtimer's code as
+    a share of the step threads' CPU, and per library the step threads' samples per step in each,
+    so that what the hooks make other libraries do (a ctypes call, a CUDA call of their own) shows
+    as a difference too."""
+    with_, steps_w, mine, total = sample(args, True)
+    without, steps_wo, _, _ = sample(args, False)
+    n = sum(with_.values())
+    hooks = with_["libxtimer_preload.so"]
+    cupti = with_["libcupti.so.13"]
     print(
-        f"rank 0 (pid {pid}), {args.attribute} s at 999 Hz: {total} samples, "
-        f"{n} on the step threads (main, autograd)"
+        f"rank 0 with xtimer, {args.attribute} s at 999 Hz: {total} samples, {n} on the step threads (main, autograd)"
     )
     print(f"  xtimer's code on the step threads: {hooks} samples, {100 * hooks / n:.2f}% of their CPU; goal < 1%")
     print(
@@ -186,8 +230,18 @@ def attribute(args):
     )
     for comm, k in mine.most_common():
         print(f"  xtimer's thread {comm}: {k} samples, {100 * k / n:.2f}% of the step threads' CPU")
-    print("  the step threads' CPU by library: " + ", ".join(f"{d} {100 * k / n:.1f}%" for d, k in step.most_common(8)))
-    subprocess.run(["rm", "-rf", out])
+    per_w, per_wo = n / steps_w, sum(without.values()) / steps_wo
+    print(
+        f"step threads' samples per step: {per_wo:.3f} without xtimer ({steps_wo} steps), {per_w:.3f} with it "
+        f"({steps_w} steps): ratio {per_w / per_wo:.4f}"
+    )
+    print("  by library, samples per step without / with (difference, as a share of the step without):")
+    diffs = {d: with_[d] / steps_w - without[d] / steps_wo for d in set(with_) | set(without)}
+    for d in sorted(diffs, key=lambda d: -abs(diffs[d]))[:12]:
+        print(
+            f"    {d}: {without[d] / steps_wo:.3f} / {with_[d] / steps_w:.3f} "
+            f"({diffs[d]:+.3f}, {100 * diffs[d] / per_wo:+.2f}%)"
+        )
 
 
 def interval(values, rounds=2000, seed=1):
@@ -208,6 +262,7 @@ def main():
     ap.add_argument("--nproc", type=int, default=2)
     ap.add_argument("--tool", choices=("xtimer", "detail"), default="xtimer")
     ap.add_argument("--log-loss", action="store_true")
+    ap.add_argument("--paired", action="store_true", help="run both jobs of a round at once, one per core")
     ap.add_argument("--attribute", type=float, default=0, help="S: sample the job with xtimer for S s instead")
     args = ap.parse_args()
     args.peers = peers_or_skip(args.peers)
@@ -218,7 +273,7 @@ def main():
     for r in range(args.rounds):
         # Alternate which goes first, so that a drift of the machine does not favour one.
         order = (False, True) if r % 2 == 0 else (True, False)
-        times = {w: step_time(args, w) for w in order}
+        times = step_times_paired(args, r) if args.paired else {w: step_time(args, w) for w in order}
         ratios.append(times[True][0] / times[False][0])
         cpu_ratios.append(times[True][1] / times[False][1])
         thread_ratios.append(times[True][2] / times[False][2])
