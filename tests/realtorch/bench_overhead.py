@@ -63,6 +63,20 @@ from peers import peers_or_skip  # noqa: E402
 WARMUP = 50
 
 
+def is_step_thread(tid, name, pid):
+    """The threads that make the step: the rank's main thread (its tid is the pid) and torch's
+    autograd thread."""
+    return tid == pid or name.startswith("pt_autograd")
+
+
+def rank0_records(log):
+    """Rank 0's records in a job's step log (none before the log exists)."""
+    if not os.path.exists(log):
+        return []
+    with open(log) as f:
+        return [r for r in map(json.loads, f) if r.get("rank") == 0]
+
+
 def start_job(args, with_xtimer, steps, cpu=None):
     """The job, started (on CPU `cpu` alone when given): (its Popen, its folder, its step log)."""
     out = tempfile.mkdtemp(prefix="xtimer-overhead-")
@@ -130,20 +144,21 @@ def finish_job(args, with_xtimer, p, out, log):
         sys.exit(
             f"bench_overhead: the job {'with' if with_xtimer else 'without'} {args.tool} exited {rc}; files in {out}"
         )
-    with open(log) as f:
-        mine = [r for r in map(json.loads, f) if r.get("rank") == 0]
+    mine = rank0_records(log)
     rows = [r for r in mine if "step" in r][WARMUP:]
     snaps = [r for r in mine if "threads_at" in r]
     gaps = [b["t"] - a["t"] for a, b in zip(rows, rows[1:])]
     cpu = (rows[-1]["cpu"] - rows[0]["cpu"]) / (len(rows) - 1)
     steps = snaps[-1]["threads_at"] - snaps[0]["threads_at"]
     used = {k: v - snaps[0]["threads"].get(k, 0.0) for k, v in snaps[-1]["threads"].items()}
-    pid = str(snaps[0]["pid"])
+    pid = snaps[0]["pid"]
+
+    threads = [(int(key.split(" ", 1)[0]), key.split(" ", 1)[1], v) for key, v in used.items()]
 
     def per_step(pick):
-        return sum(v for k, v in used.items() if pick(*k.split(" ", 1))) / steps
+        return sum(v for tid, name, v in threads if pick(tid, name)) / steps
 
-    step_threads = per_step(lambda tid, name: tid == pid or name.startswith("pt_autograd"))
+    step_threads = per_step(lambda tid, name: is_step_thread(tid, name, pid))
     xtimer_threads = per_step(lambda tid, name: name.startswith("xtimer"))
     subprocess.run(["rm", "-rf", out])
     return statistics.median(gaps), cpu, step_threads, xtimer_threads
@@ -158,10 +173,7 @@ def sample(args, with_xtimer):
     p, out, log = start_job(args, with_xtimer, 1_000_000)
 
     def rank0_steps():
-        if not os.path.exists(log):
-            return []
-        with open(log) as f:
-            return [r for r in map(json.loads, f) if r.get("rank") == 0 and "step" in r]
+        return [r for r in rank0_records(log) if "step" in r]
 
     try:
         pid = None
@@ -200,7 +212,7 @@ def sample(args, with_xtimer):
             continue
         comm, tid, dso = m.group(1), int(m.group(2)), os.path.basename(m.group(3))
         total += 1
-        if tid == pid or comm.startswith("pt_autograd"):
+        if is_step_thread(tid, comm, pid):
             step[dso] += 1
         if comm.startswith("xtimer"):
             mine[comm] += 1
@@ -263,7 +275,7 @@ def main():
     ap.add_argument("--tool", choices=("xtimer", "detail"), default="xtimer")
     ap.add_argument("--log-loss", action="store_true")
     ap.add_argument("--paired", action="store_true", help="run both jobs of a round at once, one per core")
-    ap.add_argument("--attribute", type=float, default=0, help="S: sample the job with xtimer for S s instead")
+    ap.add_argument("--attribute", type=float, default=0, help="S: sample a job with xtimer and one without, S s each")
     args = ap.parse_args()
     args.peers = peers_or_skip(args.peers)
     if args.attribute > 0:

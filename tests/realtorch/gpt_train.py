@@ -28,7 +28,7 @@ section "step" with CUDA profiling (its CUPTI module), and every S seconds rank 
 Each rank appends one JSON line per step to --step-log: {"rank", "step", "t", "cpu", "restart"}
 ("cpu": the process' CPU seconds so far, every thread's, a preloaded library's too).
 --thread-cpu-steps A,B adds, after steps A and B, {"threads_at": A, "threads": {"<tid> <name>": s}}:
-each thread's own CPU seconds so far (its per-thread clock, in nanoseconds), so that a benchmark
+each thread's own CPU seconds so far (from its per-thread clock), so that a benchmark
 can tell the threads that make the step (the main thread, torch's autograd thread) from the rest.
 --profile-steps=A:B --profile-dir DIR runs torch.profiler (CPU and CUDA activities) from the start
 of step A to the end of step B-1, as a user profiles a few steps mid-job, and exports its Chrome

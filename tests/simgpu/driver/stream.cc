@@ -537,10 +537,11 @@ SIMGPU_DEFINE_PTSZ(cuStreamAddCallback, (CUstream h, CUstreamCallback cb, void* 
 SIMGPU_DEFINE_PTSZ(cuLaunchHostFunc, (CUstream h, CUhostFn fn, void* user), h, fn, user)
 
 // Sleeps `ns` of device time inside a kernel (simgpu/kernel.h: simgpu_sleep_ns). The real
-// sleep ends at an absolute deadline on the device clock (or not at all within kDeviceLeadNs of
-// it: common/simgpu_clock.h), so a worker that started late catches up, and the kernel's device-clock duration is
-// exactly what it slept plus its own work (without the time its worker waited for a CPU). Outside a kernel it is a
-// plain sleep. Inside one, a slow GPU injected through SIMGPU_CONTROL (common/control.h, gpu_factor) stretches it.
+// sleep ends at an absolute deadline on the device clock (or not at all within kDeviceLeadNs
+// of it: common/simgpu_clock.h), so a worker that started late catches up, and the kernel's
+// device-clock duration is exactly what it slept plus its own work (without the time its
+// worker waited for a CPU). Outside a kernel it is a plain sleep. Inside one, a slow GPU
+// injected through SIMGPU_CONTROL (common/control.h, gpu_factor) stretches it.
 SIMGPU_EXPORT void simgpu_kernel_sleep_ns(int64_t ns) {
   using namespace simgpu;
   auto& k = simgpu::drv::tls_kernel;
